@@ -1,0 +1,127 @@
+// Package clock is linerate's time: monotonic nanoseconds for the fast path, wall
+// time (UTC, TAI, NTP, PTP) as monotonic time plus an offset refreshed about ten
+// times a second, and the host's clock-sync state from adjtimex.
+//
+// The clock is an interface so that multi-node simulations can run in virtual time
+// (Sim).
+package clock
+
+import (
+	"sync/atomic"
+	"time"
+	_ "unsafe" // for go:linkname
+)
+
+// Clock is the time source of an engine.
+type Clock interface {
+	// Now is monotonic nanoseconds. It is read once per rx burst and once before tx.
+	Now() int64
+	// UnixOffset is added to a Now reading to get Unix (UTC) nanoseconds.
+	UnixOffset() int64
+	// Sync is the clock-sync state that feeds STAMP's Error Estimate and IOAM.
+	Sync() SyncState
+}
+
+// SyncState is what the host knows of its clock's synchronisation.
+type SyncState struct {
+	Synchronized bool  // STA_UNSYNC is clear
+	ErrorNs      int64 // estimated error (adjtimex esterror), in ns
+	TAIOffset    int   // TAI − UTC in seconds (adjtimex tai), 37 when unknown
+}
+
+// Unix turns a monotonic reading of c into Unix nanoseconds (UTC).
+func Unix(c Clock, mono int64) int64 { return mono + c.UnixOffset() }
+
+// TAI turns a monotonic reading of c into nanoseconds since 1970 on the TAI scale.
+func TAI(c Clock, mono int64) int64 {
+	return mono + c.UnixOffset() + int64(c.Sync().TAIOffset)*int64(time.Second)
+}
+
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// System is the host clock. Create it with NewSystem and Close it when done.
+type System struct {
+	offset atomic.Int64
+	sync   atomic.Pointer[SyncState]
+	stop   chan struct{}
+	// Override, when set, replaces the adjtimex state (STAMP's config can force it).
+	override *SyncState
+}
+
+// RefreshInterval is how often the wall offset and the sync state are refreshed.
+const RefreshInterval = 100 * time.Millisecond
+
+// NewSystem starts a host clock with its refresh goroutine.
+func NewSystem() *System {
+	c := &System{stop: make(chan struct{})}
+	c.refresh()
+	go func() {
+		t := time.NewTicker(RefreshInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.stop:
+				return
+			case <-t.C:
+				c.refresh()
+			}
+		}
+	}()
+	return c
+}
+
+// Close stops the refresh goroutine.
+func (c *System) Close() { close(c.stop) }
+
+func (c *System) refresh() {
+	// Bracket the wall read with two monotonic reads and take their midpoint, so the
+	// offset's error is half the read time rather than a full one.
+	m0 := nanotime()
+	w := time.Now().UnixNano()
+	m1 := nanotime()
+	c.offset.Store(w - (m0+m1)/2)
+	s := readSync()
+	c.sync.Store(&s)
+}
+
+// Now is monotonic nanoseconds.
+func (c *System) Now() int64 { return nanotime() }
+
+// UnixOffset converts Now readings to Unix nanoseconds.
+func (c *System) UnixOffset() int64 { return c.offset.Load() }
+
+// Sync is the last adjtimex reading.
+func (c *System) Sync() SyncState { return *c.sync.Load() }
+
+// Mono is the process's monotonic clock without a System: for code that only needs
+// intervals.
+func Mono() int64 { return nanotime() }
+
+// Sim is a virtual clock: time moves only when the simulation advances it.
+type Sim struct {
+	now  atomic.Int64
+	base int64
+	sync SyncState
+}
+
+// NewSim starts virtual time at zero, on a wall epoch of unixBase nanoseconds,
+// perfectly synchronised.
+func NewSim(unixBase int64) *Sim {
+	return &Sim{base: unixBase, sync: SyncState{Synchronized: true, TAIOffset: 37}}
+}
+
+func (s *Sim) Now() int64              { return s.now.Load() }
+func (s *Sim) UnixOffset() int64       { return s.base }
+func (s *Sim) Sync() SyncState         { return s.sync }
+func (s *Sim) Advance(d time.Duration) { s.now.Add(int64(d)) }
+
+// Set moves virtual time to t; it never goes backwards.
+func (s *Sim) Set(t int64) {
+	for {
+		cur := s.now.Load()
+		if t <= cur || s.now.CompareAndSwap(cur, t) {
+			return
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package packet
+
+// MaxBurst is the most handles a Burst holds.
+const MaxBurst = 64
+
+// Burst is a fixed array of up to MaxBurst packet handles: the vector a stage
+// processes in one call.
+type Burst struct {
+	N int
+	H [MaxBurst]Handle
+}
+
+// Len is the number of packets in the burst.
+func (b *Burst) Len() int { return b.N }
+
+// Room is how many more packets the burst takes.
+func (b *Burst) Room() int { return MaxBurst - b.N }
+
+// P returns packet i.
+func (b *Burst) P(i int) *Packet { return b.H[i].P() }
+
+// Push appends h, reporting false when the burst is full.
+func (b *Burst) Push(h Handle) bool {
+	if b.N == MaxBurst {
+		return false
+	}
+	b.H[b.N] = h
+	b.N++
+	return true
+}
+
+// Handles is the live part of the array.
+func (b *Burst) Handles() []Handle { return b.H[:b.N] }
+
+// Reset empties the burst without freeing anything.
+func (b *Burst) Reset() { b.N = 0 }
+
+// InsertGap opens n bytes after the first at bytes of packet i. When neither side
+// of the packet fits its buffer, it copies the packet into a fresh buffer from the
+// same pool with the gap already open, replaces handle i, frees the old buffer and
+// counts the copy on the pool.
+func (b *Burst) InsertGap(i, at, n int) ([]byte, error) {
+	p := b.H[i].P()
+	gap, err := p.InsertGap(at, n)
+	if err != ErrNoRoom {
+		return gap, err
+	}
+	pool := PoolOf(p)
+	if pool == nil {
+		return nil, ErrNoRoom
+	}
+	q, ok := pool.AllocOne()
+	if !ok {
+		return nil, ErrNoRoom
+	}
+	qp := q.P()
+	if at > p.Len() || qp.Headroom()+p.Len()+n > qp.Cap() {
+		pool.FreeOne(q)
+		return nil, ErrNoRoom
+	}
+	head := qp.Headroom()
+	if err := qp.CopyFrom(p, head); err != nil {
+		pool.FreeOne(q)
+		return nil, err
+	}
+	if gap, err = qp.InsertGap(at, n); err != nil {
+		pool.FreeOne(q)
+		return nil, err
+	}
+	countCopyFor(qp.pool)
+	FreeOne(b.H[i])
+	b.H[i] = q
+	return gap, nil
+}

@@ -1,0 +1,302 @@
+// Package packet is linerate's packet model: buffer-resident metadata, pointer-sized
+// handles, fixed bursts of handles, pools, and header views.
+//
+// A packet's metadata lives in front of (or, for DPDK, in the private area of) the
+// buffer that holds its bytes, never in a Go object beside it. A Handle is the
+// address of that metadata. Handles are plain integers to the garbage collector,
+// so bursts and rings of handles are never scanned and storing one runs no write
+// barrier.
+package packet
+
+import (
+	"errors"
+	"unsafe"
+)
+
+// Handle is the address of a packet's metadata. The zero Handle is no packet.
+type Handle uintptr
+
+// MetaSize is the size of the metadata block at the head of every buffer.
+// DPDK pools are created with priv_size = MetaSize.
+const MetaSize = 128
+
+// ScratchSize is the size of the per-packet scratch area where stages leave
+// parse results for the next stage (the role of the kernel's skb->cb).
+const ScratchSize = 56
+
+// MinHeadroom is the least headroom a Go pool or UMEM frame reserves: IOAM grows a
+// packet by up to 264 bytes inline and 304 bytes encapsulated.
+const MinHeadroom = 320
+
+// NoPort is the output port of a packet not yet forwarded.
+const NoPort = 0xFFFF
+
+// Verdict is what the chain decided for a packet.
+type Verdict uint8
+
+const (
+	// Continue: no decision yet; the packet goes on to the next stage.
+	Continue Verdict = iota
+	// Forward: leave the chain and transmit on OutPort.
+	Forward
+	// Drop: free the packet and count its Reason.
+	Drop
+	// Consume: a stage took ownership (queued it, freed it, or handed it off).
+	Consume
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Continue:
+		return "continue"
+	case Forward:
+		return "forward"
+	case Drop:
+		return "drop"
+	case Consume:
+		return "consume"
+	}
+	return "invalid"
+}
+
+// Packet is the typed view of a buffer's metadata. It lives in off-heap memory
+// and holds no Go pointers.
+type Packet struct {
+	base    uintptr // first byte of the buffer (start of headroom)
+	backend uintptr // the backend's own handle: mbuf pointer, UMEM address, or 0
+	cap     uint32  // bytes from base to the end of the buffer
+	off     uint32  // offset of the first data byte from base
+	length  uint32  // bytes of data
+	pool    uint16  // owning pool's id in the registry
+	verdict Verdict
+	flags   uint8
+
+	InPort  uint16 // port the packet arrived on, or NoPort for packets made here
+	InQueue uint16
+	OutPort uint16 // set by Forward
+	Reason  Reason // set by Drop
+
+	RxTime int64 // monotonic ns: rx burst time, or creation time for packets made here
+	TxTime int64 // monotonic ns: set just before transmit
+
+	Hash uint32 // flow hash, when a port or stage computed one
+	// Stage is the chain position a handed-off packet resumes at.
+	Stage uint16
+	_     uint16
+
+	// Scratch is free for stages to pass parse results down the chain.
+	// Its content is undefined on a fresh packet.
+	Scratch [ScratchSize]byte
+}
+
+// Flags.
+const (
+	// FlagLocal marks packets that linerate itself originated (generator, probes).
+	FlagLocal uint8 = 1 << iota
+	// FlagHWTimestamp marks an RxTime taken by the NIC.
+	FlagHWTimestamp
+)
+
+func init() {
+	if unsafe.Sizeof(Packet{}) != MetaSize {
+		panic("packet: Packet metadata is not MetaSize bytes")
+	}
+}
+
+// P returns the packet behind h.
+func (h Handle) P() *Packet {
+	// Reinterpret the integer as a pointer without a uintptr→unsafe.Pointer
+	// conversion: the memory is not Go's, so the GC ignores it.
+	return *(**Packet)(unsafe.Pointer(&h))
+}
+
+// addr turns a non-Go address into a pointer without a uintptr→unsafe.Pointer
+// conversion, which vet rightly distrusts for Go memory.
+func addr(u uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&u)) }
+
+// Handle returns p's handle.
+func (p *Packet) Handle() Handle { return Handle(uintptr(unsafe.Pointer(p))) }
+
+// Init sets up a packet's metadata over a buffer. Pools call it once per buffer.
+func (p *Packet) Init(base uintptr, capacity, headroom int, pool uint16, backend uintptr) {
+	*p = Packet{base: base, backend: backend, cap: uint32(capacity), pool: pool}
+	p.Reset(headroom)
+}
+
+// Reset empties the packet and clears its per-packet state. Pools call it at Alloc.
+func (p *Packet) Reset(headroom int) {
+	p.off = uint32(headroom)
+	p.length = 0
+	p.verdict = Continue
+	p.flags = 0
+	p.InPort, p.InQueue, p.OutPort = NoPort, 0, NoPort
+	p.Reason = 0
+	p.RxTime, p.TxTime = 0, 0
+	p.Hash = 0
+	p.Stage = 0
+}
+
+// Data is the packet's bytes. The slice aliases the buffer; it is valid until the
+// packet is freed or its data window changes.
+func (p *Packet) Data() []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(addr(p.base), p.off)), p.length)
+}
+
+// Len is the data length.
+func (p *Packet) Len() int { return int(p.length) }
+
+// Headroom is the free space in front of the data.
+func (p *Packet) Headroom() int { return int(p.off) }
+
+// Tailroom is the free space after the data.
+func (p *Packet) Tailroom() int { return int(p.cap - p.off - p.length) }
+
+// Cap is the buffer size available for headroom, data and tailroom.
+func (p *Packet) Cap() int { return int(p.cap) }
+
+// Offset is the data offset from the start of the buffer (DPDK's data_off).
+func (p *Packet) Offset() int { return int(p.off) }
+
+// SetWindow sets the data window. Ports use it to sync from their backend.
+func (p *Packet) SetWindow(off, length int) {
+	p.off, p.length = uint32(off), uint32(length)
+}
+
+// Backend is the backend's own handle for the buffer (mbuf pointer, UMEM address).
+func (p *Packet) Backend() uintptr { return p.backend }
+
+// PoolID is the id of the pool that owns the buffer.
+func (p *Packet) PoolID() uint16 { return p.pool }
+
+// Flags returns the packet's flags.
+func (p *Packet) Flags() uint8 { return p.flags }
+
+// SetFlag sets f.
+func (p *Packet) SetFlag(f uint8) { p.flags |= f }
+
+// Verdict is the chain's decision so far.
+func (p *Packet) Verdict() Verdict { return p.verdict }
+
+// Forward sends the packet to port: it leaves the chain after this stage.
+func (p *Packet) Forward(port uint16) { p.verdict, p.OutPort = Forward, port }
+
+// Drop frees the packet after this stage and counts reason.
+func (p *Packet) Drop(r Reason) { p.verdict, p.Reason = Drop, r }
+
+// Consume tells the engine a stage took ownership of the packet.
+func (p *Packet) Consume() { p.verdict = Consume }
+
+// Continue clears a verdict: the packet goes on down the chain.
+func (p *Packet) Continue() { p.verdict = Continue }
+
+// Errors of the data-window operations.
+var (
+	ErrNoHeadroom = errors.New("packet: not enough headroom")
+	ErrNoTailroom = errors.New("packet: not enough tailroom")
+	ErrNoRoom     = errors.New("packet: not enough room in the buffer")
+	ErrTooShort   = errors.New("packet: data shorter than requested")
+	ErrBadOffset  = errors.New("packet: offset beyond the data")
+)
+
+// Prepend grows the data by n bytes at the front and returns the new head.
+func (p *Packet) Prepend(n int) ([]byte, error) {
+	if n < 0 || uint32(n) > p.off {
+		return nil, ErrNoHeadroom
+	}
+	p.off -= uint32(n)
+	p.length += uint32(n)
+	return p.Data()[:n], nil
+}
+
+// Adj removes n bytes from the front.
+func (p *Packet) Adj(n int) error {
+	if n < 0 || uint32(n) > p.length {
+		return ErrTooShort
+	}
+	p.off += uint32(n)
+	p.length -= uint32(n)
+	return nil
+}
+
+// Append grows the data by n bytes at the end and returns the new tail.
+func (p *Packet) Append(n int) ([]byte, error) {
+	if n < 0 || n > p.Tailroom() {
+		return nil, ErrNoTailroom
+	}
+	p.length += uint32(n)
+	d := p.Data()
+	return d[len(d)-n:], nil
+}
+
+// Trim removes n bytes from the end.
+func (p *Packet) Trim(n int) error {
+	if n < 0 || uint32(n) > p.length {
+		return ErrTooShort
+	}
+	p.length -= uint32(n)
+	return nil
+}
+
+// InsertGap opens n bytes after the first at bytes and returns the gap. It moves
+// the smaller side: the head into the headroom when it fits, otherwise the tail
+// into the tailroom. It never allocates; when neither side fits it returns
+// ErrNoRoom and the caller falls back to a copy (see Burst.InsertGap).
+func (p *Packet) InsertGap(at, n int) ([]byte, error) {
+	if at < 0 || at > int(p.length) {
+		return nil, ErrBadOffset
+	}
+	if n < 0 {
+		return nil, ErrNoRoom
+	}
+	tail := int(p.length) - at
+	headFits := n <= int(p.off)
+	tailFits := n <= p.Tailroom()
+	switch {
+	case headFits && (at <= tail || !tailFits):
+		old := p.Data()
+		p.off -= uint32(n)
+		p.length += uint32(n)
+		d := p.Data()
+		copy(d[:at], old[:at])
+		return d[at : at+n], nil
+	case tailFits:
+		p.length += uint32(n)
+		d := p.Data()
+		copy(d[at+n:], d[at:at+tail])
+		return d[at : at+n], nil
+	}
+	return nil, ErrNoRoom
+}
+
+// RemoveGap closes n bytes after the first at bytes, moving the smaller side.
+func (p *Packet) RemoveGap(at, n int) error {
+	if at < 0 || n < 0 || at+n > int(p.length) {
+		return ErrBadOffset
+	}
+	d := p.Data()
+	tail := len(d) - at - n
+	if at <= tail {
+		copy(d[n:n+at], d[:at])
+		p.off += uint32(n)
+	} else {
+		copy(d[at:], d[at+n:])
+	}
+	p.length -= uint32(n)
+	return nil
+}
+
+// CopyFrom makes p a copy of src's data and per-packet state, at p's headroom.
+// It returns ErrNoRoom when p's buffer is too small.
+func (p *Packet) CopyFrom(src *Packet, headroom int) error {
+	if headroom+src.Len() > p.Cap() {
+		return ErrNoRoom
+	}
+	p.off = uint32(headroom)
+	p.length = uint32(src.Len())
+	copy(p.Data(), src.Data())
+	p.verdict, p.flags = src.verdict, src.flags
+	p.InPort, p.InQueue, p.OutPort, p.Reason = src.InPort, src.InQueue, src.OutPort, src.Reason
+	p.RxTime, p.TxTime, p.Hash, p.Stage = src.RxTime, src.TxTime, src.Hash, src.Stage
+	p.Scratch = src.Scratch
+	return nil
+}

@@ -1,0 +1,304 @@
+package packet
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// Pool owns buffers. Every buffer knows its pool (Packet.PoolID) and freeing always
+// returns it there. Implementations: the mmap slab pool here, DPDK mempools in
+// ports/dpdk, the UMEM in ports/xdp.
+type Pool interface {
+	ID() uint16
+	Name() string
+	// Alloc appends up to n fresh packets to b and returns how many it added.
+	Alloc(b *Burst, n int) int
+	// Free returns every packet of b, which all belong to this pool, and empties b.
+	Free(b *Burst)
+	AllocOne() (Handle, bool)
+	FreeOne(h Handle)
+	// Headroom is the headroom of a fresh packet; DataRoom the bytes after it.
+	Headroom() int
+	DataRoom() int
+	Stats() PoolStats
+}
+
+// PoolStats are a pool's counters.
+type PoolStats struct {
+	Name      string
+	Size      int    // buffers in the pool
+	InUse     int    // buffers handed out and not yet freed
+	AllocFail uint64 // buffers asked for and not given
+	Copies    uint64 // InsertGap copy fallbacks into a new buffer
+}
+
+// MaxPools bounds the pool registry; a pool id is an index into it.
+const MaxPools = 1024
+
+type poolSlot struct{ p Pool }
+
+var (
+	registry   [MaxPools]atomic.Pointer[poolSlot]
+	copyCounts [MaxPools]atomic.Uint64
+	registryMu sync.Mutex
+)
+
+// RegisterPool gives p's implementation an id. Call it before the pool hands out
+// buffers; NewPool does it for slab pools.
+func RegisterPool(mk func(id uint16) Pool) (Pool, error) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	for i := 1; i < MaxPools; i++ { // id 0 is never used: a zeroed Packet has no pool
+		if registry[i].Load() == nil {
+			p := mk(uint16(i))
+			copyCounts[i].Store(0)
+			registry[i].Store(&poolSlot{p})
+			return p, nil
+		}
+	}
+	return nil, errors.New("packet: pool registry full")
+}
+
+// UnregisterPool frees p's id.
+func UnregisterPool(p Pool) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if s := registry[p.ID()].Load(); s != nil && s.p == p {
+		registry[p.ID()].Store(nil)
+	}
+}
+
+// PoolByID returns the pool with id, or nil.
+func PoolByID(id uint16) Pool {
+	if int(id) >= MaxPools {
+		return nil
+	}
+	if s := registry[id].Load(); s != nil {
+		return s.p
+	}
+	return nil
+}
+
+// PoolOf returns the pool that owns p's buffer.
+func PoolOf(p *Packet) Pool { return PoolByID(p.pool) }
+
+// Pools lists every registered pool.
+func Pools() []Pool {
+	var out []Pool
+	for i := range registry {
+		if s := registry[i].Load(); s != nil {
+			out = append(out, s.p)
+		}
+	}
+	return out
+}
+
+// CopyCount is how many InsertGap copy fallbacks pool id made.
+func CopyCount(id uint16) uint64 { return copyCounts[id].Load() }
+
+func countCopyFor(id uint16) { copyCounts[id].Add(1) }
+
+// FreeOne returns h to its pool.
+func FreeOne(h Handle) {
+	if pool := PoolOf(h.P()); pool != nil {
+		pool.FreeOne(h)
+	}
+}
+
+// Free returns every packet of b to its own pool and empties b. Runs of packets
+// from the same pool go back in one call.
+func Free(b *Burst) {
+	if b.N == 0 {
+		return
+	}
+	first := b.H[0].P().pool
+	same := true
+	for i := 1; i < b.N; i++ {
+		if b.H[i].P().pool != first {
+			same = false
+			break
+		}
+	}
+	if same {
+		if pool := PoolByID(first); pool != nil {
+			pool.Free(b)
+		}
+		b.N = 0
+		return
+	}
+	var run Burst
+	for i := 0; i < b.N; {
+		id := b.H[i].P().pool
+		run.N = 0
+		for i < b.N && b.H[i].P().pool == id {
+			run.H[run.N] = b.H[i]
+			run.N++
+			i++
+		}
+		if pool := PoolByID(id); pool != nil {
+			pool.Free(&run)
+		}
+	}
+	b.N = 0
+}
+
+// SlabConfig sizes a slab pool.
+type SlabConfig struct {
+	Name     string
+	Buffers  int // number of buffers
+	DataRoom int // bytes after the headroom; 2048 when zero
+	Headroom int // at least MinHeadroom; MinHeadroom when zero
+}
+
+// Slab is a pool of buffers carved from one anonymous mmap: off the Go heap, so the
+// garbage collector never scans packet memory. Each buffer is laid out as
+// [Packet metadata | headroom | data room], cache-line aligned.
+type Slab struct {
+	id       uint16
+	name     string
+	mem      []byte
+	bufSize  int
+	headroom int
+	dataRoom int
+
+	mu   sync.Mutex
+	free []Handle // a stack; plain integers, so not scanned either
+
+	inUse     atomic.Int64
+	allocFail atomic.Uint64
+	size      int
+}
+
+var _ Pool = (*Slab)(nil)
+
+// NewSlab maps and registers a slab pool.
+func NewSlab(cfg SlabConfig) (*Slab, error) {
+	if cfg.Buffers <= 0 {
+		return nil, fmt.Errorf("pool %q: buffers must be positive", cfg.Name)
+	}
+	if cfg.DataRoom == 0 {
+		cfg.DataRoom = 2048
+	}
+	if cfg.Headroom == 0 {
+		cfg.Headroom = MinHeadroom
+	}
+	if cfg.Headroom < MinHeadroom {
+		return nil, fmt.Errorf("pool %q: headroom %d is below %d", cfg.Name, cfg.Headroom, MinHeadroom)
+	}
+	if cfg.DataRoom < 64 || cfg.DataRoom > 65535 {
+		return nil, fmt.Errorf("pool %q: data_room %d is outside 64..65535", cfg.Name, cfg.DataRoom)
+	}
+	bufSize := (MetaSize + cfg.Headroom + cfg.DataRoom + 63) &^ 63
+	total := bufSize * cfg.Buffers
+	mem, err := syscall.Mmap(-1, 0, total, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("pool %q: mmap %d bytes: %w", cfg.Name, total, err)
+	}
+	var s *Slab
+	_, err = RegisterPool(func(id uint16) Pool {
+		s = &Slab{id: id, name: cfg.Name, mem: mem, bufSize: bufSize, headroom: cfg.Headroom,
+			dataRoom: cfg.DataRoom, size: cfg.Buffers, free: make([]Handle, 0, cfg.Buffers)}
+		return s
+	})
+	if err != nil {
+		_ = syscall.Munmap(mem)
+		return nil, err
+	}
+	base := uintptr(unsafe.Pointer(&mem[0]))
+	for i := cfg.Buffers - 1; i >= 0; i-- {
+		addr := base + uintptr(i*bufSize)
+		h := Handle(addr)
+		h.P().Init(addr+MetaSize, bufSize-MetaSize, cfg.Headroom, s.id, 0)
+		s.free = append(s.free, h)
+	}
+	return s, nil
+}
+
+func (s *Slab) ID() uint16    { return s.id }
+func (s *Slab) Name() string  { return s.name }
+func (s *Slab) Headroom() int { return s.headroom }
+func (s *Slab) DataRoom() int { return s.bufSize - MetaSize - s.headroom }
+func (s *Slab) Size() int     { return s.size }
+func (s *Slab) InUse() int    { return int(s.inUse.Load()) }
+func (s *Slab) countCopy()    { countCopyFor(s.id) }
+func (s *Slab) Stats() PoolStats {
+	return PoolStats{Name: s.name, Size: s.size, InUse: s.InUse(), AllocFail: s.allocFail.Load(), Copies: CopyCount(s.id)}
+}
+
+// Alloc appends up to n fresh packets to b.
+func (s *Slab) Alloc(b *Burst, n int) int {
+	if n > b.Room() {
+		n = b.Room()
+	}
+	if n <= 0 {
+		return 0
+	}
+	s.mu.Lock()
+	avail := len(s.free)
+	got := n
+	if got > avail {
+		got = avail
+	}
+	copy(b.H[b.N:b.N+got], s.free[avail-got:])
+	s.free = s.free[:avail-got]
+	s.mu.Unlock()
+	for i := b.N; i < b.N+got; i++ {
+		b.H[i].P().Reset(s.headroom)
+	}
+	b.N += got
+	s.inUse.Add(int64(got))
+	if got < n {
+		s.allocFail.Add(uint64(n - got))
+	}
+	return got
+}
+
+// AllocOne takes one fresh packet.
+func (s *Slab) AllocOne() (Handle, bool) {
+	s.mu.Lock()
+	n := len(s.free)
+	if n == 0 {
+		s.mu.Unlock()
+		s.allocFail.Add(1)
+		return 0, false
+	}
+	h := s.free[n-1]
+	s.free = s.free[:n-1]
+	s.mu.Unlock()
+	h.P().Reset(s.headroom)
+	s.inUse.Add(1)
+	return h, true
+}
+
+// Free returns every packet of b.
+func (s *Slab) Free(b *Burst) {
+	if b.N == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.free = append(s.free, b.H[:b.N]...)
+	s.mu.Unlock()
+	s.inUse.Add(-int64(b.N))
+	b.N = 0
+}
+
+// FreeOne returns h.
+func (s *Slab) FreeOne(h Handle) {
+	s.mu.Lock()
+	s.free = append(s.free, h)
+	s.mu.Unlock()
+	s.inUse.Add(-1)
+}
+
+// Close unmaps the slab. It fails while buffers are in use.
+func (s *Slab) Close() error {
+	if n := s.InUse(); n != 0 {
+		return fmt.Errorf("pool %q: %d buffers still in use", s.name, n)
+	}
+	UnregisterPool(s)
+	return syscall.Munmap(s.mem)
+}

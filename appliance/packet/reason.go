@@ -1,0 +1,66 @@
+package packet
+
+import "sync"
+
+// Reason names why a packet was dropped. Reasons are registered once, by name,
+// at init time; the engine counts drops per stage and reason.
+type Reason uint16
+
+// MaxReasons bounds the registry so per-lcore drop counters are fixed arrays.
+const MaxReasons = 256
+
+var reasons = struct {
+	sync.Mutex
+	names [MaxReasons]string
+	ids   map[string]Reason
+	n     int
+}{ids: map[string]Reason{}}
+
+// RegisterReason returns the Reason for name, registering it on first use.
+// Names follow Prometheus label conventions: lower_snake_case.
+func RegisterReason(name string) Reason {
+	reasons.Lock()
+	defer reasons.Unlock()
+	if r, ok := reasons.ids[name]; ok {
+		return r
+	}
+	if reasons.n == MaxReasons {
+		panic("packet: too many drop reasons")
+	}
+	r := Reason(reasons.n)
+	reasons.names[r] = name
+	reasons.ids[name] = r
+	reasons.n++
+	return r
+}
+
+// String is the reason's registered name.
+func (r Reason) String() string {
+	reasons.Lock()
+	defer reasons.Unlock()
+	if int(r) < reasons.n {
+		return reasons.names[r]
+	}
+	return "unknown"
+}
+
+// NumReasons is how many reasons are registered.
+func NumReasons() int {
+	reasons.Lock()
+	defer reasons.Unlock()
+	return reasons.n
+}
+
+// Reasons every datapath shares.
+var (
+	ReasonUnknown   = RegisterReason("unknown")
+	ReasonUnclaimed = RegisterReason("unclaimed") // no stage gave a verdict
+	ReasonTxFull    = RegisterReason("tx_full")   // the port did not take it, twice
+	ReasonEmitFull  = RegisterReason("emit_full") // emitted into a full tx buffer
+	ReasonNoPort    = RegisterReason("no_port")   // forwarded to a port that does not exist
+	ReasonMalformed = RegisterReason("malformed")
+	ReasonNoBuffer  = RegisterReason("no_buffer") // a pool was empty
+	ReasonTooBig    = RegisterReason("too_big")   // does not fit a buffer or the MTU
+	ReasonStopping  = RegisterReason("stopping")  // freed while the engine drained
+	ReasonRingFull  = RegisterReason("ring_full") // a handoff ring was full
+)

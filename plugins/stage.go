@@ -1,0 +1,149 @@
+// Package plugins holds the Stage contract, the registry of stage kinds, and the
+// built-in stages (forward, classify, generator, sink, link, counter).
+//
+// A stage is a VPP-style vector node: Process runs over a whole burst, in place,
+// and gives each packet a verdict. Plugin packages register their kinds from init,
+// as Caddy modules and CoreDNS plugins do; the config names the kinds and their
+// order.
+package plugins
+
+import (
+	"log/slog"
+
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+)
+
+// Stage processes bursts. Process works in place and never allocates. A packet it
+// leaves at Continue goes on to the next stage; Forward, Drop and Consume take it
+// out of the chain after this stage.
+type Stage interface {
+	Process(ctx *Context, b *packet.Burst)
+}
+
+// Producer is a stage that makes packets of its own: generators, probe senders,
+// delay lines releasing what they held. Once per loop the engine gives it an empty
+// burst; what it appends goes through the stages after it.
+type Producer interface {
+	Produce(ctx *Context, b *packet.Burst)
+}
+
+// Ticker is called about every TickInterval, for timers: send schedules, flushes,
+// expiries.
+type Ticker interface {
+	Tick(ctx *Context)
+}
+
+// Starter is called on the stage's lcore before the first burst.
+type Starter interface {
+	Start(ctx *Context) error
+}
+
+// Stopper is called on the stage's lcore after the last burst. A stage that holds
+// packets frees them here.
+type Stopper interface {
+	Stop(ctx *Context)
+}
+
+// Holder is a stage that keeps packets beyond a burst. The engine is empty only
+// when every Holder holds nothing.
+type Holder interface {
+	Held() int
+}
+
+// Reloader takes a new config snapshot without dropping packets. Reload runs on a
+// control goroutine; the stage publishes the result for its lcore to pick up.
+type Reloader interface {
+	Reload(cfg Config) error
+}
+
+// Config is a stage's own table from the config file.
+type Config interface {
+	// Decode decodes the stage's keys into v (a pointer to a struct with toml tags),
+	// strictly: an unknown key is an error naming the file, line and key.
+	Decode(v any) error
+	// Where is "file:line" of the stage's table, for error messages.
+	Where() string
+}
+
+// Env is what the engine offers a stage on its lcore. Context wraps it.
+type Env interface {
+	// Emit queues h for transmit on port, outside the chain. A full tx buffer drops
+	// it as emit_full and Emit reports false.
+	Emit(h packet.Handle, port uint16) bool
+	// TxDepth is the occupancy of this lcore's tx buffer towards port.
+	TxDepth(port uint16) int
+	// Owner is the lcore index that owns a session key.
+	Owner(key uint64) int
+	// Handoff sends h to lcore owner, to resume at the current stage. A full ring
+	// drops it as ring_full and Handoff reports false.
+	Handoff(h packet.Handle, owner int) bool
+	// NumLcores is the number of lcores running this pipeline's chain.
+	NumLcores() int
+}
+
+// Context is a stage's view of its lcore during a call.
+type Context struct {
+	Lcore int   // index of this lcore among the pipeline's lcores
+	Now   int64 // monotonic ns: the rx time of this burst, or the loop time
+	Clock clock.Clock
+	Log   *slog.Logger // rate-limited
+	Stage int          // position of the running stage in the chain
+	Env   Env
+}
+
+// Emit queues h for transmit on port; see Env.
+func (c *Context) Emit(h packet.Handle, port uint16) bool { return c.Env.Emit(h, port) }
+
+// Owner is the lcore that owns key.
+func (c *Context) Owner(key uint64) int { return c.Env.Owner(key) }
+
+// Mine reports whether this lcore owns key.
+func (c *Context) Mine(key uint64) bool { return c.Env.NumLcores() <= 1 || c.Env.Owner(key) == c.Lcore }
+
+// Handoff sends h to its owner lcore.
+func (c *Context) Handoff(h packet.Handle, owner int) bool { return c.Env.Handoff(h, owner) }
+
+// PortInfo is what a stage may know about a port at setup.
+type PortInfo struct {
+	ID    uint16
+	Name  string
+	Pool  packet.Pool // where packets emitted towards this port come from
+	MTU   int
+	MAC   [6]byte
+	Queue int // for ring-like ports: number of queues
+}
+
+// Ports resolves port names at setup.
+type Ports interface {
+	Port(name string) (PortInfo, bool)
+	All() []PortInfo
+}
+
+// Setup is what a stage factory gets: its config table and the engine's
+// resources. It is valid only during the call.
+type Setup struct {
+	Kind      string
+	Name      string // instance name: the config's "name", or kind#index
+	Config    Config
+	Ports     Ports
+	Lcore     int // the lcore this instance runs on (one instance per lcore)
+	NumLcores int
+	Clock     clock.Clock
+	Log       *slog.Logger
+	// Counters is the stage instance's counter set; the engine publishes it once
+	// per burst and exports it.
+	Counters *stats.Set
+	// Histograms registers a named histogram for export.
+	Histograms func(name, help string, unit string) *stats.Histogram
+	// Pool makes or finds a named slab pool for stages that keep packets.
+	Pool func(name string, buffers, dataRoom int) (packet.Pool, error)
+	// Shared returns the value stored under key for this pipeline, making it with
+	// mk on first use: state shared by the instances of one stage across lcores
+	// (session tables owned per lcore, control handles). Setup-time only.
+	Shared func(key string, mk func() any) any
+}
+
+// TickInterval is how often Ticker.Tick runs, at most.
+const TickInterval = 10_000 // ns
