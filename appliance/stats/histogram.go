@@ -203,3 +203,14 @@ func (s *HistSnapshot) Cumulative(bounds []float64, f func(le float64, n uint64)
 		f(le, acc)
 	}
 }
+
+// EachBucket calls f for every non-empty bucket, in increasing order, with the
+// inclusive range [lo, hi] of values it holds and their count.
+func (s *HistSnapshot) EachBucket(f func(lo, hi, n uint64)) {
+	for i, n := range s.Buckets {
+		if n != 0 {
+			lo, hi := bucketBounds(i)
+			f(lo, hi-1, n)
+		}
+	}
+}
