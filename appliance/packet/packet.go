@@ -87,6 +87,8 @@ type Packet struct {
 	// Scratch is free for stages to pass parse results down the chain.
 	// Its content is undefined on a fresh packet.
 	Scratch [ScratchSize]byte
+
+	_ [8]byte // reserved: pads the block to MetaSize
 }
 
 // Flags.
@@ -95,6 +97,9 @@ const (
 	FlagLocal uint8 = 1 << iota
 	// FlagHWTimestamp marks an RxTime taken by the NIC.
 	FlagHWTimestamp
+	// FlagLayers marks Scratch as holding a Layers record of the current data
+	// (see ParseLayers). Every change of the data window clears it.
+	FlagLayers
 )
 
 func init() {
@@ -160,6 +165,7 @@ func (p *Packet) Offset() int { return int(p.off) }
 // SetWindow sets the data window. Ports use it to sync from their backend.
 func (p *Packet) SetWindow(off, length int) {
 	p.off, p.length = uint32(off), uint32(length)
+	p.flags &^= FlagLayers
 }
 
 // Backend is the backend's own handle for the buffer (mbuf pointer, UMEM address).
@@ -200,21 +206,23 @@ var (
 
 // Prepend grows the data by n bytes at the front and returns the new head.
 func (p *Packet) Prepend(n int) ([]byte, error) {
-	if n < 0 || uint32(n) > p.off {
+	if n < 0 || n > int(p.off) {
 		return nil, ErrNoHeadroom
 	}
 	p.off -= uint32(n)
 	p.length += uint32(n)
+	p.flags &^= FlagLayers
 	return p.Data()[:n], nil
 }
 
 // Adj removes n bytes from the front.
 func (p *Packet) Adj(n int) error {
-	if n < 0 || uint32(n) > p.length {
+	if n < 0 || n > int(p.length) {
 		return ErrTooShort
 	}
 	p.off += uint32(n)
 	p.length -= uint32(n)
+	p.flags &^= FlagLayers
 	return nil
 }
 
@@ -224,16 +232,18 @@ func (p *Packet) Append(n int) ([]byte, error) {
 		return nil, ErrNoTailroom
 	}
 	p.length += uint32(n)
+	p.flags &^= FlagLayers
 	d := p.Data()
 	return d[len(d)-n:], nil
 }
 
 // Trim removes n bytes from the end.
 func (p *Packet) Trim(n int) error {
-	if n < 0 || uint32(n) > p.length {
+	if n < 0 || n > int(p.length) {
 		return ErrTooShort
 	}
 	p.length -= uint32(n)
+	p.flags &^= FlagLayers
 	return nil
 }
 
@@ -256,11 +266,13 @@ func (p *Packet) InsertGap(at, n int) ([]byte, error) {
 		old := p.Data()
 		p.off -= uint32(n)
 		p.length += uint32(n)
+		p.flags &^= FlagLayers
 		d := p.Data()
 		copy(d[:at], old[:at])
 		return d[at : at+n], nil
 	case tailFits:
 		p.length += uint32(n)
+		p.flags &^= FlagLayers
 		d := p.Data()
 		copy(d[at+n:], d[at:at+tail])
 		return d[at : at+n], nil
@@ -270,7 +282,7 @@ func (p *Packet) InsertGap(at, n int) ([]byte, error) {
 
 // RemoveGap closes n bytes after the first at bytes, moving the smaller side.
 func (p *Packet) RemoveGap(at, n int) error {
-	if at < 0 || n < 0 || at+n > int(p.length) {
+	if at < 0 || n < 0 || at > int(p.length) || n > int(p.length)-at {
 		return ErrBadOffset
 	}
 	d := p.Data()
@@ -282,13 +294,14 @@ func (p *Packet) RemoveGap(at, n int) error {
 		copy(d[at:], d[at+n:])
 	}
 	p.length -= uint32(n)
+	p.flags &^= FlagLayers
 	return nil
 }
 
 // CopyFrom makes p a copy of src's data and per-packet state, at p's headroom.
 // It returns ErrNoRoom when p's buffer is too small.
 func (p *Packet) CopyFrom(src *Packet, headroom int) error {
-	if headroom+src.Len() > p.Cap() {
+	if headroom < 0 || headroom+src.Len() > p.Cap() {
 		return ErrNoRoom
 	}
 	p.off = uint32(headroom)
