@@ -276,7 +276,12 @@ func printStats(w io.Writer, s *api.StatsReply) {
 		fmt.Fprintln(w, "\nHISTOGRAM\tOWNER\tCOUNT\tMEAN\tP50\tP90\tP99\tP99.9\tMAX")
 		for _, h := range s.GetHistograms() {
 			g := h.GetHistogram()
-			f := func(v uint64) string { return fmtUnit(v, h.Unit) }
+			f := func(v uint64) string {
+				if g.GetCount() == 0 {
+					return "-"
+				}
+				return fmtUnit(v, h.Unit)
+			}
 			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Owner, g.GetCount(),
 				f(uint64(g.GetMean()+0.5)), f(g.GetP50()), f(g.GetP90()), f(g.GetP99()), f(g.GetP999()), f(g.GetMax()))
 		}

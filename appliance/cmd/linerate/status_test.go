@@ -10,6 +10,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/control/controltest"
+	"github.com/linerate/linerate/appliance/stats"
 )
 
 // statusAgainst runs `linerate status` against a control server over src.
@@ -89,6 +90,17 @@ func TestStatusStats(t *testing.T) {
 		if !hasRow(out, row...) {
 			t.Errorf("no row %q in:\n%s", row, out)
 		}
+	}
+}
+
+func TestStatusEmptyHistogram(t *testing.T) {
+	src := controltest.New()
+	snap := controltest.Snapshot()
+	snap.Histogram[0].Hist = stats.NewHistSnapshot()
+	src.Set(snap, controltest.Status())
+	code, out, errs := statusAgainst(t, src, "--stats")
+	if code != 0 || !hasRow(out, "latency", "edge/encap", "0", "-", "-", "-", "-", "-", "-") {
+		t.Errorf("exit %d %s\n%s", code, errs, out)
 	}
 }
 
