@@ -81,6 +81,9 @@ type Env interface {
 	Handoff(h packet.Handle, owner int) bool
 	// NumLcores is the number of lcores running this pipeline's chain.
 	NumLcores() int
+	// Free returns h to its pool at the end of the burst, uncounted: for a stage
+	// that replaced a packet by a copy.
+	Free(h packet.Handle)
 }
 
 // Context is a stage's view of its lcore during a call.
@@ -113,6 +116,9 @@ type PortInfo struct {
 	MTU   int
 	MAC   [6]byte
 	Queue int // for ring-like ports: number of queues
+	// Internal ports (mem links, rings) feed no hardware: holding their packets
+	// starves nothing.
+	Internal bool
 }
 
 // Ports resolves port names at setup.
@@ -147,3 +153,10 @@ type Setup struct {
 
 // TickInterval is how often Ticker.Tick runs, at most.
 const TickInterval = 10_000 // ns
+
+// Finite is a source that ends (a generator with a count or a duration). An
+// engine whose sources are all finite stops by itself once they are done and
+// nothing is left in flight.
+type Finite interface {
+	Done() bool
+}

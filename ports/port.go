@@ -21,8 +21,9 @@ type Port interface {
 	// It sets each packet's InPort, InQueue and RxTime (when it has a hardware or
 	// file timestamp; the engine stamps the rest).
 	RxBurst(queue int, b *packet.Burst) int
-	// TxBurst transmits from the front of b and returns how many it took. Packets
-	// not taken stay with the caller; the port owns (and frees) the ones it took.
+	// TxBurst transmits from the front of b and returns how many it took, n. It
+	// does not modify b: the port now owns (and frees) b.H[:n]; b.H[n:b.N] stay
+	// with the caller.
 	TxBurst(queue int, b *packet.Burst) int
 	// Pool is where packets emitted towards this port come from.
 	Pool() packet.Pool
@@ -86,9 +87,15 @@ type Setup struct {
 	TxQueues int
 	Clock    clock.Clock
 	Log      *slog.Logger
-	// Peer finds another port by name, for drivers that join ports (mem links).
-	// It may return nil when the peer is not made yet; such drivers join lazily.
-	Peer func(name string) Port
+	// DryRun asks the driver only to decode and check its keys (linerate validate):
+	// it opens nothing and returns a nil Port.
+	DryRun bool
+}
+
+// Joiner is a port that must be joined to other ports once all are open (mem
+// links find their peer). The engine calls Join before any burst.
+type Joiner interface {
+	Join(lookup func(name string) Port) error
 }
 
 // Factory opens a port.

@@ -33,7 +33,7 @@ type StageSnapshot struct {
 	Pipeline string
 	Name     string
 	Kind     string
-	Lcore    int // CPU of the lcore the instance runs on
+	Lcore    int // engine index of the lcore the instance runs on
 	Packets  uint64
 	Counters []CounterValue
 	Drops    []DropCount

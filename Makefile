@@ -1,0 +1,74 @@
+# linerate — see README.md. The two commands a newcomer needs:
+#   make run    build and run the embedded lab (no root, no system package)
+#   make test   install what the tests need, lint, and run every test
+
+GO        ?= go
+BIN       := bin
+VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+# Debian packages the tests, the interop peers and the benchmarks need.
+DEB_PKGS  := iproute2 tshark python3-scapy python3-grpcio python3-grpc-tools \
+             protobuf-compiler pkg-config dpdk libdpdk-dev libisal-dev \
+             clang llvm libbpf-dev bpftool ethtool
+# Packages whose tests run without the race detector: those with cgo.
+CGO_PKGS  := ./ports/dpdk/...
+TESTFLAGS ?= -timeout 30m
+FUZZTIME  ?= 60s
+
+.PHONY: all build run test test-go deps deps-deb deps-go lint fmt generate fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/linerate ./appliance/cmd/linerate
+
+run: build
+	./$(BIN)/linerate run --duration 10s
+
+test: deps lint test-go
+
+# The race detector runs on every package without cgo; cgo packages run plainly.
+test-go:
+	CI=$${CI:-true} $(GO) test -race $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /ports/dpdk)
+
+deps: deps-deb deps-go
+
+# apt-get only what is missing, and only as root.
+deps-deb:
+	@missing=""; for p in $(DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "make deps: missing Debian packages:$$missing (run as root)"; exit 1; fi; \
+		echo "make deps: installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+deps-go:
+	$(GO) mod download
+	$(GO) build -o /dev/null honnef.co/go/tools/cmd/staticcheck
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gf/_gen/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+-include mk/*.mk
+
+# Every fuzz target, FUZZTIME each, one after another.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list 'Fuzz.*' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run XXX -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+bench:
+	$(GO) test -run XXX -bench . -benchmem ./appliance/... ./plugins/...
+
+clean:
+	rm -rf $(BIN)

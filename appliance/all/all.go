@@ -1,0 +1,8 @@
+// Package all links every built-in stage kind and port driver into a program.
+// Import it for its side effects, as the linerate command does.
+package all
+
+import (
+	_ "github.com/linerate/linerate/plugins" // forward, classify, generator, sink, link, counter
+	_ "github.com/linerate/linerate/ports/mem"
+)

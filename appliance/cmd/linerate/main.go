@@ -1,0 +1,104 @@
+// Command linerate is the linerate appliance: it runs a config's pipelines on
+// pinned lcores, validates configs, and talks to a running appliance.
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+)
+
+// version is set by the Makefile with -ldflags "-X main.version=…".
+var version = ""
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(args []string) int
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"run", "run a config's pipelines (the embedded lab without -c)", cmdRun},
+		{"validate", "check a config file: keys, types, values and every stage", cmdValidate},
+		{"config", "print the embedded lab config (config default)", cmdConfig},
+		{"status", "show a running appliance's status and stats", cmdStatus},
+		{"stages", "list the stage kinds this binary knows", cmdStages},
+		{"version", "print the version", cmdVersion},
+	}
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `linerate — a high-rate packet appliance: IOAM, STAMP and RLNC on pinned lcores.
+
+Usage:
+  linerate <command> [flags]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(os.Stderr, `
+Run 'linerate <command> --help' for a command's flags.
+'linerate run' with no config runs the embedded lab for as long as --duration says.
+`)
+}
+
+func main() {
+	os.Exit(dispatch(os.Args[1:]))
+}
+
+func dispatch(args []string) int {
+	if len(args) == 0 {
+		usage()
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "--help", "help":
+		if len(args) > 1 {
+			return dispatch([]string{args[1], "--help"})
+		}
+		usage()
+		return 0
+	case "--version", "-version":
+		return cmdVersion(nil)
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(args[1:])
+		}
+	}
+	fmt.Fprintf(os.Stderr, "linerate: unknown command %q\n\n", name)
+	usage()
+	return 2
+}
+
+func cmdVersion(args []string) int {
+	fmt.Printf("linerate %s\n", versionString())
+	return 0
+}
+
+// fail prints an error the way every command does.
+func fail(format string, a ...any) int {
+	msg := fmt.Sprintf(format, a...)
+	if !strings.HasSuffix(msg, "\n") {
+		msg += "\n"
+	}
+	fmt.Fprint(os.Stderr, "linerate: "+msg)
+	return 1
+}

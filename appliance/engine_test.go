@@ -1,0 +1,293 @@
+package appliance_test
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+
+	_ "github.com/linerate/linerate/appliance/all"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func build(t testing.TB, toml string, o appliance.Options) *appliance.Engine {
+	t.Helper()
+	cfg, err := config.Parse("test.toml", []byte(toml))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	if o.Log == nil {
+		o.Log = quiet
+	}
+	e, err := appliance.New(cfg, o)
+	if err != nil {
+		t.Fatalf("engine: %v", err)
+	}
+	return e
+}
+
+func stage(s *stats.Snapshot, name string) (out stats.StageSnapshot) {
+	for _, st := range s.Stages {
+		if st.Name == name {
+			out.Name = st.Name
+			out.Packets += st.Packets
+			for _, c := range st.Counters {
+				out.Counters = appendCounter(out.Counters, c)
+			}
+			out.Drops = append(out.Drops, st.Drops...)
+		}
+	}
+	return out
+}
+
+func appendCounter(cs []stats.CounterValue, c stats.CounterValue) []stats.CounterValue {
+	for i := range cs {
+		if cs[i].Name == c.Name {
+			cs[i].Value += c.Value
+			return cs
+		}
+	}
+	return append(cs, c)
+}
+
+func value(st stats.StageSnapshot, counter string) uint64 {
+	for _, c := range st.Counters {
+		if c.Name == counter {
+			return c.Value
+		}
+	}
+	return 0
+}
+
+func drops(st stats.StageSnapshot, reason string) uint64 {
+	var n uint64
+	for _, d := range st.Drops {
+		if d.Reason == reason {
+			n += d.Count
+		}
+	}
+	return n
+}
+
+// twoPipelines: a generator with a count feeds m0; m1 (its peer) feeds a sink on
+// another lcore. The engine must stop by itself when the count is sent and every
+// packet has arrived.
+func twoPipelines(count int, extra string) string {
+	return fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[pools]]
+name = "default"
+buffers = 8192
+[[ports]]
+name = "m0"
+driver = "mem"
+peer = "m1"
+[[ports]]
+name = "m1"
+driver = "mem"
+peer = "m0"
+[[pipelines]]
+name = "source"
+lcores = [0]
+[[pipelines.stages]]
+kind = "generator"
+ip_version = 4
+src = "192.0.2.1"
+dst = "198.51.100.1"
+flows = 8
+sizes = [64, 128, 1518]
+count = %d
+%s
+[[pipelines.stages]]
+kind = "forward"
+port = "m0"
+swap_mac = true
+[[pipelines]]
+name = "dest"
+lcores = [1]
+rx = ["m1"]
+[[pipelines.stages]]
+kind = "counter"
+name = "ingress"
+[[pipelines.stages]]
+kind = "sink"
+name = "sink"
+`, count, extra)
+}
+
+func TestMillionsThroughEveryBufferBack(t *testing.T) {
+	n := 2_000_000
+	if testing.Short() {
+		n = 200_000
+	}
+	e := build(t, twoPipelines(n, `rate = "1Mpps"`), appliance.Options{})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.Done():
+	case <-time.After(2 * time.Minute):
+		e.Stop()
+		t.Fatal("the engine did not stop by itself after its finite source was done")
+	}
+	s := e.Snapshot()
+	sink := stage(s, "sink")
+	// Every packet is accounted for: received, or dropped with a reason (a mem
+	// ring can fill when the machine is busy, as a NIC's would).
+	var dropped uint64
+	for _, d := range s.Drops {
+		dropped += d.Count
+	}
+	got := value(sink, "received")
+	if got+dropped != uint64(n) {
+		t.Errorf("sink received %d and %d were dropped (%v): want %d in all", got, dropped, s.Drops, n)
+	}
+	if got == 0 {
+		t.Errorf("sink received nothing")
+	}
+	// Drops after a flow's last received packet leave no gap behind them.
+	if lost := value(sink, "lost"); lost > dropped {
+		t.Errorf("sink saw %d sequence gaps, but only %d packets were dropped", lost, dropped)
+	}
+	for name, used := range e.InUse() {
+		if used != 0 {
+			t.Errorf("pool %q has %d buffers in use after a drained stop", name, used)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStopDrainsHeldPackets stops an engine mid-flight, with packets held by a
+// slow link: every buffer must still come back.
+func TestStopDrainsHeldPackets(t *testing.T) {
+	e := build(t, twoPipelines(0, "rate = \"500kpps\"")+`
+`, appliance.Options{})
+	_ = e
+	cfg := twoPipelines(0, `rate = "500kpps"`)
+	// Put a link with a long delay between generator and forward.
+	cfg = replaceOnce(cfg, `[[pipelines.stages]]
+kind = "forward"`, `[[pipelines.stages]]
+kind = "link"
+delay = "50ms"
+[[pipelines.stages]]
+kind = "forward"`)
+	_ = e.Close()
+	e = build(t, cfg, appliance.Options{})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	e.Stop()
+	for name, used := range e.InUse() {
+		if used != 0 {
+			t.Errorf("pool %q has %d buffers in use after Stop", name, used)
+		}
+	}
+	s := e.Snapshot()
+	if value(stage(s, "sink"), "received") == 0 {
+		t.Error("nothing reached the sink")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func replaceOnce(s, old, new string) string {
+	for i := 0; i+len(old) <= len(s); i++ {
+		if s[i:i+len(old)] == old {
+			return s[:i] + new + s[i+len(old):]
+		}
+	}
+	panic("replaceOnce: not found")
+}
+
+// TestSteadyStateAllocatesNothing drives a manual engine (generator → forward →
+// mem → sink) and asserts zero allocations per loop once warm.
+func TestSteadyStateAllocatesNothing(t *testing.T) {
+	e := build(t, twoPipelines(0, ""), appliance.Options{Manual: true})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		e.Step()
+	}
+	allocs := testing.AllocsPerRun(2000, func() { e.Step() })
+	if allocs != 0 {
+		t.Errorf("steady state allocates %.2f times per loop, want 0", allocs)
+	}
+	e.Stop()
+	s := e.Snapshot()
+	sink := stage(s, "sink")
+	sent := value(stage(s, "generator#0"), "sent")
+	// One thread drives both sides: nothing can overflow, nothing may be lost.
+	if got := value(sink, "received"); got == 0 || got != sent || len(s.Drops) != 0 {
+		t.Errorf("sink received %d of %d (drops %v)", got, sent, s.Drops)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLinkLossAndDelayInVirtualTime(t *testing.T) {
+	clk := newSimClock()
+	cfg := twoPipelines(100_000, `rate = "1Mpps"`)
+	cfg = replaceOnce(cfg, `[[pipelines.stages]]
+kind = "forward"`, `[[pipelines.stages]]
+kind = "link"
+delay = "2ms"
+jitter = "500us"
+loss = 0.1
+seed = 7
+[[pipelines.stages]]
+kind = "forward"`)
+	e := build(t, cfg, appliance.Options{Manual: true, Clock: clk})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200_000; i++ {
+		clk.Advance(time.Microsecond)
+		e.Step()
+	}
+	e.Stop()
+	s := e.Snapshot()
+	sink := stage(s, "sink")
+	got := value(sink, "received")
+	if got < 88_000 || got > 92_000 {
+		t.Errorf("received %d of 100000 through a 10%% lossy link", got)
+	}
+	// Losses after the last packet received leave no gap to see.
+	if lost := value(sink, "lost"); lost+got > 100_000 || lost+got < 99_990 {
+		t.Errorf("sink: lost %d + received %d, want 100000 less a few tail losses", lost, got)
+	}
+	var lat *stats.HistSnapshot
+	for _, h := range s.Histogram {
+		if h.Name == "latency" {
+			lat = h.Hist
+		}
+	}
+	if lat == nil {
+		t.Fatal("no latency histogram")
+	}
+	// Delay 2 ms ± 0.5 ms, in order: the median must sit near 2 ms.
+	if p50 := time.Duration(lat.Quantile(0.5)); p50 < 1900*time.Microsecond || p50 > 2200*time.Microsecond {
+		t.Errorf("p50 latency %v, want about 2ms", p50)
+	}
+	if mx := time.Duration(lat.Max); mx > 2600*time.Microsecond {
+		t.Errorf("max latency %v beyond delay+jitter", mx)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

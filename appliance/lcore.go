@@ -1,0 +1,611 @@
+package appliance
+
+import (
+	"runtime"
+	"sync/atomic"
+
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/ring"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/plugins"
+)
+
+// lcore is one polling thread: a goroutine locked to an OS thread and pinned to
+// its CPU. It runs every pipeline instance placed on it, owns one tx queue and one
+// bounded tx buffer per port, and drains its command queue once per loop.
+type lcore struct {
+	e         *Engine
+	id        int // engine index
+	cpu       int // -1: not pinned
+	instances []*instance
+	tx        []txBuffer // by port id
+
+	cmdMu   chanMutex
+	cmds    *ring.SPSC[*command]
+	epoch   atomic.Uint64 // bumped at every quiescent point (end of a loop)
+	stopped atomic.Bool
+
+	loops, busy, packets stats.Counter
+	gap                  *stats.Histogram
+	drops                [packet.MaxReasons]stats.Counter // engine-level drops (tx_full …)
+	dropsDirty           []packet.Reason
+	copies               stats.Counter // packets copied into a port's own pool at tx
+
+	idle     atomic.Bool // the last loop moved nothing and nothing is buffered
+	freeList packet.Burst
+	// Bursts handed to ports and stages through interfaces would escape to the
+	// heap if they were locals: they live here instead.
+	txb, txRest packet.Burst
+}
+
+type txBuffer struct {
+	port  *portEntry
+	queue int
+	buf   []packet.Handle
+}
+
+// command is a function run on an lcore between two loops.
+type command struct {
+	fn   func()
+	done chan struct{}
+}
+
+// chanMutex is a mutex for the producer side of the command ring; commands come
+// from control goroutines, rarely.
+type chanMutex chan struct{}
+
+func (m chanMutex) Lock()   { m <- struct{}{} }
+func (m chanMutex) Unlock() { <-m }
+
+func newLcore(e *Engine, id, cpu int) *lcore {
+	lc := &lcore{e: e, id: id, cpu: cpu, cmdMu: make(chanMutex, 1), cmds: ring.NewSPSC[*command](64),
+		gap: stats.NewHistogram()}
+	return lc
+}
+
+// setupTx gives the lcore a tx buffer towards every port, on its own tx queue.
+func (lc *lcore) setupTx(portsByID []*portEntry, size int) {
+	lc.tx = make([]txBuffer, len(portsByID))
+	for i, pe := range portsByID {
+		lc.tx[i] = txBuffer{port: pe, queue: lc.id % max(pe.info.TxQueues, 1), buf: make([]packet.Handle, 0, size)}
+	}
+}
+
+func (lc *lcore) countDrop(r packet.Reason, n uint64) {
+	c := &lc.drops[r]
+	if c.Local() == 0 {
+		lc.dropsDirty = append(lc.dropsDirty, r)
+	}
+	c.Add(n)
+}
+
+// free queues a packet to be returned to its pool at the end of the burst.
+func (lc *lcore) free(h packet.Handle) {
+	if !lc.freeList.Push(h) {
+		packet.Free(&lc.freeList)
+		lc.freeList.Push(h)
+	}
+}
+
+func (lc *lcore) flushFree() {
+	if lc.freeList.N > 0 {
+		packet.Free(&lc.freeList)
+	}
+}
+
+// forward appends h to the tx buffer of port, flushing a full buffer first.
+func (lc *lcore) forward(h packet.Handle, port uint16) {
+	if int(port) >= len(lc.tx) {
+		lc.countDrop(packet.ReasonNoPort, 1)
+		lc.free(h)
+		return
+	}
+	t := &lc.tx[port]
+	if len(t.buf) == cap(t.buf) {
+		lc.flush(t)
+	}
+	t.buf = append(t.buf, h)
+}
+
+// emit appends h to the tx buffer of port, dropping it as emit_full when full.
+func (lc *lcore) emit(h packet.Handle, port uint16) bool {
+	if int(port) >= len(lc.tx) {
+		lc.countDrop(packet.ReasonNoPort, 1)
+		lc.free(h)
+		return false
+	}
+	t := &lc.tx[port]
+	if len(t.buf) == cap(t.buf) {
+		lc.countDrop(packet.ReasonEmitFull, 1)
+		lc.free(h)
+		return false
+	}
+	t.buf = append(t.buf, h)
+	return true
+}
+
+// flush transmits a tx buffer in bursts. What the port does not take is retried
+// once, then dropped as tx_full.
+func (lc *lcore) flush(t *txBuffer) {
+	if len(t.buf) == 0 {
+		return
+	}
+	now := lc.e.clock.Now()
+	pe := t.port
+	b := &lc.txb
+	for off := 0; off < len(t.buf); {
+		n := copy(b.H[:], t.buf[off:])
+		b.N = n
+		off += n
+		for i := 0; i < b.N; i++ {
+			p := b.H[i].P()
+			p.TxTime = now
+			if pe.ownPoolOnly && p.PoolID() != pe.poolID {
+				b.H[i] = lc.copyToPool(b.H[i], pe)
+			}
+		}
+		// A copy that failed left a zero handle: squeeze those out.
+		b.N = compactZero(b)
+		sent := pe.port.TxBurst(t.queue, b)
+		if sent < b.N {
+			rest := &lc.txRest
+			copy(rest.H[:], b.H[sent:b.N])
+			rest.N = b.N - sent
+			sent2 := pe.port.TxBurst(t.queue, rest)
+			if sent2 < rest.N {
+				lc.countDrop(packet.ReasonTxFull, uint64(rest.N-sent2))
+				for _, h := range rest.H[sent2:rest.N] {
+					lc.free(h)
+				}
+			}
+		}
+	}
+	t.buf = t.buf[:0]
+}
+
+func compactZero(b *packet.Burst) int {
+	j := 0
+	for i := 0; i < b.N; i++ {
+		if b.H[i] != 0 {
+			b.H[j] = b.H[i]
+			j++
+		}
+	}
+	return j
+}
+
+// copyToPool copies a packet into a buffer of the port's own pool, for ports that
+// can transmit nothing else. It returns 0 when the pool is empty.
+func (lc *lcore) copyToPool(h packet.Handle, pe *portEntry) packet.Handle {
+	q, ok := pe.pool.AllocOne()
+	if !ok {
+		lc.countDrop(packet.ReasonNoBuffer, 1)
+		lc.free(h)
+		return 0
+	}
+	src := h.P()
+	if err := q.P().CopyFrom(src, pe.pool.Headroom()); err != nil {
+		pe.pool.FreeOne(q)
+		lc.countDrop(packet.ReasonTooBig, 1)
+		lc.free(h)
+		return 0
+	}
+	lc.copies.Inc()
+	lc.free(h)
+	return q
+}
+
+func (lc *lcore) flushAll() {
+	for i := range lc.tx {
+		lc.flush(&lc.tx[i])
+	}
+}
+
+func (lc *lcore) txBuffered() int {
+	n := 0
+	for i := range lc.tx {
+		n += len(lc.tx[i].buf)
+	}
+	return n
+}
+
+// runCommands runs queued commands. They are control-plane work, between loops.
+func (lc *lcore) runCommands() {
+	for {
+		c, ok := lc.cmds.Get()
+		if !ok {
+			return
+		}
+		c.fn()
+		close(c.done)
+	}
+}
+
+func (lc *lcore) publish() {
+	lc.loops.Publish()
+	lc.busy.Publish()
+	lc.packets.Publish()
+	lc.copies.Publish()
+	for _, r := range lc.dropsDirty {
+		lc.drops[r].Publish()
+	}
+	lc.gap.Publish()
+	for _, in := range lc.instances {
+		in.publish()
+	}
+}
+
+// run is the lcore's poll loop.
+func (lc *lcore) run(started chan<- error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := lc.e.rt.pinLcore(lc.cpu); err != nil {
+		started <- err
+		return
+	}
+	for _, in := range lc.instances {
+		if err := in.start(); err != nil {
+			started <- err
+			return
+		}
+	}
+	started <- nil
+	lc.loop()
+	lc.shutdown()
+}
+
+// loop polls until the engine stops. It is also driven step by step in
+// simulations (Engine.Step), so each iteration is in step().
+func (lc *lcore) loop() {
+	var back backoff
+	last := lc.e.clock.Now()
+	for {
+		st := lc.e.phase.Load()
+		if st == phaseStop {
+			return
+		}
+		now := lc.e.clock.Now()
+		lc.gap.Record(uint64(now - last))
+		last = now
+		moved := lc.step(now, st == phaseDrain)
+		if lc.e.poll == pollAdaptive {
+			if moved == 0 {
+				back.idle()
+			} else {
+				back.reset()
+			}
+		}
+	}
+}
+
+// step runs one loop iteration and returns how many packets it moved.
+func (lc *lcore) step(now int64, draining bool) int {
+	lc.runCommands()
+	moved := 0
+	held := 0
+	for _, in := range lc.instances {
+		moved += in.poll(now, draining)
+		held += in.held()
+	}
+	buffered := lc.txBuffered()
+	lc.flushAll()
+	lc.flushFree()
+	lc.loops.Inc()
+	if moved > 0 {
+		lc.busy.Inc()
+		lc.packets.Add(uint64(moved))
+	}
+	lc.publish()
+	lc.idle.Store(moved == 0 && held == 0 && buffered == 0)
+	lc.epoch.Add(1)
+	return moved
+}
+
+// shutdown stops the stages, frees what they hold and what is buffered.
+func (lc *lcore) shutdown() {
+	lc.runCommands()
+	for _, in := range lc.instances {
+		in.stop()
+	}
+	lc.flushAll()
+	lc.flushFree()
+	lc.publish()
+	lc.stopped.Store(true)
+	lc.epoch.Add(1)
+}
+
+// backoff is the adaptive poll mode: spin while traffic flows, then sleep in
+// growing steps up to maxSleep so an idle lcore leaves its CPU to others.
+type backoff struct{ n int }
+
+const (
+	spinLoops = 256
+	maxSleep  = 50_000 // ns
+)
+
+func (b *backoff) reset() { b.n = 0 }
+
+func (b *backoff) idle() {
+	b.n++
+	if b.n < spinLoops {
+		return
+	}
+	d := int64(1000) << min(b.n-spinLoops, 6)
+	if d > maxSleep {
+		d = maxSleep
+	}
+	sleepNs(d)
+}
+
+// instance is one pipeline's chain on one lcore.
+type instance struct {
+	pipe      *pipeline
+	idx       int // index among the pipeline's instances
+	lc        *lcore
+	stages    []*stageInst
+	producers []int // stage indices that implement plugins.Producer
+	tickers   []int
+	rx        []rxQueue
+	handoffIn []*ring.Handles // rings from the pipeline's other instances
+	ctx       plugins.Context
+	lastTick  int64
+	unclaimed *stageInst // where unclaimed drops are counted: the last stage
+	b, hb     packet.Burst
+}
+
+type rxQueue struct {
+	port     *portEntry
+	queue    int
+	internal bool // a mem link: keep polling while draining
+}
+
+type stageInst struct {
+	kind, name string
+	st         plugins.Stage
+	producer   plugins.Producer
+	holder     plugins.Holder
+	finite     plugins.Finite
+	counters   *stats.Set
+	packets    stats.Counter
+	drops      [packet.MaxReasons]stats.Counter
+	dropsDirty []packet.Reason
+	hists      []namedHist
+}
+
+type namedHist struct {
+	name, help, unit string
+	h                *stats.Histogram
+}
+
+func (s *stageInst) countDrop(r packet.Reason) {
+	c := &s.drops[r]
+	if c.Local() == 0 {
+		s.dropsDirty = append(s.dropsDirty, r)
+	}
+	c.Inc()
+}
+
+func (in *instance) start() error {
+	for _, s := range in.stages {
+		if st, ok := s.st.(plugins.Starter); ok {
+			in.ctx.Stage = 0
+			if err := st.Start(&in.ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (in *instance) stop() {
+	for i, s := range in.stages {
+		if st, ok := s.st.(plugins.Stopper); ok {
+			in.ctx.Stage = i
+			st.Stop(&in.ctx)
+		}
+	}
+	// Packets handed to this instance and not yet taken.
+	var b packet.Burst
+	for _, r := range in.handoffIn {
+		for ring.DequeueBurst(r, &b) > 0 {
+			for i := 0; i < b.N; i++ {
+				in.lc.countDrop(packet.ReasonStopping, 1)
+			}
+			packet.Free(&b)
+		}
+	}
+}
+
+func (in *instance) held() int {
+	n := 0
+	for _, s := range in.stages {
+		if s.holder != nil {
+			n += s.holder.Held()
+		}
+	}
+	for _, r := range in.handoffIn {
+		n += r.Len()
+	}
+	return n
+}
+
+func (in *instance) publish() {
+	for _, s := range in.stages {
+		s.packets.Publish()
+		s.counters.Publish()
+		for _, r := range s.dropsDirty {
+			s.drops[r].Publish()
+		}
+		for _, h := range s.hists {
+			h.h.Publish()
+		}
+	}
+}
+
+// poll runs one round of the instance: its rx queues, handoffs from other lcores,
+// its producers and, when due, its tickers.
+func (in *instance) poll(now int64, draining bool) int {
+	b := &in.b
+	moved := 0
+	for i := range in.rx {
+		rq := &in.rx[i]
+		if draining && !rq.internal {
+			continue
+		}
+		b.N = 0
+		n := rq.port.port.RxBurst(rq.queue, b)
+		if n == 0 {
+			continue
+		}
+		t := in.lc.e.clock.Now()
+		stamp := rq.port.engineStamps
+		for j := 0; j < b.N; j++ {
+			p := b.H[j].P()
+			p.Continue() // a verdict from the sending side of a mem link is not ours
+			p.InPort = rq.port.id
+			p.InQueue = uint16(rq.queue)
+			if stamp || p.RxTime == 0 {
+				p.RxTime = t
+			}
+		}
+		in.ctx.Now = t
+		moved += n
+		in.run(b, 0)
+	}
+	for _, r := range in.handoffIn {
+		b.N = 0
+		if ring.DequeueBurst(r, b) == 0 {
+			continue
+		}
+		moved += b.N
+		in.ctx.Now = now
+		in.runHandoff(b)
+	}
+	for _, k := range in.producers {
+		s := in.stages[k]
+		if draining && s.holder == nil {
+			continue // sources stop making packets; delay lines still empty out
+		}
+		b.N = 0
+		in.ctx.Now = now
+		in.ctx.Stage = k
+		s.producer.Produce(&in.ctx, b)
+		if b.N > 0 {
+			moved += b.N
+			in.run(b, k+1)
+		}
+	}
+	if len(in.tickers) > 0 && now-in.lastTick >= plugins.TickInterval {
+		in.lastTick = now
+		in.ctx.Now = now
+		for _, k := range in.tickers {
+			in.ctx.Stage = k
+			in.stages[k].st.(plugins.Ticker).Tick(&in.ctx)
+		}
+	}
+	return moved
+}
+
+// runHandoff resumes handed-off packets at their stage, in runs of equal stage.
+func (in *instance) runHandoff(b *packet.Burst) {
+	run := &in.hb
+	for i := 0; i < b.N; {
+		stage := b.H[i].P().Stage
+		run.N = 0
+		for i < b.N && b.H[i].P().Stage == stage {
+			p := b.H[i].P()
+			p.Continue()
+			run.H[run.N] = b.H[i]
+			run.N++
+			i++
+		}
+		in.run(run, int(stage))
+	}
+}
+
+// run passes b through the chain from stage `from`. After each stage, packets
+// with a verdict leave the burst: Forward to a tx buffer, Drop to the free list
+// with its reason counted, Consume to whoever took it.
+func (in *instance) run(b *packet.Burst, from int) {
+	lc := in.lc
+	for k := from; k < len(in.stages) && b.N > 0; k++ {
+		s := in.stages[k]
+		in.ctx.Stage = k
+		s.packets.Add(uint64(b.N))
+		s.st.Process(&in.ctx, b)
+		j := 0
+		for i := 0; i < b.N; i++ {
+			h := b.H[i]
+			p := h.P()
+			switch p.Verdict() {
+			case packet.Continue:
+				b.H[j] = h
+				j++
+			case packet.Forward:
+				lc.forward(h, p.OutPort)
+			case packet.Drop:
+				s.countDrop(p.Reason)
+				lc.free(h)
+			case packet.Consume:
+			default:
+				s.countDrop(packet.ReasonUnknown)
+				lc.free(h)
+			}
+		}
+		b.N = j
+	}
+	for i := 0; i < b.N; i++ {
+		in.unclaimed.countDrop(packet.ReasonUnclaimed)
+		lc.free(b.H[i])
+	}
+	b.N = 0
+}
+
+// env is the plugins.Env of one instance.
+type env struct{ in *instance }
+
+func (e env) Emit(h packet.Handle, port uint16) bool { return e.in.lc.emit(h, port) }
+
+func (e env) TxDepth(port uint16) int {
+	if int(port) >= len(e.in.lc.tx) {
+		return 0
+	}
+	return len(e.in.lc.tx[port].buf)
+}
+
+func (e env) Owner(key uint64) int { return ownerOf(key, len(e.in.pipe.instances)) }
+
+func (e env) NumLcores() int { return len(e.in.pipe.instances) }
+
+func (e env) Free(h packet.Handle) { e.in.lc.free(h) }
+
+func (e env) Handoff(h packet.Handle, owner int) bool {
+	p := h.P()
+	in := e.in
+	if owner == in.idx || owner < 0 || owner >= len(in.pipe.instances) {
+		return false
+	}
+	p.Stage = uint16(in.ctx.Stage)
+	if !in.pipe.handoff[in.idx][owner].Put(h) {
+		p.Drop(packet.ReasonRingFull)
+		return false
+	}
+	p.Consume()
+	return true
+}
+
+// ownerOf maps a session key to an instance: a 64-bit mix, then Lemire's
+// multiply-shift reduction, so every lcore computes the same owner.
+func ownerOf(key uint64, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	key ^= key >> 33
+	key *= 0xff51afd7ed558ccd
+	key ^= key >> 33
+	return int((key >> 32) * uint64(n) >> 32)
+}
+
+var _ plugins.Env = env{}
+var _ = clock.Mono

@@ -1,0 +1,397 @@
+package plugins
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+)
+
+func init() {
+	Register(Kind{Name: "generator", Summary: "make IPv6 or IPv4 UDP flows of given sizes, rate and count, with a sequence number and tx timestamp", New: newGenerator})
+}
+
+// Generator payload: the first GenFieldsLen bytes after the UDP header, when the
+// frame has room for them. The sink reads them back.
+//
+//	0                   1                   2                   3
+//	0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|            Flow ID            |                               |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+   Sequence Number (48 bits)   |
+//	|                                                               |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|              Tx Timestamp (64 bits, monotonic ns)             |
+//	|                                                               |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+const GenFieldsLen = 16
+
+// fcsLen: sizes are Ethernet frame sizes as RFC 2544 counts them, with the 4-byte
+// FCS that no buffer holds; a 64-byte frame is 60 bytes of data.
+const fcsLen = 4
+
+type generatorConfig struct {
+	Flows      int               `toml:"flows"`
+	IPVersion  int               `toml:"ip_version"`
+	Src        config.Addr       `toml:"src"`
+	Dst        config.Addr       `toml:"dst"`
+	SrcMAC     config.MAC        `toml:"src_mac"`
+	DstMAC     config.MAC        `toml:"dst_mac"`
+	VLAN       int               `toml:"vlan"`
+	UDPSrcPort int               `toml:"udp_src_port"`
+	UDPDstPort int               `toml:"udp_dst_port"`
+	Sizes      []int             `toml:"sizes"`
+	Rate       config.PacketRate `toml:"rate"`
+	Count      uint64            `toml:"count"`
+	Duration   config.Duration   `toml:"duration"`
+	Pattern    string            `toml:"pattern"`
+	Pool       string            `toml:"pool"`
+	HopLimit   int               `toml:"hop_limit"`
+	Checksum   *bool             `toml:"udp_checksum"`
+}
+
+// template is one frame size's prebuilt headers and payload pattern.
+type template struct {
+	data    []byte
+	l3, l4  int // offsets of the IP and UDP headers
+	udpSum  uint16
+	ipSum   uint16 // IPv4 header checksum field
+	fields  bool   // the frame has room for the generator fields
+	payload int    // offset of the payload
+}
+
+// flowDelta is what changes per flow: the low 16 bits of the source address and
+// the UDP source port, with the checksum adjustments they cause.
+type flowDelta struct {
+	addrLow uint16
+	port    uint16
+	udpAdj  uint16 // ones'-complement sum to add to the UDP checksum
+	ipAdj   uint16 // ... and to the IPv4 header checksum
+}
+
+type generator struct {
+	tmpl     []template
+	flows    []flowDelta
+	seq      []uint64
+	pool     packet.Pool
+	rate     float64 // packets per ns; 0 = flat out
+	tokens   float64
+	last     int64
+	count    uint64 // 0 = unlimited
+	duration int64
+	started  int64
+	sent     uint64
+	next     int // round-robin over flows × sizes
+	v4       bool
+	csum     bool
+	done     bool
+	cSent    *stats.Counter
+	cBytes   *stats.Counter
+	cNoBuf   *stats.Counter
+}
+
+func newGenerator(s *Setup) (Stage, error) {
+	c := generatorConfig{Flows: 1, IPVersion: 6, UDPSrcPort: 10000, UDPDstPort: 20000, Pattern: "incr", Pool: "default", HopLimit: 64}
+	if err := s.Config.Decode(&c); err != nil {
+		return nil, err
+	}
+	if len(c.Sizes) == 0 {
+		c.Sizes = []int{64}
+	}
+	if c.Flows < 1 || c.Flows > 65536 {
+		return nil, fmt.Errorf("generator: flows %d is outside 1..65536", c.Flows)
+	}
+	if c.IPVersion != 4 && c.IPVersion != 6 {
+		return nil, fmt.Errorf("generator: ip_version must be 4 or 6")
+	}
+	src, dst := c.Src.Addr, c.Dst.Addr
+	if !src.IsValid() || !dst.IsValid() {
+		return nil, fmt.Errorf("generator needs src and dst addresses")
+	}
+	if (c.IPVersion == 4) != (src.Is4() && dst.Is4()) {
+		return nil, fmt.Errorf("generator: src and dst must be IPv%d addresses", c.IPVersion)
+	}
+	if c.VLAN < 0 || c.VLAN > 4094 {
+		return nil, fmt.Errorf("generator: vlan %d is outside 0..4094", c.VLAN)
+	}
+	if c.UDPSrcPort < 0 || c.UDPSrcPort > 65535 || c.UDPDstPort < 0 || c.UDPDstPort > 65535 {
+		return nil, fmt.Errorf("generator: UDP ports must be within 0..65535")
+	}
+	if c.HopLimit < 1 || c.HopLimit > 255 {
+		return nil, fmt.Errorf("generator: hop_limit %d is outside 1..255", c.HopLimit)
+	}
+	pool, err := s.Pool(c.Pool, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("generator: pool %q: %w", c.Pool, err)
+	}
+	fill, err := parsePattern(c.Pattern)
+	if err != nil {
+		return nil, err
+	}
+	g := &generator{pool: pool, count: c.Count, duration: int64(time.Duration(c.Duration)), v4: c.IPVersion == 4,
+		csum:   c.Checksum == nil || *c.Checksum,
+		cSent:  s.Counters.New("sent", "packets generated"),
+		cBytes: s.Counters.New("sent_bytes", "bytes generated"),
+		cNoBuf: s.Counters.New("no_buffer", "packets not generated because the pool was empty")}
+	if float64(c.Rate) > 0 {
+		g.rate = float64(c.Rate) / 1e9
+	}
+	// Several lcores split the rate and the count.
+	if s.NumLcores > 1 {
+		g.rate /= float64(s.NumLcores)
+		if g.count > 0 {
+			g.count = (g.count + uint64(s.NumLcores-1-s.Lcore)) / uint64(s.NumLcores)
+		}
+	}
+	hdr := 14
+	if c.VLAN > 0 {
+		hdr += 4
+	}
+	ipLen := 40
+	if g.v4 {
+		ipLen = 20
+	}
+	for _, size := range c.Sizes {
+		n := size - fcsLen
+		if n < hdr+ipLen+8 {
+			return nil, fmt.Errorf("generator: size %d is below the %d-byte minimum for IPv%d UDP", size, hdr+ipLen+8+fcsLen, c.IPVersion)
+		}
+		if n > pool.DataRoom() {
+			return nil, fmt.Errorf("generator: size %d does not fit pool %q (data room %d)", size, c.Pool, pool.DataRoom())
+		}
+		g.tmpl = append(g.tmpl, buildTemplate(n, &c, src, dst, fill))
+	}
+	base := g.tmpl[0]
+	for f := 0; f < c.Flows; f++ {
+		d := flowDelta{port: uint16(c.UDPSrcPort + f)}
+		a := addrBytes(src)
+		low := binary.BigEndian.Uint16(a[len(a)-2:])
+		d.addrLow = low + uint16(f)
+		// The template holds flow 0: the deltas are new − old in ones' complement.
+		oldPort := binary.BigEndian.Uint16(base.data[base.l4:])
+		d.udpAdj = packet.ChecksumCombine(packet.ChecksumCombine(^low, d.addrLow), packet.ChecksumCombine(^oldPort, d.port))
+		d.ipAdj = packet.ChecksumCombine(^low, d.addrLow)
+		g.flows = append(g.flows, d)
+	}
+	g.seq = make([]uint64, c.Flows)
+	return g, nil
+}
+
+func addrBytes(a netip.Addr) []byte {
+	if a.Is4() {
+		b := a.As4()
+		return b[:]
+	}
+	b := a.As16()
+	return b[:]
+}
+
+// parsePattern returns the payload filler: "zero", "incr" (0,1,2…), "random"
+// (fixed per run), or one byte as "0xAB".
+func parsePattern(p string) (func([]byte), error) {
+	switch p {
+	case "zero":
+		return func(b []byte) { clear(b) }, nil
+	case "incr", "":
+		return func(b []byte) {
+			for i := range b {
+				b[i] = byte(i)
+			}
+		}, nil
+	case "random":
+		r := rand.New(rand.NewPCG(1, 2))
+		return func(b []byte) {
+			for i := range b {
+				b[i] = byte(r.Uint32())
+			}
+		}, nil
+	}
+	if v, err := strconv.ParseUint(strings.TrimPrefix(p, "0x"), 16, 8); err == nil && strings.HasPrefix(p, "0x") {
+		return func(b []byte) {
+			for i := range b {
+				b[i] = byte(v)
+			}
+		}, nil
+	}
+	return nil, fmt.Errorf("generator: pattern %q is not zero, incr, random or 0xNN", p)
+}
+
+// buildTemplate writes every header of an n-byte frame for flow 0 with the
+// generator fields zeroed, and its checksums.
+func buildTemplate(n int, c *generatorConfig, src, dst netip.Addr, fill func([]byte)) template {
+	t := template{data: make([]byte, n)}
+	d := t.data
+	copy(d[0:6], c.DstMAC[:])
+	copy(d[6:12], c.SrcMAC[:])
+	off := 12
+	if c.VLAN > 0 {
+		binary.BigEndian.PutUint16(d[12:], 0x8100)
+		binary.BigEndian.PutUint16(d[14:], uint16(c.VLAN))
+		off = 16
+	}
+	t.l3 = off + 2
+	udpLen := 0
+	var pseudo uint16
+	if src.Is4() {
+		binary.BigEndian.PutUint16(d[off:], 0x0800)
+		ip := d[t.l3 : t.l3+20]
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(n-t.l3))
+		ip[6] = 0x40 // DF
+		ip[8] = byte(c.HopLimit)
+		ip[9] = 17
+		s4, d4 := src.As4(), dst.As4()
+		copy(ip[12:16], s4[:])
+		copy(ip[16:20], d4[:])
+		binary.BigEndian.PutUint16(ip[10:], ^packet.Checksum(ip, 0))
+		t.ipSum = binary.BigEndian.Uint16(ip[10:])
+		t.l4 = t.l3 + 20
+		udpLen = n - t.l4
+		pseudo = packet.PseudoHeaderChecksum(17, s4[:], d4[:], uint32(udpLen))
+	} else {
+		binary.BigEndian.PutUint16(d[off:], 0x86DD)
+		ip := d[t.l3 : t.l3+40]
+		ip[0] = 0x60
+		t.l4 = t.l3 + 40
+		udpLen = n - t.l4
+		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
+		ip[6] = 17
+		ip[7] = byte(c.HopLimit)
+		s16, d16 := src.As16(), dst.As16()
+		copy(ip[8:24], s16[:])
+		copy(ip[24:40], d16[:])
+		pseudo = packet.PseudoHeaderChecksum(17, s16[:], d16[:], uint32(udpLen))
+	}
+	u := d[t.l4:]
+	binary.BigEndian.PutUint16(u[0:], uint16(c.UDPSrcPort))
+	binary.BigEndian.PutUint16(u[2:], uint16(c.UDPDstPort))
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	t.payload = t.l4 + 8
+	fill(d[t.payload:])
+	t.fields = n-t.payload >= GenFieldsLen
+	if t.fields {
+		clear(d[t.payload : t.payload+GenFieldsLen])
+	}
+	// Sum of the UDP header and payload with a zero checksum field, plus the
+	// pseudo-header: per packet only the generator fields are added to it.
+	t.udpSum = packet.Checksum(u[:udpLen], pseudo)
+	return t
+}
+
+// Produce appends as many packets as the rate, the count and the burst's room
+// allow.
+func (g *generator) Produce(ctx *Context, b *packet.Burst) {
+	if g.done {
+		return
+	}
+	now := ctx.Now
+	if g.started == 0 {
+		g.started, g.last = now, now
+	}
+	if g.duration > 0 && now-g.started >= g.duration {
+		g.done = true
+		return
+	}
+	n := b.Room()
+	if g.rate > 0 {
+		g.tokens += float64(now-g.last) * g.rate
+		if g.tokens > packet.MaxBurst {
+			g.tokens = packet.MaxBurst
+		}
+		g.last = now
+		if int(g.tokens) < n {
+			n = int(g.tokens)
+		}
+	}
+	if g.count > 0 && uint64(n) > g.count-g.sent {
+		n = int(g.count - g.sent)
+	}
+	if n <= 0 {
+		return
+	}
+	start := b.N
+	got := g.pool.Alloc(b, n)
+	if got < n {
+		g.cNoBuf.Add(uint64(n - got))
+	}
+	var bytes uint64
+	for i := start; i < b.N; i++ {
+		bytes += uint64(g.fill(b.H[i].P(), now))
+	}
+	g.tokens -= float64(got)
+	g.sent += uint64(got)
+	g.cSent.Add(uint64(got))
+	g.cBytes.Add(bytes)
+	if g.count > 0 && g.sent >= g.count {
+		g.done = true
+	}
+}
+
+// fill writes one packet from the next template and flow.
+func (g *generator) fill(p *packet.Packet, now int64) int {
+	k := g.next
+	g.next++
+	nt := len(g.tmpl)
+	t := &g.tmpl[k%nt]
+	fi := (k / nt) % len(g.flows)
+	if g.next == nt*len(g.flows) {
+		g.next = 0
+	}
+	f := &g.flows[fi]
+	d, _ := p.Append(len(t.data))
+	copy(d, t.data)
+	p.SetFlag(packet.FlagLocal)
+	p.RxTime = now
+	// Per flow: source address low bits and UDP source port.
+	if g.v4 {
+		binary.BigEndian.PutUint16(d[t.l3+14:], f.addrLow)
+		binary.BigEndian.PutUint16(d[t.l3+10:], ^packet.ChecksumCombine(^t.ipSum, f.ipAdj))
+	} else {
+		binary.BigEndian.PutUint16(d[t.l3+22:], f.addrLow)
+	}
+	binary.BigEndian.PutUint16(d[t.l4:], f.port)
+	sum := packet.ChecksumCombine(t.udpSum, f.udpAdj)
+	if t.fields {
+		seq := g.seq[fi]
+		g.seq[fi]++
+		pl := d[t.payload:]
+		binary.BigEndian.PutUint64(pl[0:], uint64(fi)<<48|seq&(1<<48-1))
+		binary.BigEndian.PutUint64(pl[8:], uint64(now))
+		sum = packet.ChecksumCombine(sum, fieldSum(pl[:GenFieldsLen]))
+	}
+	if g.csum {
+		c := ^sum
+		if c == 0 {
+			c = 0xFFFF // RFC 768: a computed zero is sent as all ones
+		}
+		binary.BigEndian.PutUint16(d[t.l4+6:], c)
+	}
+	return len(d)
+}
+
+// fieldSum is the ones'-complement sum of the 16 bytes of generator fields.
+func fieldSum(b []byte) uint16 {
+	var s uint64
+	for i := 0; i < GenFieldsLen; i += 2 {
+		s += uint64(binary.BigEndian.Uint16(b[i:]))
+	}
+	s = (s >> 16) + (s & 0xffff)
+	s = (s >> 16) + (s & 0xffff)
+	return uint16(s)
+}
+
+// Process lets packets from earlier stages pass.
+func (g *generator) Process(ctx *Context, b *packet.Burst) {}
+
+// Done: the count is sent or the duration is over.
+func (g *generator) Done() bool { return g.done }
+
+// Sent is how many packets this instance made.
+func (g *generator) Sent() uint64 { return g.sent }

@@ -1,0 +1,116 @@
+package plugins
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+)
+
+func init() {
+	Register(Kind{Name: "sink", Summary: "consume packets; count them and measure latency and loss from the generator's fields", New: newSink})
+}
+
+// sink is the end of a lab path. It frees every packet and, for UDP packets that
+// carry the generator's fields, tracks per-flow sequence numbers (loss and
+// reordering) and the latency from the generator's tx timestamp to this sink's
+// rx timestamp (both on the engine's monotonic clock).
+type sink struct {
+	port  uint16 // UDP destination port to track; 0 = any
+	flows []flowTrack
+
+	cRecv, cBytes, cTracked, cUntracked, cLost, cReordered *stats.Counter
+	latency                                                *stats.Histogram
+}
+
+type flowTrack struct {
+	next uint64
+	seen bool
+}
+
+type sinkConfig struct {
+	UDPPort int `toml:"udp_port"`
+	Flows   int `toml:"flows"`
+}
+
+func newSink(s *Setup) (Stage, error) {
+	c := sinkConfig{Flows: 1024}
+	if err := s.Config.Decode(&c); err != nil {
+		return nil, err
+	}
+	if c.UDPPort < 0 || c.UDPPort > 65535 {
+		return nil, fmt.Errorf("sink: udp_port %d is outside 0..65535", c.UDPPort)
+	}
+	if c.Flows < 1 || c.Flows > 65536 {
+		return nil, fmt.Errorf("sink: flows %d is outside 1..65536", c.Flows)
+	}
+	return &sink{
+		port:       uint16(c.UDPPort),
+		flows:      make([]flowTrack, c.Flows),
+		cRecv:      s.Counters.New("received", "packets received"),
+		cBytes:     s.Counters.New("received_bytes", "bytes received"),
+		cTracked:   s.Counters.New("tracked", "packets with generator fields"),
+		cUntracked: s.Counters.New("untracked", "packets without generator fields, or of a flow beyond flows"),
+		cLost:      s.Counters.New("lost", "sequence numbers missing (net of late arrivals)"),
+		cReordered: s.Counters.New("reordered", "packets that arrived after a later sequence number"),
+		latency:    s.Histograms("latency", "generator to sink latency", "ns"),
+	}, nil
+}
+
+func (k *sink) Process(ctx *Context, b *packet.Burst) {
+	var bytes uint64
+	for i := 0; i < b.N; i++ {
+		h := b.H[i]
+		p := h.P()
+		bytes += uint64(p.Len())
+		k.track(p)
+		p.Consume()
+		ctx.Env.Free(h)
+	}
+	k.cRecv.Add(uint64(b.N))
+	k.cBytes.Add(bytes)
+}
+
+func (k *sink) track(p *packet.Packet) {
+	l, err := p.ParseLayers()
+	if err != nil || l.Flags&packet.FlagUDP == 0 {
+		k.cUntracked.Inc()
+		return
+	}
+	d := p.Data()
+	u := d[l.L4:l.End]
+	if len(u) < 8+GenFieldsLen || (k.port != 0 && binary.BigEndian.Uint16(u[2:]) != k.port) {
+		k.cUntracked.Inc()
+		return
+	}
+	f := u[8:]
+	v := binary.BigEndian.Uint64(f)
+	flow, seq := int(v>>48), v&(1<<48-1)
+	if flow >= len(k.flows) {
+		k.cUntracked.Inc()
+		return
+	}
+	k.cTracked.Inc()
+	if ts := int64(binary.BigEndian.Uint64(f[8:])); ts > 0 && p.RxTime >= ts {
+		k.latency.Record(uint64(p.RxTime - ts))
+	}
+	t := &k.flows[flow]
+	switch {
+	case !t.seen || seq == t.next:
+		if !t.seen && seq > 0 {
+			k.cLost.Add(seq) // the flow's first packets never came
+		}
+		t.seen = true
+		t.next = seq + 1
+	case seq > t.next:
+		k.cLost.Add(seq - t.next)
+		t.next = seq + 1
+	default:
+		// Late: it fills a gap counted as loss before.
+		k.cReordered.Inc()
+		if k.cLost.Local() > 0 {
+			k.cLost.Add(^uint64(0))
+		}
+	}
+}
