@@ -1,0 +1,129 @@
+// Package netns gives tests network namespaces and veth pairs of their own, made
+// with iproute2 and removed when the test ends, and runs code inside them.
+//
+// Tests that use it need root and the ip command; New skips (or, under CI=true,
+// fails) without them.
+package netns
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/linerate/linerate/internal/testenv"
+)
+
+// NS is a network namespace made by a test.
+type NS struct {
+	name string
+}
+
+// New makes a namespace with loopback up and IPv6 off, so that nothing but the
+// test's own traffic (no DAD, router or MLD solicitations) crosses its links. It
+// is deleted, with every interface in it, when t ends.
+func New(t testing.TB) *NS {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCmd(t, "ip")
+	ns := &NS{name: "lr" + randHex(6)}
+	if out, err := exec.Command("ip", "netns", "add", ns.name).CombinedOutput(); err != nil {
+		testenv.Require(t, fmt.Sprintf("network namespaces (ip netns add: %v: %s)", err, bytes.TrimSpace(out)), false)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns.name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", ns.name, err, bytes.TrimSpace(out))
+		}
+	})
+	ns.IP(t, "link", "set", "lo", "up")
+	err := ns.Do(func() error {
+		for _, k := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("netns %s: disable IPv6: %v", ns.name, err)
+	}
+	return ns
+}
+
+// Name is the namespace's name under /run/netns.
+func (ns *NS) Name() string { return ns.name }
+
+// IP runs `ip -n <ns> args…` and fails t if it fails.
+func (ns *NS) IP(t testing.TB, args ...string) {
+	t.Helper()
+	full := append([]string{"-n", ns.name}, args...)
+	if out, err := exec.Command("ip", full...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %v: %v: %s", full, err, bytes.TrimSpace(out))
+	}
+}
+
+// Do runs f on an OS thread that has joined the namespace. Sockets f opens stay
+// in the namespace after it returns, whichever thread later uses them, so a test
+// can open a port inside and poll it from anywhere. Interface lookups by name
+// must also happen inside.
+//
+// The thread is returned to the scheduler only if it could rejoin the original
+// namespace; otherwise the goroutine exits locked and the runtime ends the
+// thread, so no other goroutine ever runs in the test's namespace by accident.
+func (ns *NS) Do(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("open own netns: %w", err)
+			return
+		}
+		defer unix.Close(orig)
+		target, err := unix.Open("/run/netns/"+ns.name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("open netns %s: %w", ns.name, err)
+			return
+		}
+		defer unix.Close(target)
+		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("setns %s: %w", ns.name, err)
+			return
+		}
+		err = f()
+		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+// Veth makes a veth pair, a in ns a and b in ns b (the same namespace or two),
+// and brings both ends up. The links go when their namespaces go. The names must
+// be at most 15 bytes.
+func Veth(t testing.TB, a *NS, nameA string, b *NS, nameB string) {
+	t.Helper()
+	if b == a {
+		a.IP(t, "link", "add", nameA, "type", "veth", "peer", "name", nameB)
+	} else {
+		a.IP(t, "link", "add", nameA, "type", "veth", "peer", "name", nameB, "netns", b.name)
+	}
+	a.IP(t, "link", "set", nameA, "up")
+	b.IP(t, "link", "set", nameB, "up")
+}
+
+func randHex(n int) string {
+	b := make([]byte, n/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,73 @@
+package netns
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestNamespaceAndVeth(t *testing.T) {
+	var name string
+	hostV6, _ := os.ReadFile("/proc/sys/net/ipv6/conf/default/disable_ipv6")
+	t.Run("inside", func(t *testing.T) {
+		a, b := New(t), New(t)
+		name = a.Name()
+		Veth(t, a, "lrva", b, "lrvb")
+		Veth(t, a, "lrv1", a, "lrv2")
+		err := a.Do(func() error {
+			for _, n := range []string{"lrva", "lrv1", "lrv2"} {
+				ifc, err := net.InterfaceByName(n)
+				if err != nil {
+					return err
+				}
+				if ifc.Flags&net.FlagUp == 0 {
+					t.Errorf("%s is down", n)
+				}
+			}
+			if _, err := net.InterfaceByName("lrvb"); err == nil {
+				t.Error("lrvb is in the wrong namespace")
+			}
+			v, err := os.ReadFile("/proc/sys/net/ipv6/conf/default/disable_ipv6")
+			if err == nil && strings.TrimSpace(string(v)) != "1" {
+				t.Errorf("IPv6 is on in the namespace: %q", v)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Do(func() error { _, err := net.InterfaceByName("lrvb"); return err }); err != nil {
+			t.Errorf("lrvb not in its namespace: %v", err)
+		}
+		if _, err := net.InterfaceByName("lrva"); err == nil {
+			t.Error("lrva is visible from the test's own namespace")
+		}
+		out, err := exec.Command("ip", "netns", "exec", a.Name(), "cat", "/proc/sys/net/ipv6/conf/all/disable_ipv6").Output()
+		if err != nil || strings.TrimSpace(string(out)) != "1" {
+			t.Errorf("ip netns exec sees disable_ipv6 %q (%v)", out, err)
+		}
+	})
+	if name == "" {
+		return // skipped
+	}
+	if _, err := os.Stat("/run/netns/" + name); !os.IsNotExist(err) {
+		t.Errorf("namespace %s outlived its test: %v", name, err)
+	}
+	if v, _ := os.ReadFile("/proc/sys/net/ipv6/conf/default/disable_ipv6"); string(v) != string(hostV6) {
+		t.Errorf("the host's disable_ipv6 changed from %q to %q", hostV6, v)
+	}
+}
+
+func TestDoError(t *testing.T) {
+	ns := New(t)
+	want := os.ErrDeadlineExceeded
+	if err := ns.Do(func() error { return want }); err != want {
+		t.Errorf("Do returned %v, want f's error", err)
+	}
+	gone := &NS{name: "lr-no-such-ns"}
+	if err := gone.Do(func() error { t.Error("f ran"); return nil }); err == nil {
+		t.Error("Do in a missing namespace succeeded")
+	}
+}
