@@ -351,18 +351,19 @@ func TestLab(t *testing.T) {
 		t.Errorf("generator: %+v", gen)
 	}
 	var link struct {
-		Delay  Duration `toml:"delay"`
-		Jitter Duration `toml:"jitter"`
-		Loss   float64  `toml:"loss"`
-		Seed   uint64   `toml:"seed"`
-		Queue  int      `toml:"queue"`
-		Rate   Rate     `toml:"rate"`
+		Delay     Duration `toml:"delay"`
+		Jitter    Duration `toml:"jitter"`
+		Loss      float64  `toml:"loss"`
+		Seed      uint64   `toml:"seed"`
+		KeepOrder bool     `toml:"keep_order"`
+		Queue     int      `toml:"queue"`
+		Rate      Rate     `toml:"rate"`
 	}
 	if err := src.Stages[1].Decode(&link); err != nil {
 		t.Fatal(err)
 	}
 	if link.Delay.String() != "1ms" || link.Jitter.String() != "100us" || link.Loss != 0.005 ||
-		link.Seed != 1 || link.Queue != 65536 || link.Rate != 0 {
+		link.Seed != 1 || !link.KeepOrder || link.Queue != 65536 || link.Rate != 0 {
 		t.Errorf("link: %+v", link)
 	}
 	var fwd struct {
