@@ -54,11 +54,14 @@ func (b *Burst) InsertGap(i, at, n int) ([]byte, error) {
 		return nil, ErrNoRoom
 	}
 	qp := q.P()
-	if at > p.Len() || qp.Headroom()+p.Len()+n > qp.Cap() {
+	need := p.Len() + n
+	if at > p.Len() || n < 0 || need > qp.Cap() {
 		pool.FreeOne(q)
 		return nil, ErrNoRoom
 	}
-	head := qp.Headroom()
+	// Lay the copy out afresh: the pool's headroom when the result fits after
+	// it, otherwise as far forward as it must go. InsertGap then has the room.
+	head := min(qp.Headroom(), qp.Cap()-need)
 	if err := qp.CopyFrom(p, head); err != nil {
 		pool.FreeOne(q)
 		return nil, err
