@@ -812,9 +812,19 @@ func (e *Engine) Snapshot() *stats.Snapshot {
 	}
 	for _, pe := range e.ports {
 		ps := stats.PortSnapshot{Name: pe.name, Driver: pe.driver, TimestampSource: pe.info.TimestampSource}
+		// Packets and bytes are what the engine moved; drops, errors and extras
+		// are the driver's own.
+		for _, lc := range e.lcores {
+			if int(pe.id) < len(lc.tx) {
+				t := &lc.tx[pe.id]
+				ps.RxPackets += t.rxPackets.Load()
+				ps.RxBytes += t.rxBytes.Load()
+				ps.TxPackets += t.txPackets.Load()
+				ps.TxBytes += t.txBytes.Load()
+			}
+		}
 		if pe.port != nil {
 			st := pe.port.Stats()
-			ps.RxPackets, ps.RxBytes, ps.TxPackets, ps.TxBytes = st.RxPackets, st.RxBytes, st.TxPackets, st.TxBytes
 			ps.RxDropped, ps.TxDropped, ps.RxErrors, ps.Extra = st.RxDropped, st.TxDropped, st.RxErrors, st.Extra
 			ps.LinkUp = pe.port.Info().LinkUp
 		}

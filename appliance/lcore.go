@@ -37,12 +37,20 @@ type lcore struct {
 	// Bursts handed to ports and stages through interfaces would escape to the
 	// heap if they were locals: they live here instead.
 	txb, txRest packet.Burst
+	txLen       [packet.MaxBurst]uint32
 }
 
+// txBuffer is a fixed array and a count: appending writes one handle, never a
+// slice header (which would cost a write-barrier check per packet).
 type txBuffer struct {
 	port  *portEntry
 	queue int
-	buf   []packet.Handle
+	n     int
+	buf   []packet.Handle // fixed length: the buffer's capacity
+	// What this lcore moved through the port. The engine counts for every driver,
+	// in loops it runs anyway, so drivers need no per-packet pass of their own.
+	txPackets, txBytes stats.Counter
+	rxPackets, rxBytes stats.Counter
 }
 
 // command is a function run on an lcore between two loops.
@@ -55,7 +63,8 @@ type command struct {
 // from control goroutines, rarely.
 type chanMutex chan struct{}
 
-func (m chanMutex) Lock()   { m <- struct{}{} }
+func (m chanMutex) Lock() { m <- struct{}{} }
+
 func (m chanMutex) Unlock() { <-m }
 
 func newLcore(e *Engine, id, cpu int) *lcore {
@@ -68,7 +77,7 @@ func newLcore(e *Engine, id, cpu int) *lcore {
 func (lc *lcore) setupTx(portsByID []*portEntry, size int) {
 	lc.tx = make([]txBuffer, len(portsByID))
 	for i, pe := range portsByID {
-		lc.tx[i] = txBuffer{port: pe, queue: lc.id % max(pe.info.TxQueues, 1), buf: make([]packet.Handle, 0, size)}
+		lc.tx[i] = txBuffer{port: pe, queue: lc.id % max(pe.info.TxQueues, 1), buf: make([]packet.Handle, size)}
 	}
 }
 
@@ -102,10 +111,11 @@ func (lc *lcore) forward(h packet.Handle, port uint16) {
 		return
 	}
 	t := &lc.tx[port]
-	if len(t.buf) == cap(t.buf) {
-		lc.flush(t)
+	if t.n == len(t.buf) {
+		lc.flush(t, lc.e.clock.Now())
 	}
-	t.buf = append(t.buf, h)
+	t.buf[t.n] = h
+	t.n++
 }
 
 // emit appends h to the tx buffer of port, dropping it as emit_full when full.
@@ -116,52 +126,73 @@ func (lc *lcore) emit(h packet.Handle, port uint16) bool {
 		return false
 	}
 	t := &lc.tx[port]
-	if len(t.buf) == cap(t.buf) {
+	if t.n == len(t.buf) {
 		lc.countDrop(packet.ReasonEmitFull, 1)
 		lc.free(h)
 		return false
 	}
-	t.buf = append(t.buf, h)
+	t.buf[t.n] = h
+	t.n++
 	return true
 }
 
-// flush transmits a tx buffer in bursts. What the port does not take is retried
-// once, then dropped as tx_full.
-func (lc *lcore) flush(t *txBuffer) {
-	if len(t.buf) == 0 {
+// flush transmits a tx buffer in bursts, stamped now. What the port does not
+// take is retried once, then dropped as tx_full.
+func (lc *lcore) flush(t *txBuffer, now int64) {
+	if t.n == 0 {
 		return
 	}
-	now := lc.e.clock.Now()
 	pe := t.port
 	b := &lc.txb
-	for off := 0; off < len(t.buf); {
-		n := copy(b.H[:], t.buf[off:])
+	for off := 0; off < t.n; {
+		n := copy(b.H[:], t.buf[off:t.n])
 		b.N = n
 		off += n
-		for i := 0; i < b.N; i++ {
-			p := b.H[i].P()
-			p.TxTime = now
-			if pe.ownPoolOnly && p.PoolID() != pe.poolID {
-				b.H[i] = lc.copyToPool(b.H[i], pe)
-			}
-		}
-		// A copy that failed left a zero handle: squeeze those out.
-		b.N = compactZero(b)
-		sent := pe.port.TxBurst(t.queue, b)
-		if sent < b.N {
-			rest := &lc.txRest
-			copy(rest.H[:], b.H[sent:b.N])
-			rest.N = b.N - sent
-			sent2 := pe.port.TxBurst(t.queue, rest)
-			if sent2 < rest.N {
-				lc.countDrop(packet.ReasonTxFull, uint64(rest.N-sent2))
-				for _, h := range rest.H[sent2:rest.N] {
-					lc.free(h)
+		if pe.ownPoolOnly {
+			for i := 0; i < b.N; i++ {
+				if b.H[i].P().PoolID() != pe.poolID {
+					b.H[i] = lc.copyToPool(b.H[i], pe)
 				}
+			}
+			// A copy that failed left a zero handle: squeeze those out.
+			b.N = compactZero(b)
+		}
+		// Lengths are read now: once the port has a packet it may free it.
+		bytes := 0
+		for i, h := range b.H[:b.N] {
+			p := h.P()
+			p.TxTime = now
+			lc.txLen[i] = uint32(p.Len())
+			bytes += p.Len()
+		}
+		sent := pe.port.TxBurst(t.queue, b)
+		if sent == b.N {
+			t.txPackets.Add(uint64(sent))
+			t.txBytes.Add(uint64(bytes))
+			continue
+		}
+		t.countTx(lc.txLen[:sent])
+		rest := &lc.txRest
+		copy(rest.H[:], b.H[sent:b.N])
+		copy(lc.txLen[:], lc.txLen[sent:b.N])
+		rest.N = b.N - sent
+		sent2 := pe.port.TxBurst(t.queue, rest)
+		t.countTx(lc.txLen[:sent2])
+		if sent2 < rest.N {
+			lc.countDrop(packet.ReasonTxFull, uint64(rest.N-sent2))
+			for _, h := range rest.H[sent2:rest.N] {
+				lc.free(h)
 			}
 		}
 	}
-	t.buf = t.buf[:0]
+	t.n = 0
+}
+
+func (t *txBuffer) countTx(lens []uint32) {
+	for _, n := range lens {
+		t.txBytes.Add(uint64(n))
+	}
+	t.txPackets.Add(uint64(len(lens)))
 }
 
 func compactZero(b *packet.Burst) int {
@@ -196,16 +227,23 @@ func (lc *lcore) copyToPool(h packet.Handle, pe *portEntry) packet.Handle {
 	return q
 }
 
+// flushAll transmits every tx buffer, with one tx timestamp read just before.
 func (lc *lcore) flushAll() {
+	now := int64(0)
 	for i := range lc.tx {
-		lc.flush(&lc.tx[i])
+		if lc.tx[i].n > 0 {
+			if now == 0 {
+				now = lc.e.clock.Now()
+			}
+			lc.flush(&lc.tx[i], now)
+		}
 	}
 }
 
 func (lc *lcore) txBuffered() int {
 	n := 0
 	for i := range lc.tx {
-		n += len(lc.tx[i].buf)
+		n += lc.tx[i].n
 	}
 	return n
 }
@@ -231,6 +269,13 @@ func (lc *lcore) publish() {
 		lc.drops[r].Publish()
 	}
 	lc.gap.Publish()
+	for i := range lc.tx {
+		t := &lc.tx[i]
+		t.txPackets.Publish()
+		t.txBytes.Publish()
+		t.rxPackets.Publish()
+		t.rxBytes.Publish()
+	}
 	for _, in := range lc.instances {
 		in.publish()
 	}
@@ -460,6 +505,7 @@ func (in *instance) poll(now int64, draining bool) int {
 		}
 		t := in.lc.e.clock.Now()
 		stamp := rq.port.engineStamps
+		bytes := 0
 		for j := 0; j < b.N; j++ {
 			p := b.H[j].P()
 			p.Continue() // a verdict from the sending side of a mem link is not ours
@@ -468,7 +514,11 @@ func (in *instance) poll(now int64, draining bool) int {
 			if stamp || p.RxTime == 0 {
 				p.RxTime = t
 			}
+			bytes += p.Len()
 		}
+		tb := &in.lc.tx[rq.port.id]
+		tb.rxPackets.Add(uint64(n))
+		tb.rxBytes.Add(uint64(bytes))
 		in.ctx.Now = t
 		moved += n
 		in.run(b, 0)
@@ -571,7 +621,7 @@ func (e env) TxDepth(port uint16) int {
 	if int(port) >= len(e.in.lc.tx) {
 		return 0
 	}
-	return len(e.in.lc.tx[port].buf)
+	return e.in.lc.tx[port].n
 }
 
 func (e env) Owner(key uint64) int { return ownerOf(key, len(e.in.pipe.instances)) }

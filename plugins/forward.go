@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/linerate/linerate/appliance/packet"
@@ -71,11 +72,13 @@ func (f *forward) Process(ctx *Context, b *packet.Burst) {
 			continue
 		}
 		if f.swapMAC {
-			// One 12-byte swap: three word exchanges, no temporary slice.
-			d0, d1, d2 := d[0], d[1], d[2]
-			d3, d4, d5 := d[3], d[4], d[5]
-			copy(d[0:6], d[6:12])
-			d[6], d[7], d[8], d[9], d[10], d[11] = d0, d1, d2, d3, d4, d5
+			// Two loads and two stores per address, no byte loop.
+			d0, d1 := binary.LittleEndian.Uint32(d[0:]), binary.LittleEndian.Uint16(d[4:])
+			s0, s1 := binary.LittleEndian.Uint32(d[6:]), binary.LittleEndian.Uint16(d[10:])
+			binary.LittleEndian.PutUint32(d[0:], s0)
+			binary.LittleEndian.PutUint16(d[4:], s1)
+			binary.LittleEndian.PutUint32(d[6:], d0)
+			binary.LittleEndian.PutUint16(d[10:], d1)
 		}
 		if f.setDst {
 			copy(d[0:6], f.dst[:])

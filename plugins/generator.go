@@ -78,6 +78,7 @@ type flowDelta struct {
 
 type generator struct {
 	tmpl     []template
+	perFlow  []template // finished templates by flow, then size; nil when too big
 	flows    []flowDelta
 	seq      []uint64
 	pool     packet.Pool
@@ -88,7 +89,8 @@ type generator struct {
 	duration int64
 	started  int64
 	sent     uint64
-	next     int // round-robin over flows × sizes
+	nextT    int // next template (size)
+	nextF    int // next flow
 	v4       bool
 	csum     bool
 	done     bool
@@ -181,7 +183,35 @@ func newGenerator(s *Setup) (Stage, error) {
 		g.flows = append(g.flows, d)
 	}
 	g.seq = make([]uint64, c.Flows)
+	// When flows × sizes is small, keep a finished template per flow and size, so a
+	// packet needs only its sequence number, timestamp and UDP checksum.
+	total := 0
+	for _, t := range g.tmpl {
+		total += len(t.data) * c.Flows
+	}
+	if total <= 1<<20 {
+		for f := range g.flows {
+			for _, t := range g.tmpl {
+				ft := t
+				ft.data = append([]byte(nil), t.data...)
+				g.patchFlow(ft.data, &ft, &g.flows[f])
+				ft.udpSum = packet.ChecksumCombine(t.udpSum, g.flows[f].udpAdj)
+				g.perFlow = append(g.perFlow, ft)
+			}
+		}
+	}
 	return g, nil
+}
+
+// patchFlow writes flow f's source address bits and port into frame d.
+func (g *generator) patchFlow(d []byte, t *template, f *flowDelta) {
+	if g.v4 {
+		binary.BigEndian.PutUint16(d[t.l3+14:], f.addrLow)
+		binary.BigEndian.PutUint16(d[t.l3+10:], ^packet.ChecksumCombine(^t.ipSum, f.ipAdj))
+	} else {
+		binary.BigEndian.PutUint16(d[t.l3+22:], f.addrLow)
+	}
+	binary.BigEndian.PutUint16(d[t.l4:], f.port)
 }
 
 func addrBytes(a netip.Addr) []byte {
@@ -336,35 +366,38 @@ func (g *generator) Produce(ctx *Context, b *packet.Burst) {
 
 // fill writes one packet from the next template and flow.
 func (g *generator) fill(p *packet.Packet, now int64) int {
-	k := g.next
-	g.next++
-	nt := len(g.tmpl)
-	t := &g.tmpl[k%nt]
-	fi := (k / nt) % len(g.flows)
-	if g.next == nt*len(g.flows) {
-		g.next = 0
+	// Round-robin over sizes, then flows; counters, not divisions.
+	ti, fi := g.nextT, g.nextF
+	if g.nextT++; g.nextT == len(g.tmpl) {
+		g.nextT = 0
+		if g.nextF++; g.nextF == len(g.flows) {
+			g.nextF = 0
+		}
 	}
-	f := &g.flows[fi]
+	var t *template
+	var sum uint16
+	if g.perFlow != nil {
+		t = &g.perFlow[fi*len(g.tmpl)+ti]
+		sum = t.udpSum
+	} else {
+		t = &g.tmpl[ti]
+		sum = packet.ChecksumCombine(t.udpSum, g.flows[fi].udpAdj)
+	}
 	d, _ := p.Append(len(t.data))
 	copy(d, t.data)
 	p.SetFlag(packet.FlagLocal)
 	p.RxTime = now
-	// Per flow: source address low bits and UDP source port.
-	if g.v4 {
-		binary.BigEndian.PutUint16(d[t.l3+14:], f.addrLow)
-		binary.BigEndian.PutUint16(d[t.l3+10:], ^packet.ChecksumCombine(^t.ipSum, f.ipAdj))
-	} else {
-		binary.BigEndian.PutUint16(d[t.l3+22:], f.addrLow)
+	if g.perFlow == nil {
+		g.patchFlow(d, t, &g.flows[fi])
 	}
-	binary.BigEndian.PutUint16(d[t.l4:], f.port)
-	sum := packet.ChecksumCombine(t.udpSum, f.udpAdj)
 	if t.fields {
 		seq := g.seq[fi]
 		g.seq[fi]++
-		pl := d[t.payload:]
-		binary.BigEndian.PutUint64(pl[0:], uint64(fi)<<48|seq&(1<<48-1))
+		pl := d[t.payload : t.payload+GenFieldsLen]
+		v := uint64(fi)<<48 | seq&(1<<48-1)
+		binary.BigEndian.PutUint64(pl[0:], v)
 		binary.BigEndian.PutUint64(pl[8:], uint64(now))
-		sum = packet.ChecksumCombine(sum, fieldSum(pl[:GenFieldsLen]))
+		sum = packet.ChecksumCombine(sum, wordSum(v, uint64(now)))
 	}
 	if g.csum {
 		c := ^sum
@@ -376,12 +409,10 @@ func (g *generator) fill(p *packet.Packet, now int64) int {
 	return len(d)
 }
 
-// fieldSum is the ones'-complement sum of the 16 bytes of generator fields.
-func fieldSum(b []byte) uint16 {
-	var s uint64
-	for i := 0; i < GenFieldsLen; i += 2 {
-		s += uint64(binary.BigEndian.Uint16(b[i:]))
-	}
+// wordSum is the ones'-complement sum of the big-endian 16-bit words of two
+// 64-bit fields: what the generator fields add to the UDP checksum.
+func wordSum(a, b uint64) uint16 {
+	s := a>>48 + a>>32&0xffff + a>>16&0xffff + a&0xffff + b>>48 + b>>32&0xffff + b>>16&0xffff + b&0xffff
 	s = (s >> 16) + (s & 0xffff)
 	s = (s >> 16) + (s & 0xffff)
 	return uint16(s)

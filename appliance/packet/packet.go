@@ -124,7 +124,9 @@ func (p *Packet) Handle() Handle { return Handle(uintptr(unsafe.Pointer(p))) }
 
 // Init sets up a packet's metadata over a buffer. Pools call it once per buffer.
 func (p *Packet) Init(base uintptr, capacity, headroom int, pool uint16, backend uintptr) {
-	*p = Packet{base: base, backend: backend, cap: uint32(capacity), pool: pool}
+	// Field by field: zeroing the whole block would also clear Scratch, which a
+	// fresh packet leaves undefined.
+	p.base, p.backend, p.cap, p.pool = base, backend, uint32(capacity), pool
 	p.Reset(headroom)
 }
 

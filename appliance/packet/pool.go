@@ -19,6 +19,8 @@ type Pool interface {
 	Alloc(b *Burst, n int) int
 	// Free returns every packet of b, which all belong to this pool, and empties b.
 	Free(b *Burst)
+	// FreeHandles returns packets of this pool given as a slice of handles.
+	FreeHandles(hs []Handle)
 	AllocOne() (Handle, bool)
 	FreeOne(h Handle)
 	// Headroom is the headroom of a fresh packet; DataRoom the bytes after it.
@@ -109,41 +111,26 @@ func FreeOne(h Handle) {
 	}
 }
 
-// Free returns every packet of b to its own pool and empties b. Runs of packets
-// from the same pool go back in one call.
+// Free returns every packet of b to its own pool and empties b.
 func Free(b *Burst) {
-	if b.N == 0 {
-		return
-	}
-	first := b.H[0].P().pool
-	same := true
-	for i := 1; i < b.N; i++ {
-		if b.H[i].P().pool != first {
-			same = false
-			break
-		}
-	}
-	if same {
-		if pool := PoolByID(first); pool != nil {
-			pool.Free(b)
-		}
-		b.N = 0
-		return
-	}
-	var run Burst
-	for i := 0; i < b.N; {
-		id := b.H[i].P().pool
-		run.N = 0
-		for i < b.N && b.H[i].P().pool == id {
-			run.H[run.N] = b.H[i]
-			run.N++
-			i++
+	FreeHandles(b.H[:b.N])
+	b.N = 0
+}
+
+// FreeHandles returns every packet of hs to its own pool. Runs of packets from
+// the same pool go back in one call.
+func FreeHandles(hs []Handle) {
+	for i := 0; i < len(hs); {
+		id := hs[i].P().pool
+		j := i + 1
+		for j < len(hs) && hs[j].P().pool == id {
+			j++
 		}
 		if pool := PoolByID(id); pool != nil {
-			pool.Free(&run)
+			pool.FreeHandles(hs[i:j])
 		}
+		i = j
 	}
-	b.N = 0
 }
 
 // SlabConfig sizes a slab pool.
@@ -208,12 +195,10 @@ func NewSlab(cfg SlabConfig) (*Slab, error) {
 		_ = syscall.Munmap(mem)
 		return nil, err
 	}
+	// Metadata is written at Alloc, not here, so pages are touched only when used.
 	base := uintptr(unsafe.Pointer(&mem[0]))
 	for i := cfg.Buffers - 1; i >= 0; i-- {
-		addr := base + uintptr(i*bufSize)
-		h := Handle(addr)
-		h.P().Init(addr+MetaSize, bufSize-MetaSize, cfg.Headroom, s.id, 0)
-		s.free = append(s.free, h)
+		s.free = append(s.free, Handle(base+uintptr(i*bufSize)))
 	}
 	return s, nil
 }
@@ -224,7 +209,6 @@ func (s *Slab) Headroom() int { return s.headroom }
 func (s *Slab) DataRoom() int { return s.bufSize - MetaSize - s.headroom }
 func (s *Slab) Size() int     { return s.size }
 func (s *Slab) InUse() int    { return int(s.inUse.Load()) }
-func (s *Slab) countCopy()    { countCopyFor(s.id) }
 func (s *Slab) Stats() PoolStats {
 	return PoolStats{Name: s.name, Size: s.size, InUse: s.InUse(), AllocFail: s.allocFail.Load(), Copies: CopyCount(s.id)}
 }
@@ -247,7 +231,7 @@ func (s *Slab) Alloc(b *Burst, n int) int {
 	s.free = s.free[:avail-got]
 	s.mu.Unlock()
 	for i := b.N; i < b.N+got; i++ {
-		b.H[i].P().Reset(s.headroom)
+		s.init(b.H[i])
 	}
 	b.N += got
 	s.inUse.Add(int64(got))
@@ -269,21 +253,30 @@ func (s *Slab) AllocOne() (Handle, bool) {
 	h := s.free[n-1]
 	s.free = s.free[:n-1]
 	s.mu.Unlock()
-	h.P().Reset(s.headroom)
+	s.init(h)
 	s.inUse.Add(1)
 	return h, true
 }
 
+func (s *Slab) init(h Handle) {
+	h.P().Init(uintptr(h)+MetaSize, s.bufSize-MetaSize, s.headroom, s.id, 0)
+}
+
 // Free returns every packet of b.
 func (s *Slab) Free(b *Burst) {
-	if b.N == 0 {
+	s.FreeHandles(b.H[:b.N])
+	b.N = 0
+}
+
+// FreeHandles returns packets of this slab.
+func (s *Slab) FreeHandles(hs []Handle) {
+	if len(hs) == 0 {
 		return
 	}
 	s.mu.Lock()
-	s.free = append(s.free, b.H[:b.N]...)
+	s.free = append(s.free, hs...)
 	s.mu.Unlock()
-	s.inUse.Add(-int64(b.N))
-	b.N = 0
+	s.inUse.Add(-int64(len(hs)))
 }
 
 // FreeOne returns h.
