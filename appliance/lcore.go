@@ -598,6 +598,11 @@ func (in *instance) run(b *packet.Burst, from int) {
 				s.countDrop(p.Reason)
 				lc.free(h)
 			case packet.Consume:
+			case packet.Handoff:
+				if !in.pipe.handoff[in.idx][p.OutPort].Put(h) {
+					lc.countDrop(packet.ReasonRingFull, 1)
+					lc.free(h)
+				}
 			default:
 				s.countDrop(packet.ReasonUnknown)
 				lc.free(h)
@@ -631,28 +636,26 @@ func (e env) NumLcores() int { return len(e.in.pipe.instances) }
 func (e env) Free(h packet.Handle) { e.in.lc.free(h) }
 
 func (e env) Handoff(h packet.Handle, owner int) bool {
-	p := h.P()
 	in := e.in
 	if owner == in.idx || owner < 0 || owner >= len(in.pipe.instances) {
 		return false
 	}
-	p.Stage = uint16(in.ctx.Stage)
-	if !in.pipe.handoff[in.idx][owner].Put(h) {
-		p.Drop(packet.ReasonRingFull)
-		return false
-	}
-	p.Consume()
+	h.P().HandoffTo(owner, in.ctx.Stage)
 	return true
 }
 
-// ownerOf maps a session key to an instance: a 64-bit mix, then Lemire's
-// multiply-shift reduction, so every lcore computes the same owner.
+// ownerOf maps a session key to an instance: MurmurHash3's 64-bit finaliser
+// (keys are often small consecutive numbers; every output bit must depend on
+// every input bit), then Lemire's multiply-shift reduction. Every lcore
+// computes the same owner.
 func ownerOf(key uint64, n int) int {
 	if n <= 1 {
 		return 0
 	}
 	key ^= key >> 33
 	key *= 0xff51afd7ed558ccd
+	key ^= key >> 33
+	key *= 0xc4ceb9fe1a85ec53
 	key ^= key >> 33
 	return int((key >> 32) * uint64(n) >> 32)
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
@@ -93,7 +94,7 @@ type generator struct {
 	nextF    int // next flow
 	v4       bool
 	csum     bool
-	done     bool
+	done     atomic.Bool // read by the engine's watcher: Done
 	cSent    *stats.Counter
 	cBytes   *stats.Counter
 	cNoBuf   *stats.Counter
@@ -318,7 +319,7 @@ func buildTemplate(n int, c *generatorConfig, src, dst netip.Addr, fill func([]b
 // Produce appends as many packets as the rate, the count and the burst's room
 // allow.
 func (g *generator) Produce(ctx *Context, b *packet.Burst) {
-	if g.done {
+	if g.done.Load() {
 		return
 	}
 	now := ctx.Now
@@ -326,7 +327,7 @@ func (g *generator) Produce(ctx *Context, b *packet.Burst) {
 		g.started, g.last = now, now
 	}
 	if g.duration > 0 && now-g.started >= g.duration {
-		g.done = true
+		g.done.Store(true)
 		return
 	}
 	n := b.Room()
@@ -360,7 +361,7 @@ func (g *generator) Produce(ctx *Context, b *packet.Burst) {
 	g.cSent.Add(uint64(got))
 	g.cBytes.Add(bytes)
 	if g.count > 0 && g.sent >= g.count {
-		g.done = true
+		g.done.Store(true)
 	}
 }
 
@@ -422,7 +423,7 @@ func wordSum(a, b uint64) uint16 {
 func (g *generator) Process(ctx *Context, b *packet.Burst) {}
 
 // Done: the count is sent or the duration is over.
-func (g *generator) Done() bool { return g.done }
+func (g *generator) Done() bool { return g.done.Load() }
 
 // Sent is how many packets this instance made.
 func (g *generator) Sent() uint64 { return g.sent }

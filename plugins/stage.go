@@ -69,15 +69,17 @@ type Config interface {
 
 // Env is what the engine offers a stage on its lcore. Context wraps it.
 type Env interface {
-	// Emit queues h for transmit on port, outside the chain. A full tx buffer drops
+	// Emit queues h for transmit on port, outside the chain: for packets a stage
+	// made, never for one still in the burst (Forward that). A full tx buffer drops
 	// it as emit_full and Emit reports false.
 	Emit(h packet.Handle, port uint16) bool
 	// TxDepth is the occupancy of this lcore's tx buffer towards port.
 	TxDepth(port uint16) int
 	// Owner is the lcore index that owns a session key.
 	Owner(key uint64) int
-	// Handoff sends h to lcore owner, to resume at the current stage. A full ring
-	// drops it as ring_full and Handoff reports false.
+	// Handoff marks h, a packet of the burst, for lcore owner, where it resumes
+	// at the current stage. The engine moves it when the stage returns; a full
+	// ring drops it as ring_full. Handoff reports false for a bad owner.
 	Handoff(h packet.Handle, owner int) bool
 	// NumLcores is the number of lcores running this pipeline's chain.
 	NumLcores() int
@@ -156,7 +158,8 @@ const TickInterval = 10_000 // ns
 
 // Finite is a source that ends (a generator with a count or a duration). An
 // engine whose sources are all finite stops by itself once they are done and
-// nothing is left in flight.
+// nothing is left in flight. Done is called from a control goroutine, so it
+// reads state the lcore publishes atomically.
 type Finite interface {
 	Done() bool
 }

@@ -41,8 +41,11 @@ const (
 	Forward
 	// Drop: free the packet and count its Reason.
 	Drop
-	// Consume: a stage took ownership (queued it, freed it, or handed it off).
+	// Consume: a stage took ownership (queued it, or freed it through its Env).
 	Consume
+	// Handoff: the engine passes the packet to the lcore in OutPort, which owns
+	// its session, after this stage. Set through plugins.Context.Handoff.
+	Handoff
 )
 
 func (v Verdict) String() string {
@@ -55,6 +58,8 @@ func (v Verdict) String() string {
 		return "drop"
 	case Consume:
 		return "consume"
+	case Handoff:
+		return "handoff"
 	}
 	return "invalid"
 }
@@ -193,6 +198,13 @@ func (p *Packet) Drop(r Reason) { p.verdict, p.Reason = Drop, r }
 
 // Consume tells the engine a stage took ownership of the packet.
 func (p *Packet) Consume() { p.verdict = Consume }
+
+// HandoffTo marks the packet for the lcore at index owner, to resume at stage.
+// The engine moves it once the current stage returns: moving it earlier would
+// let the owner touch it while this lcore still does.
+func (p *Packet) HandoffTo(owner, stage int) {
+	p.verdict, p.OutPort, p.Stage = Handoff, uint16(owner), uint16(stage)
+}
 
 // Continue clears a verdict: the packet goes on down the chain.
 func (p *Packet) Continue() { p.verdict = Continue }
