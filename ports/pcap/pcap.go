@@ -150,6 +150,11 @@ func open(s *ports.Setup) (ports.Port, error) {
 		return nil, fmt.Errorf("%s: a file is one stream: rx_queues must be 1, not %d", where, s.RxQueues)
 	}
 	if s.DryRun {
+		if c.RxFile != "" {
+			if _, err := os.Stat(c.RxFile); err != nil {
+				return nil, fmt.Errorf("%s: rx_file: %w", where, err)
+			}
+		}
 		return nil, nil
 	}
 	p, err := New(Options{Name: s.Name, RxFile: c.RxFile, TxFile: c.TxFile, Loop: c.Loop, Timing: Timing(c.Timing),

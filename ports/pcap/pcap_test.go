@@ -442,9 +442,12 @@ func TestConfig(t *testing.T) {
 	if _, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: tomlConfig(`rx_file = ` + q(in)), Pool: pool, RxQueues: 2}); err == nil {
 		t.Error("two rx queues accepted")
 	}
-	p, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: tomlConfig(`rx_file = "/nonexistent"`), DryRun: true})
+	p, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: tomlConfig(`rx_file = ` + q(in) + "\ntx_file = \"/nonexistent/out.pcap\""), DryRun: true})
 	if err != nil || p != nil {
 		t.Errorf("dry run: %v, %v", p, err)
+	}
+	if _, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: tomlConfig(`rx_file = "/nonexistent/in.pcap"`), DryRun: true}); err == nil {
+		t.Error("dry run accepted a missing rx_file")
 	}
 	out := filepath.Join(t.TempDir(), "o.pcap")
 	p, err = ports.Open("pcap", &ports.Setup{Name: "p", Pool: pool, RxQueues: 1, TxQueues: 2,
