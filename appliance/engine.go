@@ -100,17 +100,24 @@ type pipeline struct {
 
 // New builds an engine from a config: pools, ports (unless DryRun), lcores and a
 // chain of stage instances per lcore. Errors name the config file and line.
-func New(cfg *config.File, o Options) (e *Engine, err error) {
+func New(cfg *config.File, o Options) (*Engine, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	e = &Engine{cfg: cfg, opt: o, log: o.Log, pools: map[string]packet.Pool{}, portIndex: map[string]*portEntry{},
+	e := &Engine{cfg: cfg, opt: o, log: o.Log, pools: map[string]packet.Pool{}, portIndex: map[string]*portEntry{},
 		done: make(chan struct{})}
-	defer func() {
-		if err != nil {
-			e.release()
+	if err := e.build(); err != nil {
+		e.release()
+		for _, s := range e.ownPools {
+			_ = s.Close()
 		}
-	}()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) build() error {
+	cfg, o := e.cfg, e.opt
 	if o.Clock == nil {
 		e.ownClk = clock.NewSystem()
 		e.clock = e.ownClk
@@ -124,11 +131,11 @@ func New(cfg *config.File, o Options) (e *Engine, err error) {
 		e.poll = pollAdaptive
 	}
 	if err := e.buildPools(); err != nil {
-		return nil, err
+		return err
 	}
 	cpus, err := e.lcoreCPUs()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i, c := range cpus {
 		e.lcores = append(e.lcores, newLcore(e, i, c))
@@ -140,15 +147,15 @@ func New(cfg *config.File, o Options) (e *Engine, err error) {
 	}
 	e.rt.controlCPUs = controlCPUs(cfg.Engine.ControlCPUs, cpus)
 	if err := e.openPorts(); err != nil {
-		return nil, err
+		return err
 	}
 	for _, pc := range cfg.Pipelines {
 		if err := e.buildPipeline(pc); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := e.checkRx(); err != nil {
-		return nil, err
+		return err
 	}
 	txSize := cfg.Engine.TxBuffer
 	if txSize <= 0 {
@@ -157,7 +164,7 @@ func New(cfg *config.File, o Options) (e *Engine, err error) {
 	for _, lc := range e.lcores {
 		lc.setupTx(e.ports, txSize)
 	}
-	return e, nil
+	return nil
 }
 
 func (e *Engine) buildPools() error {
