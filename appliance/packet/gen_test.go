@@ -72,7 +72,7 @@ func genPacket(r *rand.Rand, c chain) ([]byte, Layers) {
 	next := func(kind uint8, off int) {
 		b[nhAt] = kind
 		nhAt = off
-		if !stopped && kind != ProtocolESP && ipv6Ext[kind] != extNone {
+		if !stopped && kind != ProtocolESP && isWalked(kind) {
 			w.NumExt++
 		}
 	}
@@ -320,6 +320,16 @@ func randBytes(r *rand.Rand, n int) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
+}
+
+// isWalked reports whether Parse walks a header of this kind as an extension
+// header.
+func isWalked(kind uint8) bool {
+	switch kind {
+	case ProtocolHopByHop, ProtocolDestOpts, ProtocolRouting, ProtocolFragment, ProtocolAH:
+		return true
+	}
+	return false
 }
 
 // randomChain picks a chain of the kinds the benchmark and cross-checks use.

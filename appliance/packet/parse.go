@@ -146,86 +146,71 @@ func (l *Layers) UDPChecksum(data []byte) uint16 {
 //
 // Parse reads each header after one bounds check, never allocates and never
 // panics. On a fault, l holds what was parsed before it.
-func Parse(data []byte, l *Layers) error {
+func Parse(data []byte, l *Layers) error { return parse(data, l, true) }
+
+// ParseIP is Parse for data that starts with the IP header (a TUN device, a raw
+// pcap): the version nibble picks IPv4 or IPv6, and EtherType is set to match.
+func ParseIP(data []byte, l *Layers) error { return parse(data, l, false) }
+
+// parse is Parse and ParseIP in one body, so that the IPv6 walk, the common
+// case, costs no further call.
+func parse(data []byte, l *Layers, eth bool) error {
 	*l = Layers{Len: uint32(len(data)), End: uint32(len(data))}
-	if len(data) < EthernetMinLen {
-		return ErrTruncated
-	}
-	et := uint16(data[ethType])<<8 | uint16(data[ethType+1])
-	off := EthernetMinLen
-	if et == EtherTypeVLAN || et == EtherTypeQinQ {
-		if len(data) < EthernetMinLen+VLANTagLen {
+	off := 0
+	var et uint16
+	if eth {
+		if len(data) < EthernetMinLen {
 			return ErrTruncated
 		}
-		t := (*[VLANTagLen]byte)(data[EthernetMinLen:])
-		l.VLAN[0] = uint16(t[0])<<8 | uint16(t[1])
-		et = uint16(t[2])<<8 | uint16(t[3])
-		l.VLANs = 1
-		off = EthernetMinLen + VLANTagLen
+		et = uint16(data[ethType])<<8 | uint16(data[ethType+1])
+		off = EthernetMinLen
 		if et == EtherTypeVLAN || et == EtherTypeQinQ {
-			if len(data) < EthernetMaxLen {
+			if len(data) < EthernetMinLen+VLANTagLen {
 				return ErrTruncated
 			}
-			t = (*[VLANTagLen]byte)(data[EthernetMinLen+VLANTagLen:])
-			l.VLAN[1] = uint16(t[0])<<8 | uint16(t[1])
+			t := (*[VLANTagLen]byte)(data[EthernetMinLen:])
+			l.VLAN[0] = uint16(t[0])<<8 | uint16(t[1])
 			et = uint16(t[2])<<8 | uint16(t[3])
-			l.VLANs = 2
-			off = EthernetMaxLen
+			l.VLANs = 1
+			off = EthernetMinLen + VLANTagLen
 			if et == EtherTypeVLAN || et == EtherTypeQinQ {
-				return ErrTooManyVLANs
+				if len(data) < EthernetMaxLen {
+					return ErrTruncated
+				}
+				t = (*[VLANTagLen]byte)(data[EthernetMinLen+VLANTagLen:])
+				l.VLAN[1] = uint16(t[0])<<8 | uint16(t[1])
+				et = uint16(t[2])<<8 | uint16(t[3])
+				l.VLANs = 2
+				off = EthernetMaxLen
+				if et == EtherTypeVLAN || et == EtherTypeQinQ {
+					return ErrTooManyVLANs
+				}
 			}
+		}
+	} else {
+		if len(data) == 0 {
+			return ErrTruncated
+		}
+		switch data[0] >> 4 {
+		case 6:
+			et = EtherTypeIPv6
+		case 4:
+			et = EtherTypeIPv4
+		default:
+			return ErrBadVersion
 		}
 	}
 	l.EtherType = et
 	l.L3 = uint16(off)
 	switch et {
 	case EtherTypeIPv6:
-		return parseIPv6(data, off, l)
 	case EtherTypeIPv4:
 		return parseIPv4(data, off, l)
+	default:
+		return nil
 	}
-	return nil
-}
 
-// ParseIP is Parse for data that starts with the IP header (a TUN device, a raw
-// pcap): the version nibble picks IPv4 or IPv6, and EtherType is set to match.
-func ParseIP(data []byte, l *Layers) error {
-	*l = Layers{Len: uint32(len(data)), End: uint32(len(data))}
-	if len(data) == 0 {
-		return ErrTruncated
-	}
-	switch data[0] >> 4 {
-	case 6:
-		l.EtherType = EtherTypeIPv6
-		return parseIPv6(data, 0, l)
-	case 4:
-		l.EtherType = EtherTypeIPv4
-		return parseIPv4(data, 0, l)
-	}
-	return ErrBadVersion
-}
-
-// ipv6Ext classifies next-header values for the walk.
-var ipv6Ext = [256]uint8{
-	ProtocolHopByHop: extHBH,
-	ProtocolDestOpts: extDestOpts,
-	ProtocolRouting:  extRouting,
-	ProtocolFragment: extFragment,
-	ProtocolAH:       extAH,
-	ProtocolESP:      extESP,
-}
-
-const (
-	extNone = iota // an upper layer, or a header the walk does not enter
-	extHBH
-	extDestOpts
-	extRouting
-	extFragment
-	extAH
-	extESP
-)
-
-func parseIPv6(data []byte, off int, l *Layers) error {
+	// IPv6 and its extension headers.
 	if len(data)-off < IPv6Len {
 		return ErrTruncated
 	}
@@ -248,9 +233,10 @@ func parseIPv6(data []byte, off int, l *Layers) error {
 	off += IPv6Len
 	n := 0
 	for {
-		class := ipv6Ext[nh]
-		if class == extNone {
-			break
+		switch nh {
+		case ProtocolHopByHop, ProtocolDestOpts, ProtocolRouting, ProtocolFragment, ProtocolAH, ProtocolESP:
+		default:
+			goto upper
 		}
 		if n == MaxExtHeaders {
 			l.Flags = flags
@@ -265,14 +251,14 @@ func parseIPv6(data []byte, off int, l *Layers) error {
 		e := (*[8]byte)(data[off:])
 		hl := (int(e[1]) + 1) << 3
 		o16 := uint16(off)
-		switch class {
-		case extHBH:
+		switch nh {
+		case ProtocolHopByHop:
 			if n != 0 {
 				l.Flags = flags
 				return ErrExtOrder
 			}
 			l.HopByHop = o16
-		case extDestOpts:
+		case ProtocolDestOpts:
 			p := &l.DestOpts1
 			if l.Routing != 0 {
 				p = &l.DestOpts2
@@ -282,7 +268,7 @@ func parseIPv6(data []byte, off int, l *Layers) error {
 			} else {
 				*p = o16
 			}
-		case extRouting:
+		case ProtocolRouting:
 			if l.Routing != 0 {
 				flags |= FlagExtRepeated
 				break
@@ -295,7 +281,7 @@ func parseIPv6(data []byte, off int, l *Layers) error {
 				}
 				flags |= FlagSRH
 			}
-		case extFragment:
+		case ProtocolFragment:
 			hl = IPv6FragmentLen
 			if l.Fragment != 0 {
 				flags |= FlagExtRepeated
@@ -305,13 +291,9 @@ func parseIPv6(data []byte, off int, l *Layers) error {
 			flags |= FlagFragment
 			if e[2] != 0 || e[3]&^7 != 0 {
 				// A later fragment: the rest is a piece of the payload.
-				n++
-				nh = e[0]
-				off += hl
-				flags |= FlagLaterFragment
-				return l.finishIPv6(nh, off, n, flags)
+				return l.finishIPv6(e[0], off+hl, n+1, flags|FlagLaterFragment)
 			}
-		case extAH:
+		case ProtocolAH:
 			hl = (int(e[1]) + 2) << 2
 			if hl < AHMinLen {
 				l.Flags = flags
@@ -322,7 +304,7 @@ func parseIPv6(data []byte, off int, l *Layers) error {
 			} else {
 				l.AH = o16
 			}
-		case extESP:
+		case ProtocolESP:
 			l.ESP = o16
 			return l.finishIPv6(ProtocolESP, off, n, flags|FlagESP)
 		}
@@ -334,6 +316,7 @@ func parseIPv6(data []byte, off int, l *Layers) error {
 		nh = e[0]
 		n++
 	}
+upper:
 	if nh == ProtocolUDP {
 		if err := checkUDP(data, off); err != nil {
 			l.Flags = flags
