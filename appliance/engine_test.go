@@ -65,16 +65,6 @@ func value(st stats.StageSnapshot, counter string) uint64 {
 	return 0
 }
 
-func drops(st stats.StageSnapshot, reason string) uint64 {
-	var n uint64
-	for _, d := range st.Drops {
-		if d.Reason == reason {
-			n += d.Count
-		}
-	}
-	return n
-}
-
 // twoPipelines: a generator with a count feeds m0; m1 (its peer) feeds a sink on
 // another lcore. The engine must stop by itself when the count is sent and every
 // packet has arrived.

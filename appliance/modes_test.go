@@ -232,7 +232,7 @@ var tickTID atomic.Int64
 var tickOnce sync.Once
 
 func (tickStage) Process(*plugins.Context, *packet.Burst) {}
-func (s tickStage) Tick(*plugins.Context)                  { s.tid.Store(int64(unix.Gettid())) }
+func (s tickStage) Tick(*plugins.Context)                 { s.tid.Store(int64(unix.Gettid())) }
 
 // TestCommandsRunOnTheLcore: Do runs a function on the lcore's own thread, between
 // loops, and Synchronize returns once every lcore passed a quiescent point.

@@ -45,8 +45,6 @@ type System struct {
 	offset atomic.Int64
 	sync   atomic.Pointer[SyncState]
 	stop   chan struct{}
-	// Override, when set, replaces the adjtimex state (STAMP's config can force it).
-	override *SyncState
 }
 
 // RefreshInterval is how often the wall offset and the sync state are refreshed.
