@@ -41,7 +41,6 @@ type link struct {
 	order uint64
 
 	cLoss, cFull, cCopied, cNoBuf, cDelivered *stats.Counter
-	cDelay                                    *stats.Histogram
 }
 
 type linkConfig struct {

@@ -18,8 +18,8 @@ import (
 type Port interface {
 	Name() string
 	// RxBurst appends up to b.Room() received packets to b and returns how many.
-	// It sets each packet's InPort, InQueue and RxTime (when it has a hardware or
-	// file timestamp; the engine stamps the rest).
+	// It may set RxTime (a hardware or file timestamp, with Info.TimestampSource
+	// saying so); the engine sets InPort, InQueue and the other timestamps.
 	RxBurst(queue int, b *packet.Burst) int
 	// TxBurst transmits from the front of b and returns how many it took, n. It
 	// does not modify b: the port now owns (and frees) b.H[:n]; b.H[n:b.N] stay
