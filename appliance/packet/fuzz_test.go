@@ -41,6 +41,7 @@ func FuzzEthernet(f *testing.F) {
 		f.Add(p[:min(len(p), 30)])
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		data = bytes.Clone(data) // SwapMAC below writes
 		b := Ethernet(data)
 		if b.Validate() != nil {
 			return
@@ -79,6 +80,7 @@ func FuzzIPv4(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		data = bytes.Clone(data) // DecTTL below writes
 		b := IPv4(data)
 		if b.Validate() != nil {
 			return
@@ -370,6 +372,7 @@ func FuzzUDP(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, addrs []byte) {
+		data = bytes.Clone(data) // SetChecksum below writes
 		u := UDP(data)
 		if u.Validate() != nil || len(addrs) < 32 {
 			return
