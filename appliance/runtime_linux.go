@@ -31,9 +31,21 @@ func (r *rtConfig) apply() error {
 	if !r.tune {
 		return nil
 	}
-	debug.SetGCPercent(r.gogc)
-	if r.memLimit > 0 {
-		debug.SetMemoryLimit(r.memLimit)
+	if r.gogc != 0 {
+		debug.SetGCPercent(r.gogc)
+	}
+	limit := r.memLimit
+	if limit <= 0 {
+		// Packet memory is off the heap; the heap holds tables, records and the
+		// control plane. A quarter of RAM bounds it without ever crowding a
+		// healthy process, which GOGC=400 already keeps from collecting often.
+		var si unix.Sysinfo_t
+		if unix.Sysinfo(&si) == nil {
+			limit = int64(si.Totalram) * int64(si.Unit) / 4
+		}
+	}
+	if limit > 0 {
+		debug.SetMemoryLimit(limit)
 	}
 	procs := len(r.lcoreCPUs) + max(len(r.controlCPUs), 1)
 	runtime.GOMAXPROCS(procs)
