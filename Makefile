@@ -17,6 +17,11 @@ FUZZTIME  ?= 60s
 
 .PHONY: all build run test test-go deps deps-deb deps-go lint fmt generate fuzz bench clean
 
+# Fragments in mk/ add their own targets: generators to `generate`, extra test
+# suites to TEST_EXTRA (cgo datapaths), benchmarks side by side with anchors.
+TEST_EXTRA :=
+-include mk/*.mk
+
 all: build
 
 build:
@@ -25,7 +30,7 @@ build:
 run: build
 	./$(BIN)/linerate run --duration 10s
 
-test: deps lint test-go
+test: deps lint test-go $(TEST_EXTRA)
 
 # The race detector runs on every package without cgo; cgo packages run plainly.
 test-go:
@@ -55,8 +60,6 @@ lint:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
-
--include mk/*.mk
 
 # Every fuzz target, FUZZTIME each, one after another.
 fuzz:

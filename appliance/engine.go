@@ -248,7 +248,8 @@ func (e *Engine) openPorts() error {
 		}
 		pe := &portEntry{id: uint16(i), name: pc.Name, driver: pc.Driver, pool: pool, poolID: pool.ID(), cfgPort: pc}
 		s := &ports.Setup{Name: pc.Name, Config: pc.Table, Pool: pool, RxQueues: pc.RxQueues, TxQueues: txq,
-			Clock: e.clock, Log: e.log.With("port", pc.Name), DryRun: e.opt.DryRun}
+			Clock: e.clock, Log: e.log.With("port", pc.Name), DryRun: e.opt.DryRun, Section: e.section,
+			Lcores: e.rt.lcoreCPUs}
 		p, err := ports.Open(pc.Driver, s)
 		if err != nil {
 			return fmt.Errorf("%s: port %q: %w", pc.Where(), pc.Name, err)
@@ -290,6 +291,15 @@ func (e *Engine) openPorts() error {
 		}
 	}
 	return nil
+}
+
+// section hands a driver its top-level table.
+func (e *Engine) section(name string) ports.Config {
+	switch name {
+	case "dpdk":
+		return e.cfg.DPDK
+	}
+	return config.Table{}
 }
 
 func (e *Engine) lcoreByCPU(cpu int) *lcore {

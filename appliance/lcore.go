@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/linerate/linerate/appliance/ring"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/ports"
 )
 
 // lcore is one polling thread: a goroutine locked to an OS thread and pinned to
@@ -289,6 +291,21 @@ func (lc *lcore) run(started chan<- error) {
 		started <- err
 		return
 	}
+	hooks := ports.LcoreHooks()
+	for i, h := range hooks {
+		if err := h.LcoreStart(lc.cpu); err != nil {
+			for _, done := range hooks[:i] {
+				done.LcoreStop()
+			}
+			started <- fmt.Errorf("lcore %d: %w", lc.id, err)
+			return
+		}
+	}
+	defer func() {
+		for _, h := range hooks {
+			h.LcoreStop()
+		}
+	}()
 	for _, in := range lc.instances {
 		if err := in.start(); err != nil {
 			started <- err

@@ -33,6 +33,9 @@ type File struct {
 	Pools     []Pool     `toml:"pools"`
 	Ports     []Port     `toml:"ports"`
 	Pipelines []Pipeline `toml:"pipelines"`
+	// DPDK is the [dpdk] table: EAL arguments, memory, lcores. Its keys belong to
+	// the dpdk port driver, which decodes them (ports/dpdk, docs/dpdk.md).
+	DPDK Table `toml:"dpdk"`
 
 	doc *document // nil for a File built in code
 }

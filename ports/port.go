@@ -90,6 +90,42 @@ type Setup struct {
 	// DryRun asks the driver only to decode and check its keys (linerate validate):
 	// it opens nothing and returns a nil Port.
 	DryRun bool
+	// Section returns a top-level table of the config file that belongs to the
+	// driver's runtime, such as [dpdk]; an empty Config when the file has none.
+	Section func(name string) Config
+	// Lcores are the CPUs the engine runs lcores on, for drivers whose runtime
+	// must know them (DPDK's EAL core list).
+	Lcores []int
+}
+
+// LcoreHook is a driver runtime that must know each lcore thread: DPDK registers
+// it as an EAL thread. Start runs on the lcore's locked, pinned thread before its
+// first loop; Stop after its last.
+type LcoreHook interface {
+	LcoreStart(cpu int) error
+	LcoreStop()
+}
+
+var hooks []LcoreHook
+
+// RegisterLcoreHook adds a hook the engine calls on every lcore thread. Drivers
+// register it when their first port opens.
+func RegisterLcoreHook(h LcoreHook) {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, x := range hooks {
+		if x == h {
+			return
+		}
+	}
+	hooks = append(hooks, h)
+}
+
+// LcoreHooks lists the registered hooks.
+func LcoreHooks() []LcoreHook {
+	mu.RLock()
+	defer mu.RUnlock()
+	return append([]LcoreHook(nil), hooks...)
 }
 
 // Joiner is a port that must be joined to other ports once all are open (mem
