@@ -1,11 +1,13 @@
 package appliance
 
 import (
+	"log/slog"
 	"net"
 
 	"google.golang.org/grpc"
 
 	"github.com/linerate/linerate/appliance/control"
+	"github.com/linerate/linerate/plugins"
 )
 
 // Status describes what runs where, for the control API.
@@ -58,25 +60,33 @@ func (e *Engine) Status() control.Status {
 	return st
 }
 
-// ServiceRegistrar is implemented by plugin packages (through their stages) that
-// add their own gRPC services to the control API: STAMP, IOAM, RLNC.
-type ServiceRegistrar interface {
-	RegisterServices(s *grpc.Server, e *Engine)
-}
-
-// services are registered once per process by plugin packages.
-var services []ServiceRegistrar
-
-// AddService makes every engine register r's services on its control server.
-func AddService(r ServiceRegistrar) { services = append(services, r) }
-
-// RegisterServices registers the plugins' services on the control server. The
-// Appliance service itself is registered by control.NewServer.
+// RegisterServices registers every plugin's control services on the control
+// server. The Appliance service itself is registered by control.NewServer.
 func (e *Engine) RegisterServices(s *grpc.Server) {
-	for _, r := range services {
-		r.RegisterServices(s, e)
+	for _, f := range plugins.Services() {
+		f(s, e)
 	}
 }
+
+// Instances lists the running instances of a stage kind ("" for all).
+func (e *Engine) Instances(kind string) []plugins.StageRef {
+	var out []plugins.StageRef
+	for _, pl := range e.pipelines {
+		for _, in := range pl.instances {
+			for _, s := range in.stages {
+				if kind == "" || s.kind == kind {
+					out = append(out, plugins.StageRef{Pipeline: pl.name, Name: s.name, Kind: s.kind, Lcore: in.lc.id, Stage: s.st})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Logger is the engine's logger.
+func (e *Engine) Logger() *slog.Logger { return e.log }
+
+var _ plugins.Host = (*Engine)(nil)
 
 // Warnings are things validate reports without failing: a config that runs,
 // but not as well as it could.

@@ -1,0 +1,58 @@
+package plugins
+
+import (
+	"log/slog"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/linerate/linerate/appliance/clock"
+)
+
+// StageRef is one running stage instance, as a control service sees it.
+type StageRef struct {
+	Pipeline string
+	Name     string
+	Kind     string
+	Lcore    int // engine lcore index: pass it to Host.Do
+	Stage    Stage
+}
+
+// Host is what a plugin's control service may ask of the engine. Services run
+// on control goroutines: they reach a stage's lcore-owned state only through Do
+// (run on the lcore, between loops) or through what the stage publishes
+// atomically (export rings, snapshots).
+type Host interface {
+	Instances(kind string) []StageRef
+	Do(lcore int, fn func()) error
+	Synchronize()
+	Clock() clock.Clock
+	Logger() *slog.Logger
+}
+
+// Service registers a plugin's gRPC services on the control server.
+type Service func(s *grpc.Server, h Host)
+
+var (
+	servicesMu sync.Mutex
+	services   = map[string]Service{}
+)
+
+// RegisterService adds a plugin's control service; plugin packages call it from
+// init. Every engine with a control server registers it.
+func RegisterService(name string, f Service) {
+	servicesMu.Lock()
+	defer servicesMu.Unlock()
+	services[name] = f
+}
+
+// Services lists the registered services.
+func Services() map[string]Service {
+	servicesMu.Lock()
+	defer servicesMu.Unlock()
+	out := make(map[string]Service, len(services))
+	for k, v := range services {
+		out[k] = v
+	}
+	return out
+}
