@@ -158,7 +158,8 @@ func (k *classify) Process(ctx *Context, b *packet.Burst) {
 func (k *classify) match(d []byte, l *packet.Layers) int {
 	for i := range k.rules {
 		r := &k.rules[i]
-		if r.proto >= 0 && int(l.Proto) != r.proto {
+		// A non-IP frame has no next header: Proto 0 there is not Hop-by-Hop.
+		if r.proto >= 0 && (l.IPVersion == 0 || int(l.Proto) != r.proto) {
 			continue
 		}
 		if r.udpDst >= 0 || r.udpSrc >= 0 {

@@ -89,6 +89,7 @@ type generator struct {
 	count    uint64 // 0 = unlimited
 	duration int64
 	started  int64
+	begun    bool // started is set: virtual time may start at zero
 	sent     uint64
 	nextT    int // next template (size)
 	nextF    int // next flow
@@ -105,9 +106,6 @@ func newGenerator(s *Setup) (Stage, error) {
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
 	}
-	if len(c.Sizes) == 0 {
-		c.Sizes = []int{64}
-	}
 	if c.Flows < 1 || c.Flows > 65536 {
 		return nil, fmt.Errorf("generator: flows %d is outside 1..65536", c.Flows)
 	}
@@ -118,7 +116,7 @@ func newGenerator(s *Setup) (Stage, error) {
 	if !src.IsValid() || !dst.IsValid() {
 		return nil, fmt.Errorf("generator needs src and dst addresses")
 	}
-	if (c.IPVersion == 4) != (src.Is4() && dst.Is4()) {
+	if want4 := c.IPVersion == 4; src.Is4() != want4 || dst.Is4() != want4 {
 		return nil, fmt.Errorf("generator: src and dst must be IPv%d addresses", c.IPVersion)
 	}
 	if c.VLAN < 0 || c.VLAN > 4094 {
@@ -160,6 +158,11 @@ func newGenerator(s *Setup) (Stage, error) {
 	ipLen := 40
 	if g.v4 {
 		ipLen = 20
+	}
+	if len(c.Sizes) == 0 {
+		// The smallest frame that carries the generator fields, and at least 64
+		// bytes: a 64-byte frame cannot hold IPv6 and UDP.
+		c.Sizes = []int{max(64, hdr+ipLen+8+GenFieldsLen+fcsLen)}
 	}
 	for _, size := range c.Sizes {
 		n := size - fcsLen
@@ -323,8 +326,8 @@ func (g *generator) Produce(ctx *Context, b *packet.Burst) {
 		return
 	}
 	now := ctx.Now
-	if g.started == 0 {
-		g.started, g.last = now, now
+	if !g.begun {
+		g.started, g.last, g.begun = now, now, true
 	}
 	if g.duration > 0 && now-g.started >= g.duration {
 		g.done.Store(true)

@@ -28,8 +28,9 @@ type link struct {
 	pattern       []bool // loss pattern, repeated: true = drop
 	patIdx        int
 	bitsPerNs     float64 // capacity; 0 = unlimited
-	burstNs       int64   // the bucket depth, as time at capacity
-	tat           int64   // theoretical arrival time of the next bit (GCRA)
+	creditNs      int64   // the bucket's depth beyond one frame, as time at capacity
+	tat           int64   // when the bottleneck has sent what it took so far (GCRA)
+	lastDepart    int64
 	lastDue       int64
 	limit         int
 	rng           *rand.Rand
@@ -56,6 +57,10 @@ type linkConfig struct {
 	Queue       int             `toml:"queue"`
 	Pool        string          `toml:"pool"`
 }
+
+// maxFrame is the largest standard Ethernet frame with its FCS: the bucket
+// depth of a link that only serialises.
+const maxFrame = 1518
 
 // Drop reasons of the link.
 var (
@@ -103,9 +108,12 @@ func newLink(s *Setup) (Stage, error) {
 		l.bitsPerNs = r / 1e9
 		burst := int64(c.Burst)
 		if burst == 0 {
-			burst = 1518 // one frame: a plain serialising link
+			burst = maxFrame // one frame: a plain serialising link
 		}
-		l.burstNs = int64(float64(burst*8) / l.bitsPerNs)
+		if burst < maxFrame {
+			return nil, fmt.Errorf("link: burst %d is below one frame (%d bytes)", burst, maxFrame)
+		}
+		l.creditNs = int64(float64((burst-maxFrame)*8) / l.bitsPerNs)
 	}
 	// Each lcore's instance draws from its own stream.
 	l.rng = rand.New(rand.NewPCG(c.Seed, uint64(s.Lcore)+0x9E3779B97F4A7C15))
@@ -153,18 +161,16 @@ func (l *link) Process(ctx *Context, b *packet.Burst) {
 			p.Drop(reasonLinkQueue)
 			continue
 		}
-		// Capacity: the packet leaves the bottleneck when the bucket has its bits.
+		// Capacity: the bottleneck sends at rate, so the packet's last bit is out
+		// at tat. A bucket deeper than one frame lets it leave up to creditNs
+		// earlier, never before its own serialisation, never before the packet
+		// ahead of it.
 		depart := now
 		if l.bitsPerNs > 0 {
-			wire := float64((p.Len() + 24) * 8) // + FCS, preamble and inter-frame gap
-			if l.tat-l.burstNs > depart {
-				depart = l.tat - l.burstNs
-			}
-			if l.tat < depart {
-				l.tat = depart
-			}
-			l.tat += int64(wire / l.bitsPerNs)
-			depart = l.tat
+			ser := int64(float64((p.Len()+24)*8) / l.bitsPerNs) // + FCS, preamble and inter-frame gap
+			l.tat = max(l.tat, now) + ser
+			depart = max(now+ser, l.tat-l.creditNs, l.lastDepart)
+			l.lastDepart = depart
 		}
 		due := depart + l.delay
 		if l.jitter > 0 {
