@@ -37,6 +37,9 @@ func (e *Engine) Status() control.Status {
 		info := pe.info
 		if pe.port != nil {
 			info = pe.port.Info()
+			if info.MTU == 0 {
+				info.MTU = pe.info.MTU // the config's, for drivers that do not know one
+			}
 		}
 		pi := control.PortInfo{Name: pe.name, Driver: pe.driver, RxQueues: info.RxQueues, TxQueues: info.TxQueues,
 			MTU: info.MTU, TimestampSource: info.TimestampSource, LinkUp: info.LinkUp}
