@@ -1,0 +1,14 @@
+//go:build !noasm
+
+package gf
+
+// Dispatch to the assembly kernels. (First version: generic only.)
+
+func detectCPU(*[numLevels]bool) {}
+
+func mulRegion(_ Level, dst, src []byte, c byte)    { mulGeneric(dst, src, c) }
+func mulAddRegion(_ Level, dst, src []byte, c byte) { mulAddGeneric(dst, src, c) }
+
+func dotRegion(_ Level, dst, src [][]byte, coef []byte, n int, add bool) {
+	dotGeneric(dst, src, coef, 0, n, add)
+}
