@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	Register(Kind{Name: "classify", Summary: "steer packets to ports or rings by IPv6 next header, UDP port, destination prefix or IOAM presence", New: newClassify})
+	Register(Kind{Name: "classify", Summary: "steer packets to ports or rings by next header, UDP port, destination prefix, Hop-by-Hop (IOAM) or SRH presence", New: newClassify})
 }
 
 // classify steers packets in pipeline mode: the first rule that matches sends

@@ -161,6 +161,27 @@ func (l *link) Process(ctx *Context, b *packet.Burst) {
 			p.Drop(reasonLinkQueue)
 			continue
 		}
+		hold := h
+		if int(p.InPort) < len(l.holdable) && !l.holdable[p.InPort] {
+			// Never hold a port's rx buffer: copy what we keep into our own pool.
+			// Before the capacity and the delay: a packet dropped here takes
+			// no link time.
+			q, ok := l.pool.AllocOne()
+			if !ok {
+				l.cNoBuf.Inc()
+				p.Drop(packet.ReasonNoBuffer)
+				continue
+			}
+			if err := q.P().CopyFrom(p, l.pool.Headroom()); err != nil {
+				l.pool.FreeOne(q)
+				p.Drop(packet.ReasonTooBig)
+				continue
+			}
+			l.cCopied.Inc()
+			ctx.Env.Free(h)
+			b.H[i] = q
+			hold = q
+		}
 		// Capacity: the bottleneck sends at rate, so the packet's last bit is out
 		// at tat. A bucket deeper than one frame lets it leave up to creditNs
 		// earlier, never before its own serialisation, never before the packet
@@ -183,25 +204,6 @@ func (l *link) Process(ctx *Context, b *packet.Burst) {
 				due = l.lastDue
 			}
 			l.lastDue = due
-		}
-		hold := h
-		if int(p.InPort) < len(l.holdable) && !l.holdable[p.InPort] {
-			// Never hold a port's rx buffer: copy what we keep into our own pool.
-			q, ok := l.pool.AllocOne()
-			if !ok {
-				l.cNoBuf.Inc()
-				p.Drop(packet.ReasonNoBuffer)
-				continue
-			}
-			if err := q.P().CopyFrom(p, l.pool.Headroom()); err != nil {
-				l.pool.FreeOne(q)
-				p.Drop(packet.ReasonTooBig)
-				continue
-			}
-			l.cCopied.Inc()
-			ctx.Env.Free(h)
-			b.H[i] = q
-			hold = q
 		}
 		hold.P().Consume()
 		if !l.useHeap {

@@ -491,6 +491,24 @@ func TestLinkCopyFailures(t *testing.T) {
 	l.Stop(&h.ctx)
 }
 
+// TestLinkCopyFailureTakesNoTime: a packet dropped for want of a buffer
+// takes no capacity.
+func TestLinkCopyFailureTakesNoTime(t *testing.T) {
+	h := newHarness(t)
+	h.newPool("one", 1, 2048)
+	l := buildLink(t, h, "rate = \"1Gbit\"\npool = \"one\"")
+	b := h.burst(portEth0, numbered(0, 1500), numbered(1, 1500))
+	b.Push(h.pkt(numbered(2, 1500), portRing0))
+	o := h.run(b, l)
+	if o.consumed != 2 || o.dropped["no_buffer"] != 1 {
+		t.Fatalf("%v; want 2 consumed, 1 no_buffer", o)
+	}
+	rel := stepUntil(t, h, l, 8, 2*12192)
+	if len(rel) != 2 || rel[0] != (release{0, 12192}) || rel[1] != (release{2, 2 * 12192}) {
+		t.Errorf("released %v, want packet 0 at 12192 and packet 2 at 24384", rel)
+	}
+}
+
 // TestLinkStop: Stop frees everything the link holds, in either delay line.
 func TestLinkStop(t *testing.T) {
 	for _, keys := range []string{"delay = \"1s\"", "delay = \"1s\"\njitter = \"1ms\"", "delay = \"1s\"\nreorder = 0.5"} {
