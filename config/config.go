@@ -33,6 +33,10 @@ type File struct {
 	Pools     []Pool     `toml:"pools"`
 	Ports     []Port     `toml:"ports"`
 	Pipelines []Pipeline `toml:"pipelines"`
+	// Routes and Neighbors are routed mode's static tables: [[routes]] and
+	// [[neighbors]] (docs/routing.md).
+	Routes    []Route    `toml:"routes"`
+	Neighbors []Neighbor `toml:"neighbors"`
 	// DPDK is the [dpdk] table: EAL arguments, memory, lcores. Its keys belong to
 	// the dpdk port driver, which decodes them (ports/dpdk, docs/dpdk.md).
 	DPDK Table `toml:"dpdk"`
@@ -81,7 +85,32 @@ type Port struct {
 	RxQueues int    `toml:"rx_queues"` // default 1
 	TxQueues int    `toml:"tx_queues"` // default 0 = one per lcore (engine decides)
 	MTU      int    `toml:"mtu"`       // default 1500 (68..9216)
+	// Routed mode (docs/routing.md): the port's own Ethernet address (default:
+	// the driver's), its IPv6 and IPv4 addresses with their on-link prefix
+	// lengths, and its interface id (IOAM if_id; default its position + 1).
+	MAC       MAC      `toml:"mac"`
+	Addresses []IfAddr `toml:"addresses"`
+	IfID      uint32   `toml:"ifid"`
 	Table
+}
+
+// Route is a static route: packets to Prefix go to the next hop Via, out of
+// Port. Without Via the prefix is on-link on Port; without Port, Via must be on
+// a port's prefix.
+type Route struct {
+	Prefix Prefix `toml:"prefix"`
+	Via    Addr   `toml:"via"`
+	Port   string `toml:"port"`
+	where
+}
+
+// Neighbor is a static neighbour: the Ethernet address of Address on Port,
+// never resolved and never evicted.
+type Neighbor struct {
+	Address Addr   `toml:"address"`
+	MAC     MAC    `toml:"mac"`
+	Port    string `toml:"port"`
+	where
 }
 
 // Pipeline is a chain of stages run on a set of lcores.

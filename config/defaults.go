@@ -39,6 +39,7 @@ const (
 //	ports[].pool        "default"
 //	ports[].rx_queues   1
 //	ports[].mtu         1500
+//	ports[].ifid        the port's position in [[ports]] + 1
 //	stages[].name       "kind#i", i the stage's position in its pipeline
 //
 // engine.control_cpus, engine.memory_limit, ports[].tx_queues and
@@ -98,6 +99,9 @@ func (f *File) Defaults() {
 		}
 		if f.unset(at+"mtu", p.MTU == 0) {
 			p.MTU = defaultMTU
+		}
+		if f.unset(at+"ifid", p.IfID == 0) {
+			p.IfID = uint32(i + 1)
 		}
 	}
 

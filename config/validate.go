@@ -60,6 +60,8 @@ func (f *File) validate() Errors {
 	v.pools()
 	v.ports()
 	v.pipelines()
+	v.routes()
+	v.neighbors()
 	return v.errs
 }
 
@@ -178,6 +180,8 @@ func (v *validator) pools() {
 
 func (v *validator) ports() {
 	seen := map[string]string{}
+	ifids := map[uint32]string{}
+	addrs := map[netip.Addr]string{}
 	for i, p := range v.f.Ports {
 		at := "ports[" + strconv.Itoa(i) + "]"
 		v.name(at+".name", p.Name, "", seen)
@@ -202,6 +206,119 @@ func (v *validator) ports() {
 			v.errorf(at+".mtu", "%d needs data_room ≥ %d (MTU + %d for Ethernet, VLAN tags and FCS); pool %q has %d",
 				p.MTU, p.MTU+frameOverhead, frameOverhead, pool.Name, pool.DataRoom)
 		}
+		v.routedPort(at, p, ifids, addrs)
+	}
+}
+
+// routedPort checks a port's routed-mode keys: a unicast MAC, unicast
+// addresses that no other port has, and an interface id no other port has.
+func (v *validator) routedPort(at string, p Port, ifids map[uint32]string, addrs map[netip.Addr]string) {
+	if p.MAC[0]&1 != 0 {
+		v.errorf(at+".mac", "%s is a multicast address; a port's own address must be unicast", p.MAC)
+	}
+	if p.IfID != 0 {
+		if prev, dup := ifids[p.IfID]; dup {
+			v.errorf(at+".ifid", "%d is already the ifid of %s", p.IfID, prev)
+		}
+		ifids[p.IfID] = at
+	}
+	for j, a := range p.Addresses {
+		aat := at + ".addresses[" + strconv.Itoa(j) + "]"
+		ip := a.Addr()
+		switch {
+		case ip.IsUnspecified() || ip.IsMulticast() || ip.IsLoopback():
+			v.errorf(aat, "%s: a port's address must be unicast, not unspecified, multicast or loopback", a)
+			continue
+		case ip.Is4() && a.Bits() < 31 && ip == a.Masked().Addr():
+			v.errorf(aat, "%s is the network address of its prefix; give the port one of its hosts", a)
+			continue
+		}
+		if prev, dup := addrs[ip]; dup {
+			v.errorf(aat, "%s is already an address of %s", ip, prev)
+		}
+		addrs[ip] = at
+	}
+}
+
+// onLink reports whether a is inside a prefix of some port's addresses.
+func (v *validator) onLink(a netip.Addr) bool {
+	for _, p := range v.f.Ports {
+		for _, ia := range p.Addresses {
+			if ia.Masked().Contains(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (v *validator) routes() {
+	seen := map[netip.Prefix]string{}
+	for i, r := range v.f.Routes {
+		at := "routes[" + strconv.Itoa(i) + "]"
+		if !r.Prefix.IsValid() {
+			v.errorf(at+".prefix", `missing: the destination, e.g. prefix = "2001:db8:2::/48"`)
+			continue
+		}
+		if prev, dup := seen[r.Prefix.Prefix]; dup {
+			v.errorf(at+".prefix", "%s is already routed by %s", r.Prefix, prev)
+		}
+		seen[r.Prefix.Prefix] = at
+		if r.Port != "" {
+			if _, ok := v.f.Port(r.Port); !ok {
+				v.errorf(at+".port", "no port %q", r.Port)
+			}
+		}
+		via := r.Via.Addr
+		switch {
+		case !via.IsValid():
+			if r.Port == "" {
+				v.errorf(at, "needs a next hop: via = \"address\", or port = \"name\" for an on-link prefix")
+			}
+		case via.Is4() != r.Prefix.Addr().Is4():
+			v.errorf(at+".via", "%s is not of the prefix's address family (%s)", via, r.Prefix)
+		case via.IsUnspecified() || via.IsMulticast() || via.IsLoopback():
+			v.errorf(at+".via", "%s: a next hop must be a unicast address", via)
+		case via.IsLinkLocalUnicast() && r.Port == "":
+			v.errorf(at+".via", "%s is link-local: name the port it is on with port = \"name\"", via)
+		case r.Port == "" && !via.IsLinkLocalUnicast() && !v.onLink(via):
+			v.errorf(at+".via", "%s is on no port's prefix: name the port with port = \"name\", or give a port an address on its link", via)
+		}
+	}
+}
+
+func (v *validator) neighbors() {
+	type key struct {
+		port string
+		addr netip.Addr
+	}
+	seen := map[key]string{}
+	for i, n := range v.f.Neighbors {
+		at := "neighbors[" + strconv.Itoa(i) + "]"
+		a := n.Address.Addr
+		switch {
+		case !a.IsValid():
+			v.errorf(at+".address", `missing: the neighbour's IP address, e.g. address = "2001:db8:1::2"`)
+		case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
+			v.errorf(at+".address", "%s: a neighbour's address must be unicast", a)
+		}
+		switch {
+		case n.MAC == MAC{}:
+			v.errorf(at+".mac", `missing: the neighbour's Ethernet address, e.g. mac = "02:00:00:00:00:02"`)
+		case n.MAC[0]&1 != 0:
+			v.errorf(at+".mac", "%s is a multicast address; a neighbour's address must be unicast", n.MAC)
+		}
+		switch _, ok := v.f.Port(n.Port); {
+		case n.Port == "":
+			v.errorf(at+".port", "missing: the port the neighbour is on")
+		case !ok:
+			v.errorf(at+".port", "no port %q", n.Port)
+		}
+		k := key{n.Port, a}
+		if prev, dup := seen[k]; dup && a.IsValid() {
+			v.errorf(at+".address", "%s on port %q is already set by %s", a, n.Port, prev)
+		}
+		seen[k] = at
 	}
 }
 

@@ -237,6 +237,25 @@ func (p *Prefix) UnmarshalText(b []byte) error {
 
 func (p *Prefix) UnmarshalTOML(v any) error { return fromString(v, `"2001:db8::/32"`, p) }
 
+// IfAddr is an interface address: an address and the length of its on-link
+// prefix, "2001:db8:1::1/64" or "192.0.2.1/24". Unlike Prefix, the host bits are
+// the point.
+type IfAddr struct{ netip.Prefix }
+
+func (a *IfAddr) UnmarshalText(b []byte) error {
+	v, err := netip.ParsePrefix(string(b))
+	if err != nil {
+		if _, aerr := netip.ParseAddr(string(b)); aerr == nil {
+			return fmt.Errorf("interface address %q has no prefix length: write it as \"%s/64\" (IPv6) or \"%s/24\" (IPv4)", b, b, b)
+		}
+		return fmt.Errorf("invalid interface address %q: want an address and its prefix length such as \"2001:db8:1::1/64\"", b)
+	}
+	a.Prefix = v
+	return nil
+}
+
+func (a *IfAddr) UnmarshalTOML(v any) error { return fromString(v, `"2001:db8:1::1/64"`, a) }
+
 // Addr is an IPv4 or IPv6 address without a zone: "2001:db8::1", "192.0.2.1".
 type Addr struct{ netip.Addr }
 

@@ -1,0 +1,178 @@
+package config
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// routedDoc is a routed-mode document with two ports, a route and a neighbour.
+const routedDoc = `version = 1
+[[ports]]
+name = "eth0"
+driver = "mem"
+mac = "02:00:00:00:01:01"
+addresses = ["2001:db8:1::1/64", "192.0.2.1/24"]
+[[ports]]
+name = "eth1"
+driver = "mem"
+addresses = ["2001:db8:2::1/64"]
+ifid = 7
+[[routes]]
+prefix = "2001:db8:100::/48"
+via = "2001:db8:2::2"
+[[routes]]
+prefix = "0.0.0.0/0"
+via = "192.0.2.254"
+port = "eth0"
+[[routes]]
+prefix = "2001:db8:200::/48"
+port = "eth1"
+[[neighbors]]
+address = "2001:db8:2::2"
+mac = "02:00:00:00:02:02"
+port = "eth1"
+[[pipelines]]
+name = "main"
+rx = ["eth0", "eth1"]
+[[pipelines.stages]]
+kind = "sink"
+`
+
+func TestRoutedKeys(t *testing.T) {
+	f, err := Parse("r.toml", []byte(routedDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0, p1 := f.Ports[0], f.Ports[1]
+	if p0.MAC != (MAC{2, 0, 0, 0, 1, 1}) || p1.MAC != (MAC{}) {
+		t.Errorf("macs %v %v", p0.MAC, p1.MAC)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("2001:db8:1::1/64"), netip.MustParsePrefix("192.0.2.1/24")}
+	if len(p0.Addresses) != 2 || p0.Addresses[0].Prefix != want[0] || p0.Addresses[1].Prefix != want[1] {
+		t.Errorf("addresses %v", p0.Addresses)
+	}
+	if p0.IfID != 1 || p1.IfID != 7 {
+		t.Errorf("ifids %d %d, want the default 1 and 7", p0.IfID, p1.IfID)
+	}
+	if len(f.Routes) != 3 || f.Routes[0].Via.Addr != netip.MustParseAddr("2001:db8:2::2") || f.Routes[0].Port != "" ||
+		f.Routes[1].Prefix.Prefix != netip.MustParsePrefix("0.0.0.0/0") || f.Routes[2].Via.IsValid() {
+		t.Errorf("routes %+v", f.Routes)
+	}
+	if f.Routes[1].Where() != "r.toml:15" {
+		t.Errorf("routes[1] is at %q", f.Routes[1].Where())
+	}
+	if len(f.Neighbors) != 1 || f.Neighbors[0].MAC != (MAC{2, 0, 0, 0, 2, 2}) || f.Neighbors[0].Port != "eth1" {
+		t.Errorf("neighbors %+v", f.Neighbors)
+	}
+	// The driver does not see the common keys.
+	var rest map[string]any
+	if err := p0.Decode(&rest); err != nil || len(rest) != 0 {
+		t.Errorf("driver keys %v %v", rest, err)
+	}
+}
+
+func TestRoutedErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{"address without length", `version = 1
+[[ports]]
+name = "p0"
+driver = "mem"
+addresses = ["2001:db8::1"]
+` + tail[strings.Index(tail, "[[pipelines]]"):], []string{
+			`t.toml:5: ports[0].addresses[0]: interface address "2001:db8::1" has no prefix length: write it as "2001:db8::1/64" (IPv6) or "2001:db8::1/24" (IPv4)`,
+		}},
+		{"bad port keys", `version = 1
+[[ports]]
+name = "p0"
+driver = "mem"
+mac = "01:00:5e:00:00:01"
+addresses = ["ff02::1/64", "192.0.2.0/24", "2001:db8::1/64"]
+ifid = 3
+[[ports]]
+name = "p1"
+driver = "mem"
+addresses = ["2001:db8::1/128"]
+ifid = 3
+` + tail[strings.Index(tail, "[[pipelines]]"):], []string{
+			`t.toml:5: ports[0].mac: 01:00:5e:00:00:01 is a multicast address; a port's own address must be unicast`,
+			`t.toml:6: ports[0].addresses[0]: ff02::1/64: a port's address must be unicast, not unspecified, multicast or loopback`,
+			`t.toml:6: ports[0].addresses[1]: 192.0.2.0/24 is the network address of its prefix; give the port one of its hosts`,
+			`t.toml:11: ports[1].addresses[0]: 2001:db8::1 is already an address of ports[0]`,
+			`t.toml:12: ports[1].ifid: 3 is already the ifid of ports[0]`,
+		}},
+		{"bad routes", `version = 1
+[[ports]]
+name = "p0"
+driver = "mem"
+addresses = ["2001:db8:1::1/64"]
+[[routes]]
+prefix = "2001:db8:9::/48"
+[[routes]]
+prefix = "2001:db8:9::/48"
+via = "192.0.2.1"
+[[routes]]
+prefix = "10.0.0.0/8"
+via = "10.1.1.1"
+[[routes]]
+prefix = "2001:db8:8::/48"
+via = "fe80::1"
+[[routes]]
+prefix = "2001:db8:7::/48"
+via = "2001:db8:1::9"
+port = "p9"
+[[routes]]
+via = "2001:db8:1::9"
+` + tail[strings.Index(tail, "[[pipelines]]"):], []string{
+			`t.toml:6: routes[0]: needs a next hop: via = "address", or port = "name" for an on-link prefix`,
+			`t.toml:9: routes[1].prefix: 2001:db8:9::/48 is already routed by routes[0]`,
+			`t.toml:10: routes[1].via: 192.0.2.1 is not of the prefix's address family (2001:db8:9::/48)`,
+			`t.toml:13: routes[2].via: 10.1.1.1 is on no port's prefix: name the port with port = "name", or give a port an address on its link`,
+			`t.toml:16: routes[3].via: fe80::1 is link-local: name the port it is on with port = "name"`,
+			`t.toml:20: routes[4].port: no port "p9"`,
+			`t.toml:21: routes[5].prefix: missing: the destination, e.g. prefix = "2001:db8:2::/48"`,
+		}},
+		{"bad neighbors", `version = 1
+[[ports]]
+name = "p0"
+driver = "mem"
+[[neighbors]]
+address = "2001:db8::2"
+mac = "02:00:00:00:00:02"
+port = "p0"
+[[neighbors]]
+address = "2001:db8::2"
+mac = "03:00:00:00:00:02"
+port = "p0"
+[[neighbors]]
+address = "ff02::2"
+port = "nope"
+[[neighbors]]
+mac = "02:00:00:00:00:03"
+` + tail[strings.Index(tail, "[[pipelines]]"):], []string{
+			`t.toml:10: neighbors[1].address: 2001:db8::2 on port "p0" is already set by neighbors[0]`,
+			`t.toml:11: neighbors[1].mac: 03:00:00:00:00:02 is a multicast address; a neighbour's address must be unicast`,
+			`t.toml:13: neighbors[2].mac: missing: the neighbour's Ethernet address, e.g. mac = "02:00:00:00:00:02"`,
+			`t.toml:14: neighbors[2].address: ff02::2: a neighbour's address must be unicast`,
+			`t.toml:15: neighbors[2].port: no port "nope"`,
+			`t.toml:16: neighbors[3].address: missing: the neighbour's IP address, e.g. address = "2001:db8:1::2"`,
+			`t.toml:16: neighbors[3].port: missing: the port the neighbour is on`,
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("t.toml", []byte(c.doc))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			got := strings.Split(err.Error(), "\n")
+			if !slices.Equal(got, c.want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
+}
