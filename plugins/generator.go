@@ -92,7 +92,9 @@ type generator struct {
 	begun    bool // started is set: virtual time may start at zero
 	sent     uint64
 	nextT    int // next template (size)
-	nextF    int // next flow
+	nextF    int   // next index into mine
+	mine     []int // the flows this lcore sends: flow f belongs to lcore f mod lcores
+	burstCap float64
 	v4       bool
 	csum     bool
 	done     atomic.Bool // read by the engine's watcher: Done
@@ -187,6 +189,18 @@ func newGenerator(s *Setup) (Stage, error) {
 		g.flows = append(g.flows, d)
 	}
 	g.seq = make([]uint64, c.Flows)
+	// Each flow belongs to one lcore, so its sequence numbers stay one series.
+	for f := 0; f < c.Flows; f++ {
+		if f%max(s.NumLcores, 1) == s.Lcore {
+			g.mine = append(g.mine, f)
+		}
+	}
+	if len(g.mine) == 0 {
+		return nil, fmt.Errorf("generator: %d flows for %d lcores: every lcore needs a flow of its own", c.Flows, s.NumLcores)
+	}
+	// Rate credit saved while the lcore was busy elsewhere: up to 10 ms of it, so
+	// the average rate holds across a stall, and at least one burst.
+	g.burstCap = max(packet.MaxBurst, g.rate*10e6)
 	// When flows × sizes is small, keep a finished template per flow and size, so a
 	// packet needs only its sequence number, timestamp and UDP checksum.
 	total := 0
@@ -336,8 +350,8 @@ func (g *generator) Produce(ctx *Context, b *packet.Burst) {
 	n := b.Room()
 	if g.rate > 0 {
 		g.tokens += float64(now-g.last) * g.rate
-		if g.tokens > packet.MaxBurst {
-			g.tokens = packet.MaxBurst
+		if g.tokens > g.burstCap {
+			g.tokens = g.burstCap
 		}
 		g.last = now
 		if int(g.tokens) < n {
@@ -371,10 +385,10 @@ func (g *generator) Produce(ctx *Context, b *packet.Burst) {
 // fill writes one packet from the next template and flow.
 func (g *generator) fill(p *packet.Packet, now int64) int {
 	// Round-robin over sizes, then flows; counters, not divisions.
-	ti, fi := g.nextT, g.nextF
+	ti, fi := g.nextT, g.mine[g.nextF]
 	if g.nextT++; g.nextT == len(g.tmpl) {
 		g.nextT = 0
-		if g.nextF++; g.nextF == len(g.flows) {
+		if g.nextF++; g.nextF == len(g.mine) {
 			g.nextF = 0
 		}
 	}

@@ -440,6 +440,7 @@ count = 100`)
 		h.lcore, h.nlcores = lc, 3
 		g := newGen(t, h, `src = "2001:db8::1"
 dst = "2001:db8::2"
+flows = 3
 count = 100
 rate = "3kpps"`)
 		if want := 1e3 / 1e9; g.rate != want {
@@ -460,6 +461,14 @@ rate = "3kpps"`)
 	}
 	if sum != 100 {
 		t.Errorf("three lcores sent %d, want 100", sum)
+	}
+	// Fewer flows than lcores: some lcore would have no flow of its own.
+	h = newHarness(t)
+	h.lcore, h.nlcores = 2, 3
+	if _, err := h.build("generator", `src = "2001:db8::1"
+dst = "2001:db8::2"
+flows = 2`); err == nil {
+		t.Error("2 flows on 3 lcores were accepted")
 	}
 }
 

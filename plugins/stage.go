@@ -9,10 +9,12 @@ package plugins
 
 import (
 	"log/slog"
+	"net/netip"
 
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
 )
 
 // Stage processes bursts. Process works in place and never allocates. A packet it
@@ -121,6 +123,13 @@ type PortInfo struct {
 	// Internal ports (mem links, rings) feed no hardware: holding their packets
 	// starves nothing.
 	Internal bool
+	// Routed mode (docs/routing.md). MAC above is the config's mac when it sets
+	// one, otherwise DriverMAC, the driver's own: the interface's address (for a
+	// TAP port, the host kernel's side). Addrs are the port's addresses with
+	// their on-link prefix lengths; IfID is its interface id.
+	DriverMAC [6]byte
+	Addrs     []netip.Prefix
+	IfID      uint32
 }
 
 // Ports resolves port names at setup.
@@ -151,6 +160,14 @@ type Setup struct {
 	// mk on first use: state shared by the instances of one stage across lcores
 	// (session tables owned per lcore, control handles). Setup-time only.
 	Shared func(key string, mk func() any) any
+	// Global is Shared for the whole engine: state that stages of any pipeline
+	// share, such as routed mode's route table and neighbour cache. Setup-time
+	// only.
+	Global func(key string, mk func() any) any
+	// Routes and Neighbors are the config file's static [[routes]] and
+	// [[neighbors]], for the routed-mode stages.
+	Routes    []config.Route
+	Neighbors []config.Neighbor
 }
 
 // TickInterval is how often Ticker.Tick runs, at most.

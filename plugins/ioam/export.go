@@ -1,0 +1,241 @@
+package ioam
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/ring"
+	"github.com/linerate/linerate/plugins"
+)
+
+// Drop reasons of the IOAM stages.
+var (
+	reasonTruncated  = packet.RegisterReason("ioam_truncated")       // an IOAM option runs past its header or is too short for its type
+	reasonBadLength  = packet.RegisterReason("ioam_bad_length")      // NodeLen or RemainingLen inconsistent with the trace type
+	reasonHbHTooLong = packet.RegisterReason("ioam_hbh_too_long")    // the options header runs past the packet
+	reasonTooLong    = packet.RegisterReason("ioam_option_too_long") // trace data beyond 244 bytes
+	reasonMisaligned = packet.RegisterReason("ioam_misaligned")      // an IOAM option not 4n-aligned (RFC 9486 §4)
+	reasonHopLimit   = packet.RegisterReason("ioam_hop_limit")       // hop limit exhausted at a routing transit node
+)
+
+// dropReason maps a codec error to its drop reason.
+func dropReason(err error) packet.Reason {
+	switch err {
+	case ErrNodeLen, ErrRemainingLen:
+		return reasonBadLength
+	case ErrHopByHop:
+		return reasonHbHTooLong
+	case ErrTooLong:
+		return reasonTooLong
+	case ErrMisaligned:
+		return reasonMisaligned
+	}
+	return reasonTruncated
+}
+
+// exporter drains the export rings of one stage's instances (one ring per
+// lcore) on a control goroutine, and writes the records as JSON lines and to
+// the subscribers of the control API's stream.
+type exporter struct {
+	stage string
+	file  string
+	log   *slog.Logger
+	rings []*ring.Export[Record]
+
+	mu      sync.Mutex
+	subs    map[*subscriber]struct{}
+	refs    int
+	started bool
+	quit    chan struct{}
+	done    chan struct{}
+
+	written atomic.Uint64
+	errors  atomic.Uint64
+}
+
+// subscriber is one StreamIoamRecords call.
+type subscriber struct {
+	ch      chan Record
+	dropped atomic.Uint64
+}
+
+// exportInterval is how often the rings are drained.
+const exportInterval = 2 * time.Millisecond
+
+// setupExport returns the stage's exporter, shared by its lcore instances,
+// and a ring of this instance's own.
+func setupExport(s *plugins.Setup, c *exportConfig) (*exporter, *ring.Export[Record]) {
+	ex := s.Shared("ioam.export/"+s.Name, func() any {
+		return &exporter{stage: s.Name, file: c.ExportFile, log: s.Log, subs: map[*subscriber]struct{}{}}
+	}).(*exporter)
+	r := ring.NewExport[Record](c.ExportRing, c.ExportSample)
+	ex.mu.Lock()
+	ex.rings = append(ex.rings, r)
+	ex.mu.Unlock()
+	return ex, r
+}
+
+// start begins the drain goroutine on the first instance's start.
+func (ex *exporter) start() error {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.refs++
+	if ex.started {
+		return nil
+	}
+	var w io.Writer
+	var f *os.File
+	switch ex.file {
+	case "":
+	case "-":
+		w = os.Stdout
+	default:
+		var err error
+		f, err = os.OpenFile(ex.file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("%s: export_file: %w", ex.stage, err)
+		}
+		w = f
+	}
+	ex.started = true
+	ex.quit, ex.done = make(chan struct{}), make(chan struct{})
+	go ex.run(w, f)
+	return nil
+}
+
+// stop ends the drain goroutine when the last instance stops, after a final
+// drain.
+func (ex *exporter) stop() {
+	ex.mu.Lock()
+	ex.refs--
+	last := ex.refs == 0 && ex.started
+	if last {
+		ex.started = false
+	}
+	quit, done := ex.quit, ex.done
+	ex.mu.Unlock()
+	if last {
+		close(quit)
+		<-done
+	}
+}
+
+func (ex *exporter) run(w io.Writer, f *os.File) {
+	defer close(ex.done)
+	var bw *bufio.Writer
+	if w != nil {
+		bw = bufio.NewWriterSize(w, 64<<10)
+	}
+	buf := make([]Record, 256)
+	t := time.NewTicker(exportInterval)
+	defer t.Stop()
+	drain := func() {
+		for _, r := range ex.rings {
+			for {
+				n := r.Drain(buf)
+				if n == 0 {
+					break
+				}
+				ex.deliver(buf[:n], bw)
+				if n < len(buf) {
+					break
+				}
+			}
+		}
+		if bw != nil {
+			if err := bw.Flush(); err != nil && ex.errors.Add(1) == 1 {
+				ex.log.Warn("ioam export", "stage", ex.stage, "err", err)
+			}
+		}
+	}
+	for {
+		select {
+		case <-t.C:
+			drain()
+		case <-ex.quit:
+			drain()
+			if f != nil {
+				_ = f.Close()
+			}
+			return
+		}
+	}
+}
+
+func (ex *exporter) deliver(recs []Record, bw *bufio.Writer) {
+	ex.mu.Lock()
+	subs := len(ex.subs)
+	ex.mu.Unlock()
+	for i := range recs {
+		r := &recs[i]
+		if bw != nil {
+			line, err := r.MarshalLine(ex.stage)
+			if err == nil {
+				_, err = bw.Write(line)
+			}
+			if err != nil {
+				ex.errors.Add(1)
+				continue
+			}
+			ex.written.Add(1)
+		}
+		if subs > 0 {
+			ex.mu.Lock()
+			for s := range ex.subs {
+				select {
+				case s.ch <- *r:
+				default:
+					s.dropped.Add(1)
+				}
+			}
+			ex.mu.Unlock()
+		}
+	}
+}
+
+// subscribe adds a stream subscriber with a buffer of n records.
+func (ex *exporter) subscribe(n int) *subscriber {
+	s := &subscriber{ch: make(chan Record, n)}
+	ex.mu.Lock()
+	ex.subs[s] = struct{}{}
+	ex.mu.Unlock()
+	return s
+}
+
+func (ex *exporter) unsubscribe(s *subscriber) {
+	ex.mu.Lock()
+	delete(ex.subs, s)
+	ex.mu.Unlock()
+}
+
+// Dropped is export_dropped summed over the lcores' rings: records lost to a
+// full ring.
+func (ex *exporter) dropped() uint64 {
+	var n uint64
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	for _, r := range ex.rings {
+		n += r.Dropped()
+	}
+	return n
+}
+
+// exportState is an instance's side of the export: its ring and the counter
+// the engine publishes.
+type exportState struct {
+	ex   *exporter
+	ring *ring.Export[Record]
+}
+
+// recordStage is implemented by the stages that export records; the control
+// service finds their exporters through it.
+type recordStage interface {
+	exporterOf() *exporter
+}

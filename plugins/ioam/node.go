@@ -1,0 +1,320 @@
+package ioam
+
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/linerate/linerate/appliance/clock"
+)
+
+// TimestampFormat is how a namespace writes timestamps (RFC 9197 §5).
+type TimestampFormat uint8
+
+const (
+	// TimestampPTP: seconds and nanoseconds on the TAI scale (§5.1), the
+	// truncated PTPv2 format.
+	TimestampPTP TimestampFormat = iota
+	// TimestampNTP: seconds since 1900 and a 32-bit binary fraction (§5.2).
+	TimestampNTP
+	// TimestampPOSIX: seconds since 1970 (UTC) and microseconds (§5.3), as the
+	// Linux kernel writes them.
+	TimestampPOSIX
+)
+
+func (f TimestampFormat) String() string {
+	switch f {
+	case TimestampPTP:
+		return "ptp"
+	case TimestampNTP:
+		return "ntp"
+	case TimestampPOSIX:
+		return "posix"
+	}
+	return "unknown"
+}
+
+// Unavailable values: what a node writes for data it does not have (RFC 9197
+// §4.4.2; the kernel's IOAM6_U32_UNAVAILABLE and kin).
+const (
+	unavailable16 = 0xFFFF
+	unavailable32 = 0xFFFFFFFF
+	unavailable64 = 0xFFFFFFFFFFFFFFFF
+	// DefaultNodeID and DefaultNodeIDWide are the ids of a node that was given
+	// none: all ones in the field's width, as the kernel's defaults.
+	DefaultNodeID     = 0xFFFFFF
+	DefaultNodeIDWide = 1<<56 - 1
+)
+
+// transitDelayOverflow is the transit delay of a packet held longer than
+// 2^31-1 ns: the top bit set (RFC 9197 §4.4.2.5).
+const transitDelayOverflow = 0x80000000
+
+// Namespace is what a node knows of one IOAM namespace: its own ids and data
+// in it, and how it writes timestamps.
+type Namespace struct {
+	ID         uint16
+	NodeID     uint32 // 24 bits
+	NodeIDWide uint64 // 56 bits
+	Data       uint32
+	DataWide   uint64
+	Timestamp  TimestampFormat
+	// Schema is the opaque state snapshot (trace bit 22): a 24-bit schema id
+	// and data of a multiple of 4 bytes. HasSchema false writes an empty
+	// snapshot with schema id 0xFFFFFF, as the kernel does.
+	HasSchema bool
+	SchemaID  uint32
+	Schema    []byte
+}
+
+// opaqueWords is the size of the opaque state snapshot, in 4-octet units.
+func (ns *Namespace) opaqueWords() int {
+	if !ns.HasSchema {
+		return 1
+	}
+	return 1 + len(ns.Schema)/4
+}
+
+// hopTime is one node time in every timestamp format, computed once per burst.
+type hopTime struct {
+	mono int64
+	sec  [3]uint32
+	frac [3]uint32
+}
+
+func (t *hopTime) set(c clock.Clock, mono int64) {
+	t.mono = mono
+	unix := clock.Unix(c, mono)
+	tai := unix + int64(c.Sync().TAIOffset)*1e9
+	t.sec[TimestampPTP], t.frac[TimestampPTP] = uint32(tai/1e9), uint32(tai%1e9)
+	ntp := clock.NTP(unix)
+	t.sec[TimestampNTP], t.frac[TimestampNTP] = uint32(ntp>>32), uint32(ntp)
+	t.sec[TimestampPOSIX], t.frac[TimestampPOSIX] = uint32(unix/1e9), uint32(unix%1e9/1e3)
+}
+
+// TimestampNs turns a node's timestamp fields in format f into nanoseconds on
+// that format's own scale (TAI, UTC from 1900, UTC from 1970). Differences of
+// two timestamps of one format are durations.
+func TimestampNs(f TimestampFormat, sec, frac uint32) int64 {
+	switch f {
+	case TimestampNTP:
+		return int64(sec)*1e9 + int64((uint64(frac)*1e9+(1<<31))>>32)
+	case TimestampPOSIX:
+		return int64(sec)*1e9 + int64(frac)*1e3
+	}
+	return int64(sec)*1e9 + int64(frac)
+}
+
+// hopValues are the per-packet fields of a node's data.
+type hopValues struct {
+	hopLimit uint8
+	ingress  uint16
+	ingressW uint32
+	delay    uint32
+	queue    uint32
+	buffer   uint32
+	time     *hopTime
+}
+
+// nodePlan is a node's data for one namespace and trace type, built once: the
+// fields that never change are in image, and the offsets say where the
+// per-packet ones go (-1: absent). Writing a node's data is a copy and a few
+// stores.
+type nodePlan struct {
+	traceType uint32
+	valid     bool
+	size      int // bytes, opaque snapshot included
+	words     int // NodeLen + opaque words: what RemainingLen loses
+	format    TimestampFormat
+	hop, hopW int16
+	in, inW   int16
+	sec, frac int16
+	delay     int16
+	queue     int16
+	buffer    int16
+	image     [MaxTraceData]byte
+}
+
+// planCacheSize is how many trace types a namespace remembers plans for.
+const planCacheSize = 4
+
+// nodeIDs are a node's interface ids for its egress port.
+type egressIDs struct {
+	short uint16
+	wide  uint32
+}
+
+// build makes the plan of ns for traceType. It reports false when the node
+// data would not fit a trace option.
+func (pl *nodePlan) build(ns *Namespace, traceType uint32, eg egressIDs) bool {
+	*pl = nodePlan{traceType: traceType, format: ns.Timestamp, hop: -1, hopW: -1, in: -1, inW: -1,
+		sec: -1, frac: -1, delay: -1, queue: -1, buffer: -1}
+	words := NodeLen(traceType)
+	if traceType&TraceOpaqueState != 0 {
+		words += ns.opaqueWords()
+	}
+	if words*4 > MaxTraceData {
+		return false
+	}
+	b := pl.image[:]
+	o := 0
+	put32 := func(v uint32) { binary.BigEndian.PutUint32(b[o:], v); o += 4 }
+	put64 := func(v uint64) { binary.BigEndian.PutUint64(b[o:], v); o += 8 }
+	if traceType&TraceHopLimNodeID != 0 {
+		pl.hop = int16(o)
+		put32(ns.NodeID & 0xFFFFFF)
+	}
+	if traceType&TraceIfIDs != 0 {
+		pl.in = int16(o)
+		put32(unavailable16<<16 | uint32(eg.short))
+	}
+	if traceType&TraceTimestampSeconds != 0 {
+		pl.sec = int16(o)
+		put32(unavailable32)
+	}
+	if traceType&TraceTimestampFraction != 0 {
+		pl.frac = int16(o)
+		put32(unavailable32)
+	}
+	if traceType&TraceTransitDelay != 0 {
+		pl.delay = int16(o)
+		put32(unavailable32)
+	}
+	if traceType&TraceNamespaceData != 0 {
+		put32(ns.Data)
+	}
+	if traceType&TraceQueueDepth != 0 {
+		pl.queue = int16(o)
+		put32(unavailable32)
+	}
+	if traceType&TraceChecksumComplement != 0 {
+		// IPv6 has no checksum over option data: nothing to complement.
+		put32(unavailable32)
+	}
+	if traceType&TraceHopLimNodeIDWide != 0 {
+		pl.hopW = int16(o)
+		put64(ns.NodeIDWide & (1<<56 - 1))
+	}
+	if traceType&TraceIfIDsWide != 0 {
+		pl.inW = int16(o)
+		put32(unavailable32)
+		put32(eg.wide)
+	}
+	if traceType&TraceNamespaceDataWide != 0 {
+		put64(ns.DataWide)
+	}
+	if traceType&TraceBufferOccupancy != 0 {
+		pl.buffer = int16(o)
+		put32(unavailable32)
+	}
+	for i := bits.OnesCount32(traceType & TraceUndefined); i > 0; i-- {
+		put32(unavailable32)
+	}
+	if traceType&TraceOpaqueState != 0 {
+		if !ns.HasSchema {
+			put32(0x00FFFFFF) // no schema: length 0, schema id all ones
+		} else {
+			put32(uint32(len(ns.Schema)/4)<<24 | ns.SchemaID&0xFFFFFF)
+			o += copy(b[o:], ns.Schema)
+		}
+	}
+	pl.size, pl.words, pl.valid = o, words, true
+	return true
+}
+
+// write writes the node data into dst, which holds pl.size bytes.
+func (pl *nodePlan) write(dst []byte, v *hopValues) {
+	dst = dst[:pl.size]
+	copy(dst, pl.image[:pl.size])
+	if pl.hop >= 0 {
+		dst[pl.hop] = v.hopLimit
+	}
+	if pl.in >= 0 {
+		binary.BigEndian.PutUint16(dst[pl.in:], v.ingress)
+	}
+	if pl.sec >= 0 {
+		binary.BigEndian.PutUint32(dst[pl.sec:], v.time.sec[pl.format])
+	}
+	if pl.frac >= 0 {
+		binary.BigEndian.PutUint32(dst[pl.frac:], v.time.frac[pl.format])
+	}
+	if pl.delay >= 0 {
+		binary.BigEndian.PutUint32(dst[pl.delay:], v.delay)
+	}
+	if pl.queue >= 0 {
+		binary.BigEndian.PutUint32(dst[pl.queue:], v.queue)
+	}
+	if pl.hopW >= 0 {
+		dst[pl.hopW] = v.hopLimit
+	}
+	if pl.inW >= 0 {
+		binary.BigEndian.PutUint32(dst[pl.inW:], v.ingressW)
+	}
+	if pl.buffer >= 0 {
+		binary.BigEndian.PutUint32(dst[pl.buffer:], v.buffer)
+	}
+}
+
+// nsState is a namespace on one lcore: its config and a small cache of node
+// plans by trace type, filled on first use (no allocation: the plans are
+// arrays).
+type nsState struct {
+	Namespace
+	plans [planCacheSize]nodePlan
+	next  int
+}
+
+// plan returns the node plan for traceType, or nil when its data cannot fit
+// a trace option.
+func (s *nsState) plan(traceType uint32, eg egressIDs) *nodePlan {
+	for i := range s.plans {
+		if p := &s.plans[i]; p.valid && p.traceType == traceType {
+			return p
+		}
+	}
+	p := &s.plans[s.next]
+	s.next = (s.next + 1) % planCacheSize
+	if !p.build(&s.Namespace, traceType, eg) {
+		return nil
+	}
+	return p
+}
+
+// nsTable is the namespaces a node knows: few, so a linear scan of ids in one
+// cache line beats a map.
+type nsTable struct {
+	ids []uint16
+	ns  []*nsState
+}
+
+func (t *nsTable) add(ns Namespace) {
+	t.ids = append(t.ids, ns.ID)
+	t.ns = append(t.ns, &nsState{Namespace: ns})
+}
+
+func (t *nsTable) lookup(id uint16) *nsState {
+	for i, v := range t.ids {
+		if v == id {
+			return t.ns[i]
+		}
+	}
+	return nil
+}
+
+// fillPrealloc writes a node's data into a pre-allocated trace (RFC 9197
+// §4.4): into the words that end at RemainingLen, then lowers RemainingLen.
+// Without room it sets the O flag and writes nothing. It reports whether it
+// wrote.
+func fillPrealloc(tr Trace, pl *nodePlan, v *hopValues) bool {
+	if tr.Overflow() {
+		return false
+	}
+	rem := tr.RemainingLen()
+	if rem == 0 || rem < pl.words {
+		tr.SetOverflow()
+		return false
+	}
+	off := TraceHeaderLen + (rem-pl.words)*4
+	pl.write(tr[off:], v)
+	tr.SetRemainingLen(rem - pl.words)
+	return true
+}

@@ -1,0 +1,331 @@
+package ioam
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"net/netip"
+	"time"
+)
+
+// Record is one packet's IOAM data as a node saw it. It is a flat value with no
+// pointers, so the per-lcore export rings copy it without the garbage
+// collector's help; the node data stays raw until a control goroutine decodes
+// it.
+type Record struct {
+	Mono  int64 // monotonic ns when this node handled the packet
+	Unix  int64 // the same instant, Unix ns
+	Role  uint8 // RoleDecap, RoleTransit or RoleLoopback
+	Lcore uint8
+	Len   uint16 // packet length, as it arrived
+	Have  uint8  // HaveTrace | HavePOT | HaveE2E | HaveDEX
+	Src   [16]byte
+	Dst   [16]byte
+
+	TraceNS     uint16
+	TraceOption uint8 // TypePreallocatedTrace or TypeIncrementalTrace
+	TraceFlags  uint8
+	TraceType   uint32
+	NodeLen     uint8
+	RemLen      uint8
+	Format      TimestampFormat // how this node's namespace reads timestamps
+	DataLen     uint8
+	Data        [MaxTraceData]byte // the filled node data, newest node first
+
+	POTNS         uint16
+	POTResult     uint8 // POTUnchecked, POTValid or POTInvalid
+	POTRandom     uint64
+	POTCumulative uint64
+
+	E2ENS   uint16
+	E2EType uint16
+	E2E     E2EFields
+
+	DEXNS   uint16
+	DEXExt  uint8
+	DEXType uint32
+	DEXFlow uint32
+	DEXSeq  uint32
+}
+
+// Roles of the node that made a record.
+const (
+	RoleDecap    uint8 = 1
+	RoleTransit  uint8 = 2 // a DEX export
+	RoleLoopback uint8 = 3 // a looped-back copy reached the encapsulating node
+)
+
+// What a record holds.
+const (
+	HaveTrace uint8 = 1 << iota
+	HavePOT
+	HaveE2E
+	HaveDEX
+)
+
+// POT results.
+const (
+	POTUnchecked uint8 = iota
+	POTValid
+	POTInvalid
+)
+
+// Hop is one node's data of a trace, decoded, with the time since the node
+// before it.
+type Hop struct {
+	Node
+	// TimeNs is the node's timestamp in ns on its format's scale; 0 when the
+	// trace type or the node left it out.
+	TimeNs int64
+	// DelayNs is TimeNs less the previous node's (the one nearer the
+	// encapsulating node); -1 when either is missing.
+	DelayNs int64
+}
+
+// Hops decodes the node data, oldest node (the encapsulating node) first. A
+// node whose data cannot be decoded ends the list.
+func (r *Record) Hops() []Hop {
+	if r.Have&HaveTrace == 0 {
+		return nil
+	}
+	var out []Hop
+	b := r.Data[:r.DataLen]
+	for len(b) > 0 {
+		n, size, ok := DecodeNode(b, r.TraceType)
+		if !ok || size == 0 {
+			break
+		}
+		h := Hop{Node: n, DelayNs: -1}
+		if r.TraceType&(TraceTimestampSeconds|TraceTimestampFraction) == TraceTimestampSeconds|TraceTimestampFraction &&
+			!(n.Seconds == unavailable32 && n.Fraction == unavailable32) {
+			h.TimeNs = TimestampNs(r.Format, n.Seconds, n.Fraction)
+		}
+		out = append(out, h)
+		b = b[size:]
+	}
+	// Newest first in the packet: reverse.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	for i := 1; i < len(out); i++ {
+		if out[i].TimeNs != 0 && out[i-1].TimeNs != 0 {
+			out[i].DelayNs = out[i].TimeNs - out[i-1].TimeNs
+		}
+	}
+	return out
+}
+
+// E2EDelayNs is the time from the first node's timestamp to the last's, or
+// -1.
+func (r *Record) E2EDelayNs() int64 {
+	h := r.Hops()
+	if len(h) < 2 || h[0].TimeNs == 0 || h[len(h)-1].TimeNs == 0 {
+		return -1
+	}
+	return h[len(h)-1].TimeNs - h[0].TimeNs
+}
+
+// RecordJSON is the JSON line of a record.
+type RecordJSON struct {
+	Time   time.Time  `json:"time"`
+	Role   string     `json:"role"`
+	Stage  string     `json:"stage,omitempty"`
+	Lcore  int        `json:"lcore"`
+	Len    int        `json:"len"`
+	Src    string     `json:"src"`
+	Dst    string     `json:"dst"`
+	Trace  *TraceJSON `json:"trace,omitempty"`
+	POT    *POTJSON   `json:"pot,omitempty"`
+	E2E    *E2EJSON   `json:"e2e,omitempty"`
+	DEX    *DEXJSON   `json:"dex,omitempty"`
+	E2EDly *int64     `json:"e2e_delay_ns,omitempty"`
+}
+
+// TraceJSON is a trace in a JSON line.
+type TraceJSON struct {
+	Namespace    uint16    `json:"namespace"`
+	Option       string    `json:"option"`
+	Flags        []string  `json:"flags,omitempty"`
+	Type         string    `json:"type"`
+	NodeLen      int       `json:"node_len"`
+	RemainingLen int       `json:"remaining_len"`
+	Hops         []HopJSON `json:"hops"`
+}
+
+// HopJSON is one node in a JSON line; fields the trace type leaves out are
+// omitted.
+type HopJSON struct {
+	HopLimit      *uint8  `json:"hop_limit,omitempty"`
+	NodeID        *uint64 `json:"node_id,omitempty"`
+	IngressIf     *uint32 `json:"ingress_if,omitempty"`
+	EgressIf      *uint32 `json:"egress_if,omitempty"`
+	Seconds       *uint32 `json:"ts_sec,omitempty"`
+	Fraction      *uint32 `json:"ts_frac,omitempty"`
+	TransitDelay  *uint32 `json:"transit_delay_ns,omitempty"`
+	NamespaceData *uint64 `json:"namespace_data,omitempty"`
+	QueueDepth    *uint32 `json:"queue_depth,omitempty"`
+	Buffer        *uint32 `json:"buffer_occupancy,omitempty"`
+	SchemaID      *uint32 `json:"schema_id,omitempty"`
+	DelayNs       *int64  `json:"hop_delay_ns,omitempty"`
+}
+
+// POTJSON is a POT option in a JSON line.
+type POTJSON struct {
+	Namespace  uint16 `json:"namespace"`
+	Random     string `json:"random"`
+	Cumulative string `json:"cumulative"`
+	Result     string `json:"result"`
+}
+
+// E2EJSON is an E2E option in a JSON line.
+type E2EJSON struct {
+	Namespace uint16  `json:"namespace"`
+	Type      string  `json:"type"`
+	Seq64     *uint64 `json:"seq64,omitempty"`
+	Seq32     *uint32 `json:"seq32,omitempty"`
+	Seconds   *uint32 `json:"ts_sec,omitempty"`
+	Fraction  *uint32 `json:"ts_frac,omitempty"`
+}
+
+// DEXJSON is a DEX option in a JSON line.
+type DEXJSON struct {
+	Namespace uint16  `json:"namespace"`
+	TraceType string  `json:"trace_type"`
+	FlowID    *uint32 `json:"flow_id,omitempty"`
+	Seq       *uint32 `json:"seq,omitempty"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func hex24(v uint32) string { return "0x" + hex.EncodeToString([]byte{byte(v >> 16), byte(v >> 8), byte(v)}) }
+
+// RoleName names a record's role.
+func RoleName(r uint8) string {
+	switch r {
+	case RoleDecap:
+		return "decap"
+	case RoleTransit:
+		return "transit"
+	case RoleLoopback:
+		return "loopback"
+	}
+	return "unknown"
+}
+
+// JSON decodes the record for its JSON line.
+func (r *Record) JSON(stage string) RecordJSON {
+	j := RecordJSON{Time: time.Unix(0, r.Unix).UTC(), Role: RoleName(r.Role), Stage: stage, Lcore: int(r.Lcore), Len: int(r.Len),
+		Src: netip.AddrFrom16(r.Src).String(), Dst: netip.AddrFrom16(r.Dst).String()}
+	if r.Have&HaveTrace != 0 {
+		t := &TraceJSON{Namespace: r.TraceNS, Option: "preallocated", Type: hex24(r.TraceType), NodeLen: int(r.NodeLen), RemainingLen: int(r.RemLen), Hops: []HopJSON{}}
+		if r.TraceOption == TypeIncrementalTrace {
+			t.Option = "incremental"
+		}
+		for _, f := range []struct {
+			bit  uint8
+			name string
+		}{{FlagOverflow, "overflow"}, {FlagLoopback, "loopback"}, {FlagActive, "active"}} {
+			if r.TraceFlags&f.bit != 0 {
+				t.Flags = append(t.Flags, f.name)
+			}
+		}
+		tt := r.TraceType
+		for _, h := range r.Hops() {
+			var hj HopJSON
+			if tt&(TraceHopLimNodeID|TraceHopLimNodeIDWide) != 0 {
+				hj.HopLimit = ptr(h.HopLimit)
+			}
+			switch {
+			case tt&TraceHopLimNodeIDWide != 0:
+				hj.NodeID = ptr(h.NodeIDWide)
+			case tt&TraceHopLimNodeID != 0:
+				hj.NodeID = ptr(uint64(h.NodeID))
+			}
+			switch {
+			case tt&TraceIfIDsWide != 0:
+				hj.IngressIf, hj.EgressIf = ptr(h.IngressIfWide), ptr(h.EgressIfWide)
+			case tt&TraceIfIDs != 0:
+				hj.IngressIf, hj.EgressIf = ptr(uint32(h.IngressIf)), ptr(uint32(h.EgressIf))
+			}
+			if tt&TraceTimestampSeconds != 0 {
+				hj.Seconds = ptr(h.Seconds)
+			}
+			if tt&TraceTimestampFraction != 0 {
+				hj.Fraction = ptr(h.Fraction)
+			}
+			if tt&TraceTransitDelay != 0 {
+				hj.TransitDelay = ptr(h.TransitDelay)
+			}
+			switch {
+			case tt&TraceNamespaceDataWide != 0:
+				hj.NamespaceData = ptr(h.NamespaceDataWide)
+			case tt&TraceNamespaceData != 0:
+				hj.NamespaceData = ptr(uint64(h.NamespaceData))
+			}
+			if tt&TraceQueueDepth != 0 {
+				hj.QueueDepth = ptr(h.QueueDepth)
+			}
+			if tt&TraceBufferOccupancy != 0 {
+				hj.Buffer = ptr(h.BufferOccupancy)
+			}
+			if tt&TraceOpaqueState != 0 {
+				hj.SchemaID = ptr(h.SchemaID)
+			}
+			if h.DelayNs >= 0 {
+				hj.DelayNs = ptr(h.DelayNs)
+			}
+			t.Hops = append(t.Hops, hj)
+		}
+		j.Trace = t
+		if d := r.E2EDelayNs(); d >= 0 {
+			j.E2EDly = &d
+		}
+	}
+	if r.Have&HavePOT != 0 {
+		res := []string{"unchecked", "valid", "invalid"}[min(int(r.POTResult), 2)]
+		j.POT = &POTJSON{Namespace: r.POTNS, Random: "0x" + hexU64(r.POTRandom), Cumulative: "0x" + hexU64(r.POTCumulative), Result: res}
+	}
+	if r.Have&HaveE2E != 0 {
+		e := &E2EJSON{Namespace: r.E2ENS, Type: "0x" + hex.EncodeToString([]byte{byte(r.E2EType >> 8), byte(r.E2EType)})}
+		if r.E2EType&E2ESeq64 != 0 {
+			e.Seq64 = ptr(r.E2E.Seq64)
+		}
+		if r.E2EType&E2ESeq32 != 0 {
+			e.Seq32 = ptr(r.E2E.Seq32)
+		}
+		if r.E2EType&E2ESeconds != 0 {
+			e.Seconds = ptr(r.E2E.Seconds)
+		}
+		if r.E2EType&E2EFraction != 0 {
+			e.Fraction = ptr(r.E2E.Fraction)
+		}
+		j.E2E = e
+	}
+	if r.Have&HaveDEX != 0 {
+		d := &DEXJSON{Namespace: r.DEXNS, TraceType: hex24(r.DEXType)}
+		if r.DEXExt&DEXFlowID != 0 {
+			d.FlowID = ptr(r.DEXFlow)
+		}
+		if r.DEXExt&DEXSequence != 0 {
+			d.Seq = ptr(r.DEXSeq)
+		}
+		j.DEX = d
+	}
+	return j
+}
+
+func hexU64(v uint64) string {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(v >> (56 - 8*i))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// MarshalLine is the record's JSON line, newline included.
+func (r *Record) MarshalLine(stage string) ([]byte, error) {
+	b, err := json.Marshal(r.JSON(stage))
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,353 @@
+package ioam
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/ring"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/plugins"
+)
+
+func init() {
+	plugins.Register(plugins.Kind{Name: "ioam.transit", Summary: "IOAM transit node: fill node data into the traces of known namespaces, update POT, export DEX", New: newTransit})
+}
+
+// potConfig names a POT key file for a namespace.
+type potConfig struct {
+	Namespace *Uint64 `toml:"namespace"`
+	KeyFile   string  `toml:"key_file"`
+}
+
+type transitConfig struct {
+	nodeConfig
+	exportConfig
+	loopbackConfig
+	// DecrementHopLimit makes the node a router: it lowers the IPv6 hop limit
+	// and writes the lowered value, as the kernel does on forwarding.
+	DecrementHopLimit bool        `toml:"decrement_hop_limit"`
+	POT               []potConfig `toml:"pot"`
+}
+
+// potKeys maps namespaces to POT keys.
+type potKeys struct {
+	ids  []uint16
+	keys []*POTKey
+}
+
+func (k *potKeys) lookup(ns uint16) *POTKey {
+	for i, id := range k.ids {
+		if id == ns {
+			return k.keys[i]
+		}
+	}
+	return nil
+}
+
+func loadPOTKeys(kind string, cs []potConfig) (potKeys, error) {
+	var k potKeys
+	for i, c := range cs {
+		if c.Namespace == nil || *c.Namespace > 0xFFFF {
+			return k, fmt.Errorf("%s: pot[%d] needs a 16-bit namespace", kind, i)
+		}
+		if c.KeyFile == "" {
+			return k, fmt.Errorf("%s: pot[%d] needs a key_file", kind, i)
+		}
+		key, err := LoadPOTKey(c.KeyFile)
+		if err != nil {
+			return k, fmt.Errorf("%s: pot[%d]: %w", kind, i, err)
+		}
+		k.ids = append(k.ids, uint16(*c.Namespace))
+		k.keys = append(k.keys, key)
+	}
+	return k, nil
+}
+
+// transit is an IOAM transit node (RFC 9197 §4, RFC 9486): for every IOAM
+// option of a namespace it knows, it writes its node data into traces, folds
+// its POT share into the cumulative value, and exports DEX data. Options of
+// other namespaces pass untouched.
+type transit struct {
+	*node
+	decHL bool
+	pot   potKeys
+	exp   *exportState
+	loop  *loopback
+
+	scan scan
+	vals hopValues
+	rec  Record
+
+	cFilled, cOverflow, cUnknownNS, cNoIOAM, cPOT, cDEX, cGrown, cExtra, cExportDropped *stats.Counter
+	lastDropped                                                                       uint64
+}
+
+func newTransit(s *plugins.Setup) (plugins.Stage, error) {
+	var c transitConfig
+	if err := s.Config.Decode(&c); err != nil {
+		return nil, err
+	}
+	n, err := c.nodeConfig.build("ioam.transit", s)
+	if err != nil {
+		return nil, err
+	}
+	t := &transit{node: n, decHL: c.DecrementHopLimit}
+	if t.pot, err = loadPOTKeys("ioam.transit", c.POT); err != nil {
+		return nil, err
+	}
+	if err := c.exportConfig.check("ioam.transit"); err != nil {
+		return nil, err
+	}
+	if c.Export {
+		ex, r := setupExport(s, &c.exportConfig)
+		t.exp = &exportState{ex: ex, ring: r}
+	}
+	if t.loop, err = c.loopbackConfig.build("ioam.transit", s); err != nil {
+		return nil, err
+	}
+	t.counters(s.Counters)
+	return t, nil
+}
+
+func (t *transit) counters(cs *stats.Set) {
+	t.cFilled = cs.New("filled", "trace options this node wrote its data into")
+	t.cOverflow = cs.New("overflow", "trace options without room for this node's data (O flag set)")
+	t.cUnknownNS = cs.New("unknown_namespace", "IOAM options of a namespace this node does not know, left untouched")
+	t.cNoIOAM = cs.New("no_ioam", "packets without IOAM options")
+	t.cPOT = cs.New("pot_updated", "POT options this node added its share to")
+	t.cDEX = cs.New("dex_exported", "DEX options exported as records")
+	t.cGrown = cs.New("incremental", "incremental traces this node inserted its data into")
+	t.cExtra = cs.New("extra_traces", "trace options beyond the first four of a packet, left untouched")
+	t.cExportDropped = cs.New("export_dropped", "records lost to a full export ring")
+}
+
+// Start starts the export.
+func (t *transit) Start(ctx *plugins.Context) error {
+	if t.exp != nil {
+		return t.exp.ex.start()
+	}
+	return nil
+}
+
+// Stop stops the export.
+func (t *transit) Stop(ctx *plugins.Context) {
+	if t.exp != nil {
+		t.exp.ex.stop()
+	}
+}
+
+func (t *transit) exporterOf() *exporter {
+	if t.exp == nil {
+		return nil
+	}
+	return t.exp.ex
+}
+
+// Process fills this node's data into every packet's IOAM options.
+func (t *transit) Process(ctx *plugins.Context, b *packet.Burst) {
+	t.begin()
+	for i := 0; i < b.N; i++ {
+		t.one(ctx, b, i)
+	}
+	if t.exp != nil {
+		t.exp.countDropped(t.cExportDropped, &t.lastDropped)
+	}
+}
+
+func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
+	p := b.H[i].P()
+	d := p.Data()
+	s := &t.scan
+	if !loadScratch(p, s) {
+		l3 := ipv6At(p, d)
+		if l3 < 0 || d[l3+6] != packet.ProtocolHopByHop {
+			t.cNoIOAM.Inc()
+			return
+		}
+		if err := scanPacket(d, l3, s); err != nil {
+			p.Drop(dropReason(err))
+			return
+		}
+		storeScratch(p, s)
+	}
+	if s.nTrace == 0 && s.pot == 0 && s.dex == 0 {
+		t.cNoIOAM.Inc()
+		return
+	}
+	if t.decHL {
+		hl := d[s.l3+7]
+		if hl <= 1 {
+			p.Drop(reasonHopLimit)
+			return
+		}
+		d[s.l3+7] = hl - 1
+	}
+	if s.extra > 0 {
+		t.cExtra.Add(uint64(s.extra))
+	}
+	valued := false
+	incr := -1
+	var incrPlan *nodePlan
+	loopNS := -1
+	for k := 0; k < s.nTrace; k++ {
+		o := s.trace[k]
+		opt := Option(d[o:])
+		tr := Trace(opt.Body())
+		ns := t.ns.lookup(tr.NamespaceID())
+		if ns == nil {
+			t.cUnknownNS.Inc()
+			continue
+		}
+		if tr.Loopback() && loopNS < 0 {
+			loopNS = k
+		}
+		pl := ns.plan(tr.TraceType(), t.eg)
+		if pl == nil {
+			tr.SetOverflow()
+			t.cOverflow.Inc()
+			continue
+		}
+		if !valued {
+			t.values(ctx, p, &t.vals, d[s.l3+7], tr.TraceType())
+			valued = true
+		} else {
+			t.values(ctx, p, &t.vals, d[s.l3+7], tr.TraceType())
+		}
+		if opt.IOAMType() == TypeIncrementalTrace {
+			if incr < 0 {
+				incr, incrPlan = o, pl
+			}
+			continue
+		}
+		if fillPrealloc(tr, pl, &t.vals) {
+			t.cFilled.Inc()
+		} else {
+			t.cOverflow.Inc()
+		}
+	}
+	if s.pot != 0 {
+		pot := POT(Option(d[s.pot:]).Body())
+		if key := t.pot.lookup(pot.NamespaceID()); key != nil && pot.POTType() == 0 {
+			pot.SetCumulative(key.Update(pot.Random(), pot.Cumulative()))
+			t.cPOT.Inc()
+		}
+	}
+	if s.dex != 0 && t.exp != nil {
+		dex := DEX(Option(d[s.dex:]).Body())
+		if t.ns.lookup(dex.NamespaceID()) != nil {
+			t.exportDEX(ctx, p, d, s, dex)
+		}
+	}
+	if loopNS >= 0 && t.loop != nil {
+		t.loop.send(ctx, p, s, s.trace[loopNS])
+	}
+	if incr >= 0 {
+		switch err := growIncremental(b, i, s, incr, incrPlan, &t.vals); err {
+		case nil:
+			t.cGrown.Inc()
+			t.cFilled.Inc()
+		case errOverflow:
+			t.cOverflow.Inc()
+		default:
+			b.H[i].P().Drop(dropReason(err))
+		}
+	}
+}
+
+// exportDEX offers a record of a DEX option: this node's data of the DEX
+// trace type (RFC 9326 §3) as the first and only hop.
+func (t *transit) exportDEX(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, dex DEX) {
+	r := &t.rec
+	*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleTransit, Lcore: uint8(ctx.Lcore), Len: uint16(p.Len()), Have: HaveDEX}
+	ip := packet.IPv6(d[s.l3:])
+	r.Src, r.Dst = ip.Src(), ip.Dst()
+	r.DEXNS, r.DEXExt, r.DEXType = dex.NamespaceID(), dex.ExtensionFlags(), dex.TraceType()
+	if r.DEXExt&DEXFlowID != 0 {
+		r.DEXFlow = dex.FlowID()
+	}
+	if r.DEXExt&DEXSequence != 0 {
+		r.DEXSeq = dex.Sequence()
+	}
+	if ns := t.ns.lookup(r.DEXNS); ns != nil {
+		if pl := ns.plan(r.DEXType, t.eg); pl != nil {
+			t.values(ctx, p, &t.vals, d[s.l3+7], r.DEXType)
+			pl.write(r.Data[:], &t.vals)
+			r.Have |= HaveTrace
+			r.TraceNS, r.TraceType, r.NodeLen, r.DataLen, r.Format = r.DEXNS, r.DEXType, uint8(NodeLen(r.DEXType)), uint8(pl.size), ns.Timestamp
+		}
+	}
+	if t.exp.ring.Offer(r) {
+		t.cDEX.Inc()
+	}
+}
+
+// countDropped moves the ring's export_dropped into the stage counter.
+func (e *exportState) countDropped(c *stats.Counter, last *uint64) {
+	if n := e.ring.Dropped(); n != *last {
+		c.Add(n - *last)
+		*last = n
+	}
+}
+
+var _ = ring.NewExport[Record]
+
+// errOverflow: the trace had no room; the O flag is set.
+var errOverflow = fmt.Errorf("ioam: overflow")
+
+// growIncremental inserts the node data of pl right after the header of the
+// incremental trace option at off (RFC 9197 §4.4): the option, its options
+// header and the IPv6 payload grow, the header keeping its 8-byte multiple by
+// absorbing or adding trailing padding.
+func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, v *hopValues) error {
+	p := b.H[i].P()
+	d := p.Data()
+	opt := Option(d[off:])
+	tr := Trace(opt.Body())
+	if tr.Overflow() {
+		return errOverflow
+	}
+	rem := tr.RemainingLen()
+	need := pl.size
+	if rem < pl.words || int(opt.OptDataLen())+need > 255 || len(tr)-TraceHeaderLen+need > MaxTraceData {
+		tr.SetOverflow()
+		return errOverflow
+	}
+	hdr := s.hbh
+	old := s.hbhLen
+	end := optionsEnd(d[hdr : hdr+old])
+	newLen := max((end+need+7)&^7, old)
+	if newLen > maxOptionsHeader {
+		tr.SetOverflow()
+		return errOverflow
+	}
+	gap := newLen - old
+	ins := off + OptionHeaderLen + TraceHeaderLen
+	valid := p.LayersValid()
+	if gap > 0 {
+		if _, err := b.InsertGap(i, ins, gap); err != nil {
+			tr.SetOverflow()
+			return errOverflow
+		}
+		p = b.H[i].P()
+		d = p.Data()
+	}
+	// What followed the insertion point, up to the end of the options, moves
+	// to ins+need; the trailing padding takes up the difference.
+	copy(d[ins+need:hdr+end+need], d[ins+gap:hdr+end+gap])
+	pl.write(d[ins:], v)
+	putPad(d[hdr+end+need : hdr+newLen])
+	d[hdr+1] = uint8(newLen/8 - 1)
+	opt = Option(d[off:])
+	opt[1] += uint8(need)
+	Trace(opt.Body()).SetRemainingLen(rem - pl.words)
+	if gap > 0 {
+		pl := binary.BigEndian.Uint16(d[s.l3+4:])
+		binary.BigEndian.PutUint16(d[s.l3+4:], pl+uint16(gap))
+		if valid {
+			shiftLayers(p.Layers(), ins, gap)
+			p.SetFlag(packet.FlagLayers)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,277 @@
+package ioam
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/linerate/linerate/appliance/packet"
+)
+
+// maxTraces is how many trace options of one packet a node handles; more are
+// left as they are and counted.
+const maxTraces = 4
+
+// scan is where a packet's IOAM options are: offsets from the first byte of
+// data, 0 for none.
+type scan struct {
+	l3      int // the IPv6 header
+	end     int // one past the IPv6 packet
+	hbh     int // Hop-by-Hop header, right after the IPv6 header
+	hbhLen  int
+	dest    int // Destination Options header right after the HbH (or IPv6) header
+	destLen int
+	nTrace  int
+	trace   [maxTraces]int // trace options, in order
+	pot     int
+	dex     int
+	e2e     int // E2E option, in the Destination Options header
+	next    uint8
+	nextOff int  // the header after HbH and Dest
+	hbhMore bool // the HbH header holds options other than IOAM and padding
+	dstMore bool // ... and so does the Dest header
+	extra   int  // trace options beyond maxTraces
+}
+
+// ipv6At returns the offset of the IPv6 header of d: from a valid Layers
+// record, or from the Ethernet header (up to two VLAN tags) without a full
+// parse. It returns -1 when d is not IPv6.
+func ipv6At(p *packet.Packet, d []byte) int {
+	if p.LayersValid() {
+		l := p.Layers()
+		if l.IPVersion != 6 {
+			return -1
+		}
+		return int(l.L3)
+	}
+	off := 12
+	for range 3 {
+		if len(d) < off+2 {
+			return -1
+		}
+		switch binary.BigEndian.Uint16(d[off:]) {
+		case packet.EtherTypeIPv6:
+			if len(d) < off+2+packet.IPv6Len || d[off+2]>>4 != 6 {
+				return -1
+			}
+			return off + 2
+		case packet.EtherTypeVLAN, packet.EtherTypeQinQ:
+			off += 4
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// scanPacket finds the IOAM options of the IPv6 packet at l3: in a Hop-by-Hop
+// header, and E2E in a Destination Options header after it. It checks lengths,
+// alignment and the fixed fields of every IOAM option, and returns the first
+// fault.
+func scanPacket(d []byte, l3 int, s *scan) error {
+	*s = scan{l3: l3}
+	ip := packet.IPv6(d[l3:])
+	end := l3 + packet.IPv6Len + int(ip.PayloadLength())
+	if end > len(d) {
+		return ErrHopByHop
+	}
+	s.end = end
+	nh := ip.NextHeader()
+	off := l3 + packet.IPv6Len
+	if nh == packet.ProtocolHopByHop {
+		n, more, next, err := scanHeader(d[:end], l3, off, s, false)
+		if err != nil {
+			return err
+		}
+		s.hbh, s.hbhLen, s.hbhMore = off, n, more
+		off += n
+		nh = next
+	}
+	if nh == packet.ProtocolDestOpts {
+		e2e := s.e2e
+		n, more, next, err := scanHeader(d[:end], l3, off, s, true)
+		if err != nil {
+			return err
+		}
+		if s.e2e != e2e {
+			s.dest, s.destLen, s.dstMore = off, n, more
+			off += n
+			nh = next
+		}
+	}
+	s.next, s.nextOff = nh, off
+	return nil
+}
+
+// scanHeader walks the options header at off. In a Destination Options header
+// (dest) only E2E counts; in a Hop-by-Hop header, traces, POT and DEX.
+func scanHeader(d []byte, l3, off int, s *scan, dest bool) (n int, more bool, next uint8, err error) {
+	if len(d)-off < 8 {
+		return 0, false, 0, ErrHopByHop
+	}
+	n = (int(d[off+1]) + 1) * 8
+	if n > len(d)-off {
+		return 0, false, 0, ErrHopByHop
+	}
+	next = d[off]
+	h := d[off : off+n]
+	for i := 2; i < n; {
+		t := h[i]
+		if t == packet.IPv6OptPad1 {
+			i++
+			continue
+		}
+		if i+2 > n || i+2+int(h[i+1]) > n {
+			return 0, false, 0, ErrTruncated
+		}
+		ol := 2 + int(h[i+1])
+		if t == packet.IPv6OptPadN {
+			i += ol
+			continue
+		}
+		if !IsIOAM(t) {
+			more = true
+			i += ol
+			continue
+		}
+		at := off + i
+		if (at-l3)&3 != 0 {
+			return 0, false, 0, ErrMisaligned
+		}
+		o := Option(h[i : i+ol])
+		if err := o.Validate(); err != nil {
+			return 0, false, 0, err
+		}
+		body := o.Body()
+		switch o.IOAMType() {
+		case TypePreallocatedTrace, TypeIncrementalTrace:
+			if dest {
+				more = true
+				break
+			}
+			if err := Trace(body).Validate(o.IOAMType() == TypeIncrementalTrace); err != nil {
+				return 0, false, 0, err
+			}
+			if s.nTrace < maxTraces {
+				s.trace[s.nTrace] = at
+				s.nTrace++
+			} else {
+				s.extra++
+			}
+		case TypePOT:
+			if dest {
+				more = true
+				break
+			}
+			if err := POT(body).Validate(); err != nil {
+				return 0, false, 0, err
+			}
+			if s.pot == 0 {
+				s.pot = at
+			}
+		case TypeDEX:
+			if dest {
+				more = true
+				break
+			}
+			if err := DEX(body).Validate(); err != nil {
+				return 0, false, 0, err
+			}
+			if s.dex == 0 {
+				s.dex = at
+			}
+		case TypeE2E:
+			if !dest {
+				more = true
+				break
+			}
+			if err := E2E(body).Validate(); err != nil {
+				return 0, false, 0, err
+			}
+			if s.e2e == 0 {
+				s.e2e = at
+			}
+		default:
+			more = true
+		}
+		i += ol
+	}
+	return n, more, next, nil
+}
+
+// Scratch: what a stage found out about a packet's IOAM options, kept in
+// Packet.Scratch after the Layers record so the next IOAM stage of the chain
+// does not walk the options again. It is trusted only with a valid Layers
+// record whose Hop-by-Hop offset it matches, and for the data window it was
+// written for.
+type scratch struct {
+	magic  uint8
+	traces uint8 // trace options; the offset of the first only
+	hbh    uint16
+	trace  uint16
+	pot    uint16
+	dex    uint16
+	dest   uint16 // the Destination Options header holding E2E
+	winOff uint16
+	winLen uint16
+}
+
+const scratchMagic = 0xA5
+
+// The scratch record must fit after Layers.
+var _ [packet.ScratchSize - packet.LayersSize - int(unsafe.Sizeof(scratch{}))]byte
+
+func scratchOf(p *packet.Packet) *scratch {
+	return (*scratch)(unsafe.Pointer(&p.Scratch[packet.LayersSize]))
+}
+
+// loadScratch fills s from the packet's scratch record when it is valid, and
+// reports whether it was.
+func loadScratch(p *packet.Packet, s *scan) bool {
+	if !p.LayersValid() {
+		return false
+	}
+	c := scratchOf(p)
+	l := p.Layers()
+	if c.magic != scratchMagic || c.traces > 1 || c.hbh != l.HopByHop || c.hbh == 0 ||
+		c.winOff != uint16(p.Offset()) || c.winLen != uint16(p.Len()) {
+		return false
+	}
+	*s = scan{l3: int(l.L3), end: int(l.End), hbh: int(c.hbh), pot: int(c.pot), dex: int(c.dex)}
+	d := p.Data()
+	if s.hbh+8 > len(d) || s.end > len(d) {
+		return false
+	}
+	s.hbhLen = (int(d[s.hbh+1]) + 1) * 8
+	s.next, s.nextOff = d[s.hbh], s.hbh+s.hbhLen
+	if c.traces == 1 {
+		s.trace[0], s.nTrace = int(c.trace), 1
+	}
+	return true
+}
+
+// storeScratch records s in the packet's scratch, when the Layers record is
+// valid and agrees with it.
+func storeScratch(p *packet.Packet, s *scan) {
+	if !p.LayersValid() || s.hbh == 0 || s.nTrace > 1 || s.dest != 0 || s.hbhMore {
+		return
+	}
+	l := p.Layers()
+	if int(l.HopByHop) != s.hbh {
+		return
+	}
+	c := scratchOf(p)
+	*c = scratch{magic: scratchMagic, traces: uint8(s.nTrace), hbh: uint16(s.hbh), trace: uint16(s.trace[0]),
+		pot: uint16(s.pot), dex: uint16(s.dex), winOff: uint16(p.Offset()), winLen: uint16(p.Len())}
+}
+
+// shiftLayers moves the offsets of l at or after at by n bytes: the record
+// after n bytes were inserted at at (n < 0: removed).
+func shiftLayers(l *packet.Layers, at, n int) {
+	for _, f := range []*uint16{&l.L4, &l.HopByHop, &l.DestOpts1, &l.Routing, &l.Fragment, &l.AH, &l.ESP, &l.DestOpts2} {
+		if *f != 0 && int(*f) >= at {
+			*f = uint16(int(*f) + n)
+		}
+	}
+	l.Len = uint32(int(l.Len) + n)
+	l.End = uint32(int(l.End) + n)
+}
