@@ -41,6 +41,7 @@ func init() {
 			mul8[c][x] = Mul8(byte(c), byte(x))
 		}
 	}
+	initArch8() // vector tables, built from the scalar ones above
 }
 
 // Mul8 returns a·b in GF(2^8).

@@ -1,13 +1,551 @@
-// Command gf8 generates gf/gf8_amd64.s and gf/gf8_amd64.go, the GF(2^8)
-// region kernels. Run it from gf/ with `go generate` or `make generate-gf`.
+// Command gf8 generates gf/gf8_amd64.s and its Go stubs gf/gf8_amd64.go: the
+// GF(2^8) region kernels of package gf at every vector level. Run it from gf/
+// with `go generate` or from the repository root with `make generate-gf`.
+//
+// Two ways to multiply a vector of bytes by a constant c:
+//
+//   - PSHUFB split tables (SSSE3, AVX2, AVX-512BW): c·x = lo[x&15] ^ hi[x>>4],
+//     where lo and hi are 16-byte tables of c times every low and high nibble.
+//     PSHUFB looks up 16 (32, 64) bytes at once.
+//   - GFNI: multiplication by a constant is linear over GF(2), so it is an 8×8
+//     bit matrix, and VGF2P8AFFINEQB applies such a matrix to every byte. One
+//     instruction replaces the shift, two ANDs, two PSHUFBs and an XOR. (The
+//     GFNI multiply, VGF2P8MULB, is hard-wired to the AES polynomial 0x11B and
+//     cannot serve 0x11D.)
+//
+// Every kernel for a level has the same shape: a main loop over U vectors per
+// iteration (several independent accumulators, so the multiplier's latency
+// overlaps), then one pass each of U/2, U/4 … 1 vectors for what is left. The
+// AVX-512 levels finish the last partial vector with byte-masked loads and
+// stores; the others leave fewer than one vector of bytes to the Go caller.
+//
+// The dot-product kernels (dst_j ^= Σ_i c_ji·src_i) hold m destinations × U
+// vectors in accumulator registers and stream every source once per block:
+// the destinations are read and written once per block, not once per source
+// as a chain of MulAdd calls would. Coefficient tables are looked up from the
+// coefficient byte inside the kernel (one byte load and one broadcast per
+// source and destination per block), so the Go side builds nothing per call.
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
 )
 
+// level describes one instruction-set level of the kernels.
+type level struct {
+	name   string // suffix of the Go function names
+	width  int    // bytes per vector register
+	nreg   int    // vector registers available
+	gfni   bool   // VGF2P8AFFINEQB with a matrix, else PSHUFB split tables
+	evex   bool   // AVX-512: 32 registers, masked tails, VPTERNLOGQ
+	sse    bool   // legacy SSE encoding (destructive two-operand forms)
+	maxDst int    // destinations per dot-product kernel
+}
+
+var levels = []level{
+	{name: "SSSE3", width: 16, nreg: 16, sse: true, maxDst: 4},
+	{name: "AVX2", width: 32, nreg: 16, maxDst: 4},
+	{name: "AVX512", width: 64, nreg: 32, evex: true, maxDst: 8},
+	{name: "GFNI", width: 32, nreg: 16, gfni: true, maxDst: 4},
+	{name: "GFNI512", width: 64, nreg: 32, gfni: true, evex: true, maxDst: 8},
+}
+
 func main() {
-	Package("github.com/linerate/linerate/gf")
 	ConstraintExpr("!noasm")
+	genCPUID()
+	for _, l := range levels {
+		genSingle(l, false)
+		genSingle(l, true)
+		for m := 1; m <= l.maxDst; m++ {
+			genDot(l, m, false)
+			genDot(l, m, true)
+		}
+	}
 	Generate()
+}
+
+func genCPUID() {
+	TEXT("cpuid", NOSPLIT, "func(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)")
+	Pragma("noescape")
+	Doc("cpuid executes CPUID with the given leaf and subleaf.")
+	Load(Param("eaxArg"), reg.EAX)
+	Load(Param("ecxArg"), reg.ECX)
+	CPUID()
+	Store(reg.EAX, Return("eax"))
+	Store(reg.EBX, Return("ebx"))
+	Store(reg.ECX, Return("ecx"))
+	Store(reg.EDX, Return("edx"))
+	RET()
+}
+
+// Vector operations in the encoding of the level.
+
+func (l level) vec() reg.VecVirtual {
+	switch l.width {
+	case 16:
+		return XMM()
+	case 32:
+		return YMM()
+	}
+	return ZMM()
+}
+
+func (l level) load(m Mem, v reg.VecVirtual) {
+	switch {
+	case l.sse:
+		MOVOU(m, v)
+	case l.evex:
+		VMOVDQU64(m, v)
+	default:
+		VMOVDQU(m, v)
+	}
+}
+
+func (l level) store(v reg.VecVirtual, m Mem) {
+	switch {
+	case l.sse:
+		MOVOU(v, m)
+	case l.evex:
+		VMOVDQU64(v, m)
+	default:
+		VMOVDQU(v, m)
+	}
+}
+
+func (l level) loadMasked(m Mem, k reg.Register, v reg.VecVirtual)  { VMOVDQU8_Z(m, k, v) }
+func (l level) storeMasked(v reg.VecVirtual, k reg.Register, m Mem) { VMOVDQU8(v, k, m) }
+
+// xor sets acc ^= a (a may be memory for the VEX and EVEX forms).
+func (l level) xor(a Op, acc reg.VecVirtual) {
+	switch {
+	case l.sse:
+		PXOR(a, acc)
+	case l.evex:
+		VPXORQ(a, acc, acc)
+	default:
+		VPXOR(a, acc, acc)
+	}
+}
+
+// nibbleMask returns a register with 0x0F in every byte.
+func (l level) nibbleMask() reg.VecVirtual {
+	t := GP32()
+	MOVL(U32(0x0F0F0F0F), t)
+	v := l.vec()
+	switch {
+	case l.evex:
+		VPBROADCASTD(t, v)
+	case l.sse:
+		MOVD(t, v)
+		PSHUFD(U8(0), v, v)
+	default:
+		x := XMM()
+		MOVD(t, x)
+		VPBROADCASTD(x, v)
+	}
+	return v
+}
+
+// coef holds what multiplying by one coefficient needs in registers.
+type coef struct {
+	mat    reg.VecVirtual // GFNI: the bit matrix in every qword
+	lo, hi Op             // PSHUFB: the nibble tables (memory for SSE)
+}
+
+// loadCoef loads the multiplier for the coefficient whose table entry is at
+// m: a uint64 matrix (GFNI) or 32 bytes of nibble tables, low then high.
+func (l level) loadCoef(m Mem) coef {
+	if l.gfni {
+		v := l.vec()
+		VPBROADCASTQ(m, v)
+		return coef{mat: v}
+	}
+	hi := m.Offset(16)
+	switch l.width {
+	case 16:
+		// PSHUFB overwrites its table operand: copy from memory each time.
+		return coef{lo: m, hi: hi}
+	case 32:
+		lo, h := YMM(), YMM()
+		VBROADCASTI128(m, lo)
+		VBROADCASTI128(hi, h)
+		return coef{lo: lo, hi: h}
+	}
+	lo, h := ZMM(), ZMM()
+	VBROADCASTI32X4(m, lo)
+	VBROADCASTI32X4(hi, h)
+	return coef{lo: lo, hi: h}
+}
+
+// src is one source vector prepared for multiplication: the bytes (GFNI) or
+// their low and high nibbles (PSHUFB).
+type src struct {
+	x, lo, hi reg.VecVirtual
+}
+
+// prep splits x into nibbles for the PSHUFB levels.
+func (l level) prep(x reg.VecVirtual, mask reg.VecVirtual) src {
+	if l.gfni {
+		return src{x: x}
+	}
+	hi := l.vec()
+	switch {
+	case l.sse:
+		MOVOU(x, hi)
+		PSRLQ(U8(4), hi)
+		PAND(mask, hi)
+		PAND(mask, x)
+	case l.evex:
+		VPSRLQ(U8(4), x, hi)
+		VPANDQ(mask, hi, hi)
+		VPANDQ(mask, x, x)
+	default:
+		VPSRLQ(U8(4), x, hi)
+		VPAND(mask, hi, hi)
+		VPAND(mask, x, x)
+	}
+	return src{lo: x, hi: hi}
+}
+
+// product returns c·s in a new register.
+func (l level) product(c coef, s src) reg.VecVirtual {
+	if l.gfni {
+		t := l.vec()
+		VGF2P8AFFINEQB(U8(0), c.mat, s.x, t)
+		return t
+	}
+	t1, t2 := l.vec(), l.vec()
+	switch {
+	case l.sse:
+		MOVOU(c.lo, t1)
+		PSHUFB(s.lo, t1)
+		MOVOU(c.hi, t2)
+		PSHUFB(s.hi, t2)
+		PXOR(t2, t1)
+	case l.evex:
+		VPSHUFB(s.lo, c.lo, t1)
+		VPSHUFB(s.hi, c.hi, t2)
+		VPXORQ(t2, t1, t1)
+	default:
+		VPSHUFB(s.lo, c.lo, t1)
+		VPSHUFB(s.hi, c.hi, t2)
+		VPXOR(t2, t1, t1)
+	}
+	return t1
+}
+
+// mulAcc sets acc ^= c·s.
+func (l level) mulAcc(c coef, s src, acc reg.VecVirtual) {
+	switch {
+	case l.gfni:
+		t := l.vec()
+		VGF2P8AFFINEQB(U8(0), c.mat, s.x, t)
+		l.xor(t, acc)
+	case l.evex:
+		// One three-way XOR folds both halves into the accumulator.
+		t1, t2 := l.vec(), l.vec()
+		VPSHUFB(s.lo, c.lo, t1)
+		VPSHUFB(s.hi, c.hi, t2)
+		VPTERNLOGQ(U8(0x96), t2, t1, acc)
+	case l.sse:
+		t1, t2 := l.vec(), l.vec()
+		MOVOU(c.lo, t1)
+		PSHUFB(s.lo, t1)
+		MOVOU(c.hi, t2)
+		PSHUFB(s.hi, t2)
+		PXOR(t1, acc)
+		PXOR(t2, acc)
+	default:
+		t1, t2 := l.vec(), l.vec()
+		VPSHUFB(s.lo, c.lo, t1)
+		VPSHUFB(s.hi, c.hi, t2)
+		VPXOR(t1, acc, acc)
+		VPXOR(t2, acc, acc)
+	}
+}
+
+// blocks returns the number of vectors per main-loop iteration for a kernel
+// with m destinations: the largest power of two that leaves registers for
+// the accumulators, the sources and the coefficient.
+func (l level) blocks(m int) int {
+	perU, fixed := m+1, 2 // accumulators + source; matrix, spare
+	if !l.gfni {
+		perU, fixed = m+2, 5 // + high nibbles; mask, two tables, two temps
+	}
+	u := 8
+	for u > 1 && perU*u+fixed > l.nreg {
+		u /= 2
+	}
+	return u
+}
+
+// tailMask sets k to the low rem bits (rem < 64).
+func tailMask(rem reg.Register) reg.Register {
+	t := GP64()
+	MOVQ(I64(-1), t)
+	BZHIQ(rem, t, t)
+	k := K()
+	KMOVQ(t, k)
+	return k
+}
+
+// genSingle generates mul<L> or mulAdd<L>: one source, one destination,
+// the coefficient's table entry given by pointer.
+func genSingle(l level, add bool) {
+	name, what := "mul"+l.name, "dst = c·src"
+	if add {
+		name, what = "mulAdd"+l.name, "dst ^= c·src"
+	}
+	tbl := "*[32]byte"
+	if l.gfni {
+		tbl = "*uint64"
+	}
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(tbl %s, dst, src []byte)", tbl))
+	Pragma("noescape")
+	if l.evex {
+		Doc(fmt.Sprintf("%s sets %s over len(src) bytes; len(dst) ≥ len(src).", name, what))
+	} else {
+		Doc(fmt.Sprintf("%s sets %s over len(src) rounded down to %d bytes; len(dst) ≥ len(src).", name, what, l.width))
+	}
+	tp := Load(Param("tbl"), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	sp := Load(Param("src").Base(), GP64())
+	n := Load(Param("src").Len(), GP64())
+	var mask reg.VecVirtual
+	if !l.gfni {
+		mask = l.nibbleMask()
+	}
+	c := l.loadCoef(Mem{Base: tp})
+
+	W := l.width
+	u := 8
+	if !l.gfni {
+		u = 4
+		if l.nreg > 16 {
+			u = 8
+		}
+	}
+	off := GP64()
+	XORQ(off, off)
+	block := func(u int, k reg.Register) {
+		xs := make([]src, u)
+		for i := range xs {
+			x := l.vec()
+			m := Mem{Base: sp, Index: off, Scale: 1, Disp: i * W}
+			if k != nil {
+				l.loadMasked(m, k, x)
+			} else {
+				l.load(m, x)
+			}
+			xs[i] = l.prep(x, mask)
+		}
+		for i, s := range xs {
+			p := l.product(c, s)
+			m := Mem{Base: dp, Index: off, Scale: 1, Disp: i * W}
+			if add {
+				if k != nil {
+					d := l.vec()
+					l.loadMasked(m, k, d)
+					l.xor(d, p)
+				} else if l.sse {
+					d := l.vec()
+					l.load(m, d)
+					l.xor(d, p)
+				} else {
+					l.xor(m, p)
+				}
+			}
+			if k != nil {
+				l.storeMasked(p, k, m)
+			} else {
+				l.store(p, m)
+			}
+		}
+	}
+	loopTail(name, l, u, n, off, block)
+	RET()
+}
+
+// loopTail emits the main loop of u vectors per iteration over [off, n),
+// then single passes of u/2 … 1 vectors, then (AVX-512) a masked last
+// vector. block(u, k) emits the body for u vectors at off; k is the tail
+// mask or nil.
+func loopTail(name string, l level, u int, n, off reg.Register, block func(u int, k reg.Register)) {
+	W := l.width
+	rem := GP64()
+	MOVQ(n, rem)
+	Label(name + "_loop")
+	CMPQ(rem, U32(u*W))
+	JB(LabelRef(name + "_tail"))
+	block(u, nil)
+	ADDQ(U32(u*W), off)
+	SUBQ(U32(u*W), rem)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_tail")
+	for v := u / 2; v >= 1; v /= 2 {
+		skip := fmt.Sprintf("%s_skip%d", name, v)
+		CMPQ(rem, U32(v*W))
+		JB(LabelRef(skip))
+		block(v, nil)
+		ADDQ(U32(v*W), off)
+		SUBQ(U32(v*W), rem)
+		Label(skip)
+	}
+	if l.evex {
+		TESTQ(rem, rem)
+		JZ(LabelRef(name + "_done"))
+		k := tailMask(rem)
+		block(1, k)
+		Label(name + "_done")
+	}
+	if l.width > 16 {
+		VZEROUPPER()
+	}
+}
+
+// genDot generates dot<L>x<m> and dotAdd<L>x<m>: with k sources and m
+// destinations, dst[j][x] (^)= Σ_i coef[j*k+i]·src[i][x] for x < n. tab is the
+// per-coefficient table (matrices or nibble tables) indexed by the
+// coefficient byte.
+func genDot(l level, m int, add bool) {
+	name := fmt.Sprintf("dot%sx%d", l.name, m)
+	what := "="
+	if add {
+		name = fmt.Sprintf("dotAdd%sx%d", l.name, m)
+		what = "^="
+	}
+	tabType, entry := "*[256][32]byte", 32
+	if l.gfni {
+		tabType, entry = "*[256]uint64", 8
+	}
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(tab %s, coef *byte, k int, src, dst [][]byte, n int)", tabType))
+	Pragma("noescape")
+	rounding := ""
+	if !l.evex {
+		rounding = fmt.Sprintf(" rounded down to %d", l.width)
+	}
+	Doc(fmt.Sprintf("%s sets dst[j][x] %s Σ_i coef[j*k+i]·src[i][x] for j < %d, i < k, x < n%s; k ≥ 1.", name, what, m, rounding))
+
+	n := Load(Param("n"), GP64())
+	off := GP64()
+	XORQ(off, off)
+	var mask reg.VecVirtual
+	if !l.gfni {
+		mask = l.nibbleMask()
+	}
+	W := l.width
+	scale := uint8(entry)
+	if entry == 32 {
+		scale = 1 // no ×32 addressing: the coefficient is shifted instead
+	}
+
+	block := func(u int, km reg.Register) {
+		accs := make([][]reg.VecVirtual, m)
+		for j := range accs {
+			accs[j] = make([]reg.VecVirtual, u)
+		}
+		if add {
+			dst := Load(Param("dst").Base(), GP64())
+			for j := range accs {
+				dp := GP64()
+				MOVQ(Mem{Base: dst, Disp: 24 * j}, dp)
+				for i := range accs[j] {
+					a := l.vec()
+					accs[j][i] = a
+					mem := Mem{Base: dp, Index: off, Scale: 1, Disp: i * W}
+					if km != nil {
+						l.loadMasked(mem, km, a)
+					} else {
+						l.load(mem, a)
+					}
+				}
+			}
+		}
+		sp := Load(Param("src").Base(), GP64())
+		cp := Load(Param("coef"), GP64())
+		cnt := Load(Param("k"), GP64())
+		tab := Load(Param("tab"), GP64())
+		var kstride reg.Register
+		if m > 1 {
+			kstride = Load(Param("k"), GP64())
+		}
+		label := fmt.Sprintf("%s_u%d", name, u)
+		if km != nil {
+			label += "m"
+		}
+		// step adds source *sp times column *cp of the coefficients to the
+		// accumulators; with first set (the overwriting kernel's first
+		// source) it defines them instead, so nothing needs zeroing.
+		step := func(first bool) {
+			p := GP64()
+			MOVQ(Mem{Base: sp}, p)
+			xs := make([]src, u)
+			for i := range xs {
+				x := l.vec()
+				mem := Mem{Base: p, Index: off, Scale: 1, Disp: i * W}
+				if km != nil {
+					l.loadMasked(mem, km, x)
+				} else {
+					l.load(mem, x)
+				}
+				xs[i] = l.prep(x, mask)
+			}
+			row := cp
+			if m > 1 {
+				row = GP64()
+				MOVQ(cp, row)
+			}
+			for j := 0; j < m; j++ {
+				cb := GP64()
+				MOVBQZX(Mem{Base: row}, cb)
+				if j < m-1 {
+					ADDQ(kstride, row)
+				}
+				if entry == 32 {
+					SHLQ(U8(5), cb)
+				}
+				c := l.loadCoef(Mem{Base: tab, Index: cb, Scale: scale})
+				for i, s := range xs {
+					if first {
+						accs[j][i] = l.product(c, s)
+					} else {
+						l.mulAcc(c, s, accs[j][i])
+					}
+				}
+			}
+			ADDQ(U8(24), sp)
+			INCQ(cp)
+			DECQ(cnt)
+		}
+		if !add {
+			step(true)
+			JZ(LabelRef(label + "_store"))
+		}
+		Label(label)
+		step(false)
+		JNZ(LabelRef(label))
+		if !add {
+			Label(label + "_store")
+		}
+
+		dst := Load(Param("dst").Base(), GP64())
+		for j := range accs {
+			dp := GP64()
+			MOVQ(Mem{Base: dst, Disp: 24 * j}, dp)
+			for i, a := range accs[j] {
+				mem := Mem{Base: dp, Index: off, Scale: 1, Disp: i * W}
+				if km != nil {
+					l.storeMasked(a, km, mem)
+				} else {
+					l.store(a, mem)
+				}
+			}
+		}
+	}
+	loopTail(name, l, l.blocks(m), n, off, block)
+	RET()
 }
