@@ -96,6 +96,12 @@ type Setup struct {
 	// Lcores are the CPUs the engine runs lcores on, for drivers whose runtime
 	// must know them (DPDK's EAL core list).
 	Lcores []int
+	// MTU is the port's mtu key (the config's default when unset), for drivers
+	// that set the device's MTU.
+	MTU int
+	// Warn reports something `linerate validate` should print without failing (a
+	// NIC without hugepages or vfio-pci). Nil when nobody listens.
+	Warn func(msg string)
 }
 
 // LcoreHook is a driver runtime that must know each lcore thread: DPDK registers
@@ -126,6 +132,28 @@ func LcoreHooks() []LcoreHook {
 	mu.RLock()
 	defer mu.RUnlock()
 	return append([]LcoreHook(nil), hooks...)
+}
+
+var atExit []func()
+
+// AtExit registers f to run when the process is done with every engine: driver
+// runtimes that must be ended explicitly (DPDK's rte_eal_cleanup). The linerate
+// command calls RunAtExit before it exits.
+func AtExit(f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	atExit = append(atExit, f)
+}
+
+// RunAtExit runs the AtExit functions, last registered first, once each.
+func RunAtExit() {
+	mu.Lock()
+	fs := atExit
+	atExit = nil
+	mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
 }
 
 // Joiner is a port that must be joined to other ports once all are open (mem

@@ -1,0 +1,70 @@
+// Package dpdk is the DPDK datapath: linerate's own thin cgo layer over DPDK
+// 22.11 (Debian's libdpdk, found with pkg-config). It is built only with
+// `-tags dpdk`; without the tag the package is this comment and nothing else, so
+// the default build needs no system package.
+//
+// Any ethdev can be a port: a PCI device bound to vfio-pci, or a vdev string
+// (net_null, net_ring, net_pcap, net_af_packet, net_af_xdp, net_tap, net_memif).
+// docs/dpdk.md explains how to run on a real NIC and in a lab with vdevs.
+//
+// # Memory and zero copy
+//
+// There is one mbuf pool per NUMA socket (and size), created with priv_size =
+// packet.MetaSize: a packet's metadata (packet.Packet) lives in the mbuf private
+// area, so a packet.Handle is the mbuf address plus sizeof(struct rte_mbuf), and
+// Packet.Backend is the mbuf. The pools are registered as packet.Pools; packets
+// that stages emit towards a DPDK port come from them (Port.Pool).
+//
+// At rx the C side reads data_off, data_len and the RSS hash into the metadata;
+// at tx it writes data_off, data_len and pkt_len back. Each burst is one cgo
+// call; handles cross as uintptr, never as Go pointer slices. Frees go back in
+// bulk (rte_pktmbuf_free_bulk). A multi-segment rx mbuf is linearised on a slow
+// path (counted as rx_linearized) or, when it does not fit one buffer, dropped
+// (rx_multiseg_dropped). DPDK's headroom is 128 bytes, fixed when DPDK is built:
+// packet.Packet.InsertGap moves the head into it when the gap fits and the tail
+// into the tailroom otherwise; when neither fits, packet.Burst.InsertGap copies
+// into a fresh mbuf of the same pool (counted in the pool's Copies).
+//
+// # EAL and lcores
+//
+// The EAL starts once per process, on a locked OS thread that stays the EAL's
+// main lcore. A second engine in the same process reuses it; Cleanup
+// (rte_eal_cleanup) ends it when the process is done. Engine lcores become EAL
+// threads with rte_thread_register on the engine's own pinned threads (see
+// lcore.go for why not remote launch), so mempool caches work per lcore.
+//
+// # Config
+//
+// The [dpdk] table (EAL and pools):
+//
+//	eal_args    = ["--no-pci"]     # passed to rte_eal_init after the keys below
+//	lcores      = ""               # EAL -l; default: one CPU for the main lcore, off the engine's lcores
+//	memory      = "1GiB"           # -m; default: EAL's own (all hugepages, or 64 MiB with huge = false)
+//	huge        = true             # false: --no-huge (labs and tests)
+//	in_memory   = false            # --in-memory (with huge = false: --no-shconf, its DPDK 22.11 equivalent)
+//	file_prefix = "linerate"       # --file-prefix
+//	log_level   = "warning"        # --log-level
+//	drivers     = []               # -d: PMD libraries or directories to load
+//	pool_size   = 16383            # mbufs per NUMA socket pool
+//	pool_cache  = 256              # per-lcore mempool cache
+//	data_room   = 2048             # bytes after the 128-byte headroom
+//
+// Driver "dpdk" keys (in a [[ports]] table; rx_queues, tx_queues and mtu are the
+// common port keys):
+//
+//	device       = "0000:03:00.0"  # or a vdev: "net_null0", "net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap"
+//	rx_desc      = 1024            # descriptors per rx queue
+//	tx_desc      = 1024            # descriptors per tx queue
+//	promiscuous  = true
+//	rss          = ["ip", "udp", "tcp"]  # hash types spreading rx_queues > 1 (also "sctp")
+//	rx_timestamp = "auto"          # auto | hardware | engine
+//
+// # Stats
+//
+// Port stats come from rte_eth_stats (drops: imissed + rx_nombuf + the slow-path
+// drops above; errors: ierrors, oerrors) and every xstat by name in Extra,
+// together with rx_linearized, rx_multiseg_dropped, rx_foreign_copied and
+// rx_foreign_dropped. Info.TimestampSource is "hardware" when the PMD offers
+// RTE_ETH_RX_OFFLOAD_TIMESTAMP and its clock can be read (rte_eth_read_clock, to
+// map device ticks onto the engine clock), "engine" otherwise.
+package dpdk

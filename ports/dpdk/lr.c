@@ -1,0 +1,395 @@
+//go:build dpdk
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_mbuf_dyn.h>
+
+#include "lr.h"
+
+_Static_assert(sizeof(struct lr_meta) == LR_META_SIZE, "lr_meta is not packet.MetaSize bytes");
+_Static_assert(sizeof(struct rte_mbuf) == 128, "the metadata offset assumes a 128-byte rte_mbuf");
+
+#define LR_META(m) ((struct lr_meta *)((char *)(m) + sizeof(struct rte_mbuf)))
+#define LR_MBUF(h) ((struct rte_mbuf *)((char *)(h) - sizeof(struct rte_mbuf)))
+
+/* Slow-path counters have one writer, the polling lcore, and are read by Stats. */
+#define LR_INC(x) __atomic_store_n(&(x), (x) + 1, __ATOMIC_RELAXED)
+
+void lr_meta_offsets(uint32_t *out, int n)
+{
+	const uint32_t offs[] = {
+		offsetof(struct lr_meta, base),     offsetof(struct lr_meta, backend),
+		offsetof(struct lr_meta, cap),      offsetof(struct lr_meta, off),
+		offsetof(struct lr_meta, length),   offsetof(struct lr_meta, pool),
+		offsetof(struct lr_meta, verdict),  offsetof(struct lr_meta, flags),
+		offsetof(struct lr_meta, in_port),  offsetof(struct lr_meta, in_queue),
+		offsetof(struct lr_meta, out_port), offsetof(struct lr_meta, reason),
+		offsetof(struct lr_meta, rx_time),  offsetof(struct lr_meta, tx_time),
+		offsetof(struct lr_meta, hash),     offsetof(struct lr_meta, stage),
+		offsetof(struct lr_meta, scratch),
+	};
+	for (int i = 0; i < n && i < (int)(sizeof(offs) / sizeof(offs[0])); i++)
+		out[i] = offs[i];
+}
+
+/* Pools of ours. A handful at most: one per NUMA socket and size. */
+
+#define LR_MAX_POOLS 64
+
+static struct {
+	struct rte_mempool *mp;
+	uint16_t id;
+} lr_pools[LR_MAX_POOLS];
+
+int lr_pool_register(struct rte_mempool *mp, uint16_t id)
+{
+	for (int i = 0; i < LR_MAX_POOLS; i++) {
+		if (lr_pools[i].mp == NULL) {
+			lr_pools[i].id = id;
+			__atomic_store_n(&lr_pools[i].mp, mp, __ATOMIC_RELEASE);
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+void lr_pool_unregister(struct rte_mempool *mp)
+{
+	for (int i = 0; i < LR_MAX_POOLS; i++)
+		if (lr_pools[i].mp == mp)
+			__atomic_store_n(&lr_pools[i].mp, NULL, __ATOMIC_RELEASE);
+}
+
+static int lr_pool_id(const struct rte_mempool *mp)
+{
+	for (int i = 0; i < LR_MAX_POOLS; i++)
+		if (__atomic_load_n(&lr_pools[i].mp, __ATOMIC_ACQUIRE) == mp)
+			return lr_pools[i].id;
+	return -1;
+}
+
+struct rte_mempool *lr_pool_create(const char *name, unsigned n, unsigned cache, uint16_t data_room,
+				   int socket, int *err)
+{
+	struct rte_mempool *mp = rte_pktmbuf_pool_create(name, n, cache, LR_META_SIZE, data_room, socket);
+	*err = mp == NULL ? rte_errno : 0;
+	return mp;
+}
+
+static void lr_init_one(struct rte_mempool *mp, void *opaque, void *obj, unsigned idx)
+{
+	(void)mp;
+	(void)idx;
+	struct rte_mbuf *m = obj;
+	struct lr_meta *p = LR_META(m);
+	memset(p, 0, sizeof(*p));
+	p->base = (uintptr_t)m->buf_addr;
+	p->backend = (uintptr_t)m;
+	p->cap = m->buf_len;
+	p->pool = *(uint16_t *)opaque;
+	p->in_port = p->out_port = 0xFFFF;
+}
+
+void lr_pool_init_meta(struct rte_mempool *mp, uint16_t id)
+{
+	rte_mempool_obj_iter(mp, lr_init_one, &id);
+}
+
+/* reset gives a packet the state packet.Packet.Reset gives a fresh one, over the
+ * mbuf's own window. Scratch is left alone, as Reset leaves it. */
+static inline void lr_reset(struct lr_meta *p, const struct rte_mbuf *m, uint16_t pool_id)
+{
+	p->base = (uintptr_t)m->buf_addr;
+	p->backend = (uintptr_t)m;
+	p->cap = m->buf_len;
+	p->off = m->data_off;
+	p->length = m->data_len;
+	p->pool = pool_id;
+	p->verdict = 0;
+	p->flags = 0;
+	p->in_port = 0xFFFF;
+	p->in_queue = 0;
+	p->out_port = 0xFFFF;
+	p->reason = 0;
+	p->rx_time = 0;
+	p->tx_time = 0;
+	p->hash = 0;
+	p->stage = 0;
+}
+
+/* copy_into makes a one-segment copy of m in a fresh mbuf of mp, carrying the rx
+ * offload results along, and frees m. NULL when mp is empty or m does not fit. */
+static struct rte_mbuf *copy_into(struct rte_mempool *mp, struct rte_mbuf *m)
+{
+	struct rte_mbuf *c = rte_pktmbuf_alloc(mp);
+	if (c == NULL || m->pkt_len > rte_pktmbuf_tailroom(c)) {
+		if (c != NULL)
+			rte_pktmbuf_free(c);
+		rte_pktmbuf_free(m);
+		return NULL;
+	}
+	char *dst = rte_pktmbuf_mtod(c, char *);
+	const void *src = rte_pktmbuf_read(m, 0, m->pkt_len, dst);
+	if (src != dst)
+		memcpy(dst, src, m->pkt_len);
+	c->data_len = c->pkt_len = m->pkt_len;
+	c->ol_flags = m->ol_flags;
+	c->hash = m->hash;
+	c->port = m->port;
+	memcpy(c->dynfield1, m->dynfield1, sizeof(c->dynfield1));
+	rte_pktmbuf_free(m);
+	return c;
+}
+
+/* linearize turns a chain into one segment: in place when the first buffer has
+ * the room, else into a fresh mbuf. NULL (m freed) when neither fits. */
+static struct rte_mbuf *linearize(struct lr_rxq *q, struct rte_mbuf *m)
+{
+	uint32_t len = m->pkt_len;
+	if ((uint32_t)m->data_off + len <= m->buf_len) {
+		char *dst = rte_pktmbuf_mtod(m, char *) + m->data_len;
+		for (struct rte_mbuf *s = m->next; s != NULL; s = s->next) {
+			memcpy(dst, rte_pktmbuf_mtod(s, char *), s->data_len);
+			dst += s->data_len;
+		}
+		struct rte_mbuf *rest = m->next;
+		m->next = NULL;
+		m->nb_segs = 1;
+		m->data_len = (uint16_t)len;
+		rte_pktmbuf_free(rest);
+		LR_INC(q->linearized);
+		return m;
+	}
+	struct rte_mbuf *c = copy_into(q->mp, m);
+	if (c == NULL) {
+		LR_INC(q->multiseg_dropped);
+		return NULL;
+	}
+	LR_INC(q->linearized);
+	return c;
+}
+
+uint16_t lr_rx_burst(struct lr_rxq *q, uintptr_t outp, uint16_t n)
+{
+	struct rte_mbuf **m = (struct rte_mbuf **)outp;
+	uintptr_t *out = (uintptr_t *)outp;
+	uint16_t got = rte_eth_rx_burst(q->port, q->queue, m, n);
+	if (got == 0)
+		return 0;
+	const struct lr_tsconv *conv = NULL;
+	if (q->ts_on)
+		conv = &q->conv[__atomic_load_n(&q->conv_idx, __ATOMIC_ACQUIRE) & 1];
+	uint16_t k = 0;
+	for (uint16_t i = 0; i < got; i++) {
+		struct rte_mbuf *mb = m[i];
+		uint16_t pool_id = q->pool_id;
+		if (unlikely(mb->pool != q->mp)) {
+			int id = rte_pktmbuf_priv_size(mb->pool) >= LR_META_SIZE ? lr_pool_id(mb->pool) : -1;
+			if (id >= 0) {
+				pool_id = (uint16_t)id;
+			} else {
+				mb = copy_into(q->mp, mb);
+				if (mb == NULL) {
+					LR_INC(q->foreign_dropped);
+					continue;
+				}
+				LR_INC(q->foreign_copied);
+			}
+		}
+		if (unlikely(mb->nb_segs > 1)) {
+			mb = linearize(q, mb);
+			if (mb == NULL)
+				continue;
+		}
+		struct lr_meta *p = LR_META(mb);
+		lr_reset(p, mb, pool_id);
+		if (mb->ol_flags & RTE_MBUF_F_RX_RSS_HASH)
+			p->hash = mb->hash.rss;
+		if (conv != NULL && (mb->ol_flags & q->ts_flag)) {
+			uint64_t ts = *RTE_MBUF_DYNFIELD(mb, q->ts_off, uint64_t *);
+			__int128 d = (__int128)(int64_t)(ts - conv->dev0) * (__int128)conv->mul;
+			p->rx_time = conv->mono0 + (int64_t)(d >> 32);
+			p->flags = LR_FLAG_HWTS;
+		}
+		out[k++] = (uintptr_t)p;
+	}
+	return k;
+}
+
+uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n)
+{
+	const uintptr_t *h = (const uintptr_t *)hp;
+	struct rte_mbuf *m[LR_MAX_BURST];
+	if (n > LR_MAX_BURST)
+		n = LR_MAX_BURST;
+	for (uint16_t i = 0; i < n; i++) {
+		const struct lr_meta *p = (const struct lr_meta *)h[i];
+		struct rte_mbuf *mb = LR_MBUF(p);
+		/* The metadata is the truth between rx and tx: write the window back. */
+		mb->data_off = (uint16_t)p->off;
+		mb->data_len = (uint16_t)p->length;
+		mb->pkt_len = p->length;
+		m[i] = mb;
+	}
+	return rte_eth_tx_burst(port, queue, m, n);
+}
+
+unsigned lr_alloc(struct rte_mempool *mp, uint16_t pool_id, uintptr_t outp, unsigned n)
+{
+	struct rte_mbuf **m = (struct rte_mbuf **)outp;
+	uintptr_t *out = (uintptr_t *)outp;
+	unsigned got = n;
+	if (rte_pktmbuf_alloc_bulk(mp, m, n) != 0) {
+		/* Bulk gets are all or nothing: take what is left one by one. */
+		for (got = 0; got < n; got++) {
+			m[got] = rte_pktmbuf_alloc(mp);
+			if (m[got] == NULL)
+				break;
+		}
+	}
+	for (unsigned i = 0; i < got; i++) {
+		struct lr_meta *p = LR_META(m[i]);
+		lr_reset(p, m[i], pool_id);
+		out[i] = (uintptr_t)p;
+	}
+	return got;
+}
+
+void lr_free(uintptr_t hp, unsigned n)
+{
+	const uintptr_t *h = (const uintptr_t *)hp;
+	struct rte_mbuf *m[LR_MAX_BURST];
+	while (n > 0) {
+		unsigned k = n < LR_MAX_BURST ? n : LR_MAX_BURST;
+		for (unsigned i = 0; i < k; i++)
+			m[i] = LR_MBUF(h[i]);
+		rte_pktmbuf_free_bulk(m, k);
+		h += k;
+		n -= k;
+	}
+}
+
+int lr_eal_init(int argc, char **argv)
+{
+	int rc = rte_eal_init(argc, argv);
+	return rc < 0 ? -rte_errno : rc;
+}
+
+int lr_thread_register(void)
+{
+	return rte_thread_register() == 0 ? 0 : rte_errno;
+}
+
+int lr_errno(void) { return rte_errno; }
+
+void lr_rxq_counters(const struct lr_rxq *q, uint64_t *out)
+{
+	out[0] = __atomic_load_n(&q->linearized, __ATOMIC_RELAXED);
+	out[1] = __atomic_load_n(&q->multiseg_dropped, __ATOMIC_RELAXED);
+	out[2] = __atomic_load_n(&q->foreign_copied, __ATOMIC_RELAXED);
+	out[3] = __atomic_load_n(&q->foreign_dropped, __ATOMIC_RELAXED);
+}
+
+void lr_rxq_set_conv(struct lr_rxq *q, uint64_t dev0, int64_t mono0, uint64_t mul)
+{
+	uint32_t next = (__atomic_load_n(&q->conv_idx, __ATOMIC_RELAXED) + 1) & 1;
+	q->conv[next].dev0 = dev0;
+	q->conv[next].mono0 = mono0;
+	q->conv[next].mul = mul;
+	__atomic_store_n(&q->conv_idx, next, __ATOMIC_RELEASE);
+}
+
+int lr_read_clock(uint16_t port, uint64_t *clk) { return rte_eth_read_clock(port, clk); }
+
+unsigned lr_mempool_avail(const struct rte_mempool *mp) { return rte_mempool_avail_count(mp); }
+
+int lr_dev_info(uint16_t port, struct lr_devinfo *out)
+{
+	struct rte_eth_dev_info di;
+	int rc = rte_eth_dev_info_get(port, &di);
+	if (rc != 0)
+		return rc;
+	memset(out, 0, sizeof(*out));
+	if (di.driver_name != NULL)
+		snprintf(out->driver, sizeof(out->driver), "%s", di.driver_name);
+	out->rx_capa = di.rx_offload_capa;
+	out->tx_capa = di.tx_offload_capa;
+	out->rss_capa = di.flow_type_rss_offloads;
+	out->if_index = di.if_index;
+	out->socket = rte_eth_dev_socket_id(port);
+	out->max_rxq = di.max_rx_queues;
+	out->max_txq = di.max_tx_queues;
+	out->min_mtu = di.min_mtu;
+	out->max_mtu = di.max_mtu;
+	out->rx_desc_max = di.rx_desc_lim.nb_max;
+	out->tx_desc_max = di.tx_desc_lim.nb_max;
+	return 0;
+}
+
+uint64_t lr_rss_hf(int ip, int udp, int tcp, int sctp)
+{
+	return (ip ? RTE_ETH_RSS_IP : 0) | (udp ? RTE_ETH_RSS_UDP : 0) | (tcp ? RTE_ETH_RSS_TCP : 0) |
+	       (sctp ? RTE_ETH_RSS_SCTP : 0);
+}
+
+uint64_t lr_rx_offload_timestamp(void) { return RTE_ETH_RX_OFFLOAD_TIMESTAMP; }
+
+int lr_port_configure(uint16_t port, uint16_t nrx, uint16_t ntx, uint64_t rss_hf, uint64_t rx_offloads)
+{
+	struct rte_eth_conf conf;
+	memset(&conf, 0, sizeof(conf));
+	if (rss_hf != 0) {
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+	}
+	conf.rxmode.offloads = rx_offloads;
+	return rte_eth_dev_configure(port, nrx, ntx, &conf);
+}
+
+int lr_link(uint16_t port, uint32_t *speed_mbps)
+{
+	struct rte_eth_link l;
+	int rc = rte_eth_link_get_nowait(port, &l);
+	if (rc != 0)
+		return rc;
+	*speed_mbps = l.link_speed;
+	return l.link_status == RTE_ETH_LINK_UP;
+}
+
+int lr_test_tx_chain(uint16_t port, uint16_t queue, struct rte_mempool *mp, const uint8_t *data,
+		     const uint16_t *seg_lens, uint16_t nsegs)
+{
+	struct rte_mbuf *head = NULL;
+	for (uint16_t i = 0; i < nsegs; i++) {
+		struct rte_mbuf *m = rte_pktmbuf_alloc(mp);
+		if (m == NULL) {
+			rte_pktmbuf_free(head);
+			return -ENOMEM;
+		}
+		char *d = rte_pktmbuf_append(m, seg_lens[i]);
+		if (d == NULL) {
+			rte_pktmbuf_free(m);
+			rte_pktmbuf_free(head);
+			return -ENOSPC;
+		}
+		memcpy(d, data, seg_lens[i]);
+		data += seg_lens[i];
+		if (head == NULL)
+			head = m;
+		else if (rte_pktmbuf_chain(head, m) != 0) {
+			rte_pktmbuf_free(m);
+			rte_pktmbuf_free(head);
+			return -EOVERFLOW;
+		}
+	}
+	if (rte_eth_tx_burst(port, queue, &head, 1) != 1) {
+		rte_pktmbuf_free(head);
+		return -EAGAIN;
+	}
+	return 0;
+}

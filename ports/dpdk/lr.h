@@ -1,0 +1,132 @@
+//go:build dpdk
+
+// The C half of ports/dpdk: everything that touches an mbuf per packet, so that a
+// burst costs one cgo call. Handles are the addresses of the packet metadata,
+// which lives in the mbuf private area right after struct rte_mbuf.
+
+#ifndef LINERATE_DPDK_LR_H
+#define LINERATE_DPDK_LR_H
+
+#include <stdint.h>
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+// LR_META_SIZE is packet.MetaSize: the mbuf private area holds exactly one
+// packet.Packet.
+#define LR_META_SIZE 128
+#define LR_MAX_BURST 64
+
+// Flags of packet.Packet (appliance/packet/packet.go).
+#define LR_FLAG_HWTS 0x02
+
+// struct lr_meta mirrors packet.Packet byte for byte. The Go side checks the
+// layout at start (checkLayout) and refuses to run if the two disagree.
+struct lr_meta {
+	uintptr_t base;    // buffer start: the mbuf's buf_addr
+	uintptr_t backend; // the mbuf
+	uint32_t cap;      // buf_len
+	uint32_t off;      // data_off
+	uint32_t length;   // data_len (= pkt_len: one segment)
+	uint16_t pool;
+	uint8_t verdict;
+	uint8_t flags;
+	uint16_t in_port;
+	uint16_t in_queue;
+	uint16_t out_port;
+	uint16_t reason;
+	int64_t rx_time;
+	int64_t tx_time;
+	uint32_t hash;
+	uint16_t stage;
+	uint16_t pad;
+	uint8_t scratch[56];
+	uint8_t reserved[8];
+};
+
+// Offsets of the fields, for the layout check.
+void lr_meta_offsets(uint32_t *out, int n);
+
+// lr_tsconv maps a device clock reading to the engine's monotonic nanoseconds:
+// mono = mono0 + (dev - dev0) * mul / 2^32.
+struct lr_tsconv {
+	uint64_t dev0;
+	int64_t mono0;
+	uint64_t mul;
+};
+
+// lr_rxq is one rx queue's state, in C memory so that Go passes only its address.
+struct lr_rxq {
+	uint16_t port;
+	uint16_t queue;
+	uint16_t pool_id;
+	uint16_t ts_on;
+	struct rte_mempool *mp;
+	int ts_off;
+	uint64_t ts_flag;
+	struct lr_tsconv conv[2];
+	uint32_t conv_idx; // which conv the lcore reads; flipped by the control side
+
+	// Written by the polling lcore only (relaxed atomic stores), read by Stats.
+	uint64_t linearized;
+	uint64_t multiseg_dropped;
+	uint64_t foreign_copied;
+	uint64_t foreign_dropped;
+};
+
+// Pools whose mbufs carry linerate metadata, so that rx can tell a foreign mbuf
+// (one a PMD took from a pool of its own) from one of ours.
+int lr_pool_register(struct rte_mempool *mp, uint16_t id);
+void lr_pool_unregister(struct rte_mempool *mp);
+
+// lr_pool_create makes an mbuf pool with priv_size = LR_META_SIZE and writes the
+// fixed metadata (base, backend, cap, pool) into every mbuf. On failure it
+// returns NULL and *err is rte_errno.
+struct rte_mempool *lr_pool_create(const char *name, unsigned n, unsigned cache, uint16_t data_room,
+				   int socket, int *err);
+void lr_pool_init_meta(struct rte_mempool *mp, uint16_t id);
+
+// Bursts. out and h point at packet.Burst.H (Go memory holding no Go pointers).
+uint16_t lr_rx_burst(struct lr_rxq *q, uintptr_t out, uint16_t n);
+uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n);
+unsigned lr_alloc(struct rte_mempool *mp, uint16_t pool_id, uintptr_t out, unsigned n);
+void lr_free(uintptr_t h, unsigned n);
+
+// Device setup, wrapped so Go never touches structs with bitfields or unions.
+struct lr_devinfo {
+	char driver[64];
+	uint64_t rx_capa;
+	uint64_t tx_capa;
+	uint64_t rss_capa;
+	uint32_t if_index;
+	int32_t socket;
+	uint16_t max_rxq;
+	uint16_t max_txq;
+	uint16_t min_mtu;
+	uint16_t max_mtu;
+	uint16_t rx_desc_max;
+	uint16_t tx_desc_max;
+};
+int lr_dev_info(uint16_t port, struct lr_devinfo *out);
+uint64_t lr_rss_hf(int ip, int udp, int tcp, int sctp);
+uint64_t lr_rx_offload_timestamp(void);
+int lr_port_configure(uint16_t port, uint16_t nrx, uint16_t ntx, uint64_t rss_hf, uint64_t rx_offloads);
+int lr_link(uint16_t port, uint32_t *speed_mbps);
+
+// Control-side helpers that must read rte_errno on the thread that set it.
+int lr_eal_init(int argc, char **argv);
+int lr_thread_register(void);
+int lr_errno(void);
+void lr_rxq_counters(const struct lr_rxq *q, uint64_t *out);
+void lr_rxq_set_conv(struct lr_rxq *q, uint64_t dev0, int64_t mono0, uint64_t mul);
+int lr_read_clock(uint16_t port, uint64_t *clk);
+unsigned lr_mempool_avail(const struct rte_mempool *mp);
+
+
+// Test support (testsupport.go): send raw mbufs that linerate's own tx path never
+// makes, so the rx slow paths can be driven through a net_ring.
+int lr_test_tx_chain(uint16_t port, uint16_t queue, struct rte_mempool *mp, const uint8_t *data,
+		     const uint16_t *seg_lens, uint16_t nsegs);
+
+#endif

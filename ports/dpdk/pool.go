@@ -1,0 +1,164 @@
+//go:build dpdk
+
+package dpdk
+
+/*
+#include <stdlib.h>
+#include "lr.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/linerate/linerate/appliance/packet"
+)
+
+// Pool is an mbuf mempool seen as a packet.Pool. Its mbufs carry the packet
+// metadata in their private area; a handle is the metadata's address.
+type Pool struct {
+	mp        *C.struct_rte_mempool
+	id        uint16
+	name      string
+	socket    int
+	size      int
+	cache     int
+	dataRoom  int // bytes after the headroom
+	allocFail atomic.Uint64
+}
+
+var _ packet.Pool = (*Pool)(nil)
+
+type poolKey struct{ socket, size, cache, dataRoom int }
+
+// Pools live as long as the EAL: a port's rx ring keeps mbufs until the port
+// closes, and engines in one process share the pools of a socket.
+var pools struct {
+	mu sync.Mutex
+	m  map[poolKey]*Pool
+}
+
+// PoolFor returns the pool for a NUMA socket with the given sizes, creating it on
+// first use. Zero sizes take the EAL config's.
+func PoolFor(socket, size, cache, dataRoom int) (*Pool, error) {
+	if !Running() {
+		return nil, fmt.Errorf("dpdk: pool for socket %d: the EAL is not running", socket)
+	}
+	cfg := eal.cfg
+	if size == 0 {
+		size = cfg.PoolSize
+	}
+	if cache == 0 {
+		cache = cfg.PoolCache
+	}
+	if dataRoom == 0 {
+		dataRoom = cfg.DataRoom
+	}
+	c := EAL{PoolSize: size, PoolCache: cache, DataRoom: dataRoom}
+	if err := c.check(); err != nil {
+		return nil, fmt.Errorf("dpdk: pool: %w", err)
+	}
+	k := poolKey{socket, size, cache, dataRoom}
+	pools.mu.Lock()
+	defer pools.mu.Unlock()
+	if p := pools.m[k]; p != nil {
+		return p, nil
+	}
+	name := fmt.Sprintf("lr_s%d_%d_%d", socket, size, dataRoom)
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var cerr C.int
+	mp := C.lr_pool_create(cname, C.unsigned(size), C.unsigned(cache), C.uint16_t(dataRoom+Headroom), C.int(socket), &cerr)
+	if mp == nil {
+		return nil, errnoErr(fmt.Sprintf("dpdk: rte_pktmbuf_pool_create %s (%d mbufs of %d bytes on socket %d)", name, size, dataRoom, socket), cerr)
+	}
+	p := &Pool{mp: mp, name: name, socket: socket, size: size, cache: cache, dataRoom: dataRoom}
+	if _, err := packet.RegisterPool(func(id uint16) packet.Pool { p.id = id; return p }); err != nil {
+		C.rte_mempool_free(mp)
+		return nil, fmt.Errorf("dpdk: pool %s: %w", name, err)
+	}
+	C.lr_pool_init_meta(mp, C.uint16_t(p.id))
+	if rc := C.lr_pool_register(mp, C.uint16_t(p.id)); rc != 0 {
+		packet.UnregisterPool(p)
+		C.rte_mempool_free(mp)
+		return nil, errnoErr("dpdk: pool "+name, rc)
+	}
+	if pools.m == nil {
+		pools.m = map[poolKey]*Pool{}
+	}
+	pools.m[k] = p
+	return p, nil
+}
+
+func (p *Pool) ID() uint16    { return p.id }
+func (p *Pool) Name() string  { return p.name }
+func (p *Pool) Headroom() int { return Headroom }
+func (p *Pool) DataRoom() int { return p.dataRoom }
+
+// Socket is the NUMA socket the pool's memory is on.
+func (p *Pool) Socket() int { return p.socket }
+
+// Size is the number of mbufs in the pool.
+func (p *Pool) Size() int { return p.size }
+
+// Available is the number of mbufs in the pool now, per-lcore caches included.
+func (p *Pool) Available() int { return int(C.lr_mempool_avail(p.mp)) }
+
+// Stats: InUse counts every mbuf out of the pool, including those a NIC's rx
+// descriptor rings hold until the port closes.
+func (p *Pool) Stats() packet.PoolStats {
+	return packet.PoolStats{Name: p.name, Size: p.size, InUse: p.size - p.Available(),
+		AllocFail: p.allocFail.Load(), Copies: packet.CopyCount(p.id)}
+}
+
+// Alloc appends up to n fresh packets to b: one cgo call for the lot.
+func (p *Pool) Alloc(b *packet.Burst, n int) int {
+	n = min(n, b.Room())
+	if n <= 0 {
+		return 0
+	}
+	got := int(C.lr_alloc(p.mp, C.uint16_t(p.id), C.uintptr_t(uintptr(unsafe.Pointer(&b.H[b.N]))), C.unsigned(n)))
+	b.N += got
+	if got < n {
+		p.allocFail.Add(uint64(n - got))
+	}
+	return got
+}
+
+// AllocOne takes one fresh packet.
+func (p *Pool) AllocOne() (packet.Handle, bool) {
+	var h [1]packet.Handle
+	got := C.lr_alloc(p.mp, C.uint16_t(p.id), C.uintptr_t(uintptr(unsafe.Pointer(&h[0]))), 1)
+	runtime.KeepAlive(&h)
+	if got == 0 {
+		p.allocFail.Add(1)
+		return 0, false
+	}
+	return h[0], true
+}
+
+// Free returns every packet of b (rte_pktmbuf_free_bulk) and empties b.
+func (p *Pool) Free(b *packet.Burst) {
+	if b.N > 0 {
+		C.lr_free(C.uintptr_t(uintptr(unsafe.Pointer(&b.H[0]))), C.unsigned(b.N))
+	}
+	b.N = 0
+}
+
+// FreeHandles returns packets given as a slice of handles.
+func (p *Pool) FreeHandles(hs []packet.Handle) {
+	if len(hs) > 0 {
+		C.lr_free(C.uintptr_t(uintptr(unsafe.Pointer(&hs[0]))), C.unsigned(len(hs)))
+	}
+}
+
+// FreeOne returns h.
+func (p *Pool) FreeOne(h packet.Handle) {
+	hs := [1]packet.Handle{h}
+	C.lr_free(C.uintptr_t(uintptr(unsafe.Pointer(&hs[0]))), 1)
+	runtime.KeepAlive(&hs)
+}
