@@ -91,7 +91,7 @@ type generator struct {
 	started  int64
 	begun    bool // started is set: virtual time may start at zero
 	sent     uint64
-	nextT    int // next template (size)
+	nextT    int   // next template (size)
 	nextF    int   // next index into mine
 	mine     []int // the flows this lcore sends: flow f belongs to lcore f mod lcores
 	burstCap float64
