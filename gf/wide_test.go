@@ -129,29 +129,29 @@ func TestField2(t *testing.T) {
 	// GF(2): XOR is addition, and MulAddRegion2 with 1 adds, with 0 does not.
 	rng := rand.New(rand.NewPCG(2, 1))
 	for _, l := range Levels() {
-		restore := mustLevel(t, l)
+		restore := forceLevel(t, l)
 		for n := 0; n <= 700; n++ {
 			for _, off := range []int{0, 3} {
-				src := randBytes(rng, n)
-				orig := randBytes(rng, n)
+				src := randWide(rng, n)
+				orig := randWide(rng, n)
 				want := make([]byte, n)
 				for i := range want {
 					want[i] = orig[i] ^ src[i]
 				}
-				buf, dst := guarded(off, orig)
+				buf, dst := guardedWide(off, orig)
 				XorRegion(dst, src)
-				checkGuarded(t, fmt.Sprintf("%v XorRegion n=%d off=%d", l, n, off), buf, off, dst, want)
+				checkGuardedWide(t, fmt.Sprintf("%v XorRegion n=%d off=%d", l, n, off), buf, off, dst, want)
 				MulAddRegion2(dst, src, 2) // low bit 0: nothing
 				MulAddRegion2(dst, src, 1) // undo
-				checkGuarded(t, fmt.Sprintf("%v MulAddRegion2 n=%d", l, n), buf, off, dst, orig)
+				checkGuardedWide(t, fmt.Sprintf("%v MulAddRegion2 n=%d", l, n), buf, off, dst, orig)
 				MulRegion2(dst, src, 1)
-				checkGuarded(t, fmt.Sprintf("%v MulRegion2(1) n=%d", l, n), buf, off, dst, src)
+				checkGuardedWide(t, fmt.Sprintf("%v MulRegion2(1) n=%d", l, n), buf, off, dst, src)
 				MulRegion2(dst, src, 0)
-				checkGuarded(t, fmt.Sprintf("%v MulRegion2(0) n=%d", l, n), buf, off, dst, make([]byte, n))
+				checkGuardedWide(t, fmt.Sprintf("%v MulRegion2(0) n=%d", l, n), buf, off, dst, make([]byte, n))
 			}
 		}
 		// x + x = 0, in place.
-		x := randBytes(rng, 333)
+		x := randWide(rng, 333)
 		XorRegion(x, x)
 		if !bytes.Equal(x, make([]byte, 333)) {
 			t.Errorf("%v: x^x != 0", l)
@@ -178,27 +178,28 @@ func coefs16() []uint16 {
 func TestRegion16Levels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 3))
 	maxN := lengths16[len(lengths16)-1]
-	src := randBytes(rng, maxN+1)
-	orig := randBytes(rng, maxN+1)
-	want := make([]byte, maxN+1)
-	wantAdd := make([]byte, maxN+1)
+	src := randWide(rng, maxN)
+	orig := randWide(rng, maxN)
+	want := make([]byte, maxN)
+	wantAdd := make([]byte, maxN)
 	levels := Levels()
 	for _, c := range coefs16() {
+		// Every length is a prefix of the longest: one reference serves all.
+		for i := 0; i < maxN; i += 2 {
+			p := Mul16(c, uint16(src[i])<<8|uint16(src[i+1]))
+			want[i], want[i+1] = byte(p>>8), byte(p)
+			wantAdd[i], wantAdd[i+1] = orig[i]^byte(p>>8), orig[i+1]^byte(p)
+		}
 		for _, n := range lengths16 {
-			for i := 0; i < n; i += 2 {
-				p := Mul16(c, uint16(src[i])<<8|uint16(src[i+1]))
-				want[i], want[i+1] = byte(p>>8), byte(p)
-				wantAdd[i], wantAdd[i+1] = orig[i]^byte(p>>8), orig[i+1]^byte(p)
-			}
 			for _, l := range levels {
-				restore := mustLevel(t, l)
+				restore := forceLevel(t, l)
 				off := int(c) & 7
-				buf, dst := guarded(off, orig[:n])
+				buf, dst := guardedWide(off, orig[:n])
 				MulRegion16(dst, src[:n], c)
-				checkGuarded(t, fmt.Sprintf("%v MulRegion16 c=%#x n=%d", l, c, n), buf, off, dst, want[:n])
+				checkGuardedWide(t, fmt.Sprintf("%v MulRegion16 c=%#x n=%d", l, c, n), buf, off, dst, want[:n])
 				copy(dst, orig)
 				MulAddRegion16(dst, src[:n], c)
-				checkGuarded(t, fmt.Sprintf("%v MulAddRegion16 c=%#x n=%d", l, c, n), buf, off, dst, wantAdd[:n])
+				checkGuardedWide(t, fmt.Sprintf("%v MulAddRegion16 c=%#x n=%d", l, c, n), buf, off, dst, wantAdd[:n])
 				restore()
 			}
 		}
@@ -208,10 +209,10 @@ func TestRegion16Levels(t *testing.T) {
 func TestRegion16OddAndInPlace(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 4))
 	for _, l := range Levels() {
-		restore := mustLevel(t, l)
+		restore := forceLevel(t, l)
 		for _, n := range []int{1, 3, 33, 65, 129, 1409} {
-			src := randBytes(rng, n)
-			dst := randBytes(rng, n)
+			src := randWide(rng, n)
+			dst := randWide(rng, n)
 			last := dst[n-1]
 			want := append([]byte(nil), dst...)
 			mulAddRegion16Ref(want[:n-1], src[:n-1], 0x1234)
@@ -221,9 +222,9 @@ func TestRegion16OddAndInPlace(t *testing.T) {
 			}
 		}
 		// Shorter src: only its whole elements count.
-		dst := randBytes(rng, 200)
+		dst := randWide(rng, 200)
 		want := append([]byte(nil), dst...)
-		src := randBytes(rng, 99)
+		src := randWide(rng, 99)
 		mulAddRegion16Ref(want[:98], src[:98], 7)
 		MulAddRegion16(dst, src, 7)
 		if !bytes.Equal(dst, want) {
@@ -231,7 +232,7 @@ func TestRegion16OddAndInPlace(t *testing.T) {
 		}
 		// In place.
 		for _, n := range []int{64, 130, 1408} {
-			x := randBytes(rng, n)
+			x := randWide(rng, n)
 			want := make([]byte, n)
 			mulAddRegion16Ref(want, x, 0xBEEF)
 			MulRegion16(x, x, 0xBEEF)
@@ -264,32 +265,47 @@ func TestRegion4Levels(t *testing.T) {
 		lengths = append(lengths, n)
 	}
 	lengths = append(lengths, 1408, 4096)
+	src := randWide(rng, 4096+7)
+	orig := randWide(rng, 4096)
+	var want, wantAdd [16][]byte
+	for c := range want {
+		want[c] = make([]byte, len(src))
+		mulAddRegion4Ref(want[c], src, byte(c))
+		wantAdd[c] = append([]byte(nil), orig...)
+		mulAddRegion4Ref(wantAdd[c], src, byte(c))
+	}
 	for _, l := range Levels() {
-		restore := mustLevel(t, l)
+		restore := forceLevel(t, l)
 		for c := byte(0); c < 16; c++ {
 			for _, n := range lengths {
 				for off := 0; off < 8; off++ {
 					if n > 300 && off > 0 && off != 7 {
 						continue
 					}
-					src := randBytes(rng, n)
-					orig := randBytes(rng, n)
-					want := make([]byte, n)
-					mulAddRegion4Ref(want, src, c)
-					buf, dst := guarded(off, orig)
-					MulRegion4(dst, src, c|0xF0) // high nibble of c ignored
-					checkGuarded(t, fmt.Sprintf("%v MulRegion4 c=%d n=%d off=%d", l, c, n, off), buf, off, dst, want)
-					copy(dst, orig)
-					mulAddRegion4Ref(orig, src, c)
-					MulAddRegion4(dst, src, c)
-					checkGuarded(t, fmt.Sprintf("%v MulAddRegion4 c=%d n=%d off=%d", l, c, n, off), buf, off, dst, orig)
+					// Source offset varies too, through the shared buffer.
+					s := src[off : off+n]
+					var wm []byte
+					if off == 0 {
+						wm = want[c][:n]
+					} else {
+						wm = make([]byte, n)
+						mulAddRegion4Ref(wm, s, c)
+					}
+					buf, dst := guardedWide(off, orig[:n])
+					MulRegion4(dst, s, c|0xF0) // high nibble of c ignored
+					checkGuardedWide(t, fmt.Sprintf("%v MulRegion4 c=%d n=%d off=%d", l, c, n, off), buf, off, dst, wm)
+					if off == 0 {
+						copy(dst, orig)
+						MulAddRegion4(dst, s, c)
+						checkGuardedWide(t, fmt.Sprintf("%v MulAddRegion4 c=%d n=%d", l, c, n), buf, off, dst, wantAdd[c][:n])
+					}
 				}
 			}
-			x := randBytes(rng, 257)
-			want := make([]byte, len(x))
-			mulAddRegion4Ref(want, x, c)
+			x := randWide(rng, 257)
+			wx := make([]byte, len(x))
+			mulAddRegion4Ref(wx, x, c)
 			MulRegion4(x, x, c)
-			if !bytes.Equal(x, want) {
+			if !bytes.Equal(x, wx) {
 				t.Errorf("%v: in-place MulRegion4 c=%d wrong", l, c)
 			}
 		}
@@ -300,7 +316,7 @@ func TestRegion4Levels(t *testing.T) {
 func TestWideAllocs(t *testing.T) {
 	a, b := make([]byte, 1408), make([]byte, 1409)
 	for _, l := range Levels() {
-		restore := mustLevel(t, l)
+		restore := forceLevel(t, l)
 		n := testing.AllocsPerRun(20, func() {
 			MulAddRegion16(a, b, 0x1234)
 			MulRegion16(a, b[:99], 0x4321)
@@ -333,15 +349,15 @@ func FuzzRegion16(f *testing.F) {
 		}
 		mulAddRegion16Ref(want[:len(want)&^1], src, c)
 		for _, l := range Levels() {
-			restore := mustLevel(t, l)
-			buf, dst := guarded(o, orig)
+			restore := forceLevel(t, l)
+			buf, dst := guardedWide(o, orig)
 			if add {
 				MulAddRegion16(dst, src, c)
 			} else {
 				MulRegion16(dst, src, c)
 			}
 			restore()
-			checkGuarded(t, fmt.Sprintf("%v add=%v c=%#x n=%d", l, add, c, len(src)), buf, o, dst, want)
+			checkGuardedWide(t, fmt.Sprintf("%v add=%v c=%#x n=%d", l, add, c, len(src)), buf, o, dst, want)
 		}
 	})
 }
@@ -363,19 +379,19 @@ func FuzzRegion4(f *testing.F) {
 			wantXor[i] ^= src[i]
 		}
 		for _, l := range Levels() {
-			restore := mustLevel(t, l)
-			buf, dst := guarded(o, orig)
+			restore := forceLevel(t, l)
+			buf, dst := guardedWide(o, orig)
 			MulAddRegion4(dst, src, c)
-			checkGuarded(t, fmt.Sprintf("%v MulAddRegion4 c=%d n=%d", l, c, len(src)), buf, o, dst, want)
-			buf, dst = guarded(o, orig)
+			checkGuardedWide(t, fmt.Sprintf("%v MulAddRegion4 c=%d n=%d", l, c, len(src)), buf, o, dst, want)
+			buf, dst = guardedWide(o, orig)
 			XorRegion(dst, src)
-			checkGuarded(t, fmt.Sprintf("%v XorRegion n=%d", l, len(src)), buf, o, dst, wantXor)
+			checkGuardedWide(t, fmt.Sprintf("%v XorRegion n=%d", l, len(src)), buf, o, dst, wantXor)
 			restore()
 		}
 	})
 }
 
-func mustLevel(t testing.TB, l Level) func() {
+func forceLevel(t testing.TB, l Level) func() {
 	t.Helper()
 	restore, err := SetLevel(l)
 	if err != nil {
@@ -384,7 +400,7 @@ func mustLevel(t testing.TB, l Level) func() {
 	return restore
 }
 
-func randBytes(rng *rand.Rand, n int) []byte {
+func randWide(rng *rand.Rand, n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = byte(rng.Uint32())
@@ -392,21 +408,21 @@ func randBytes(rng *rand.Rand, n int) []byte {
 	return b
 }
 
-const guard = 64
+const guardWide = 64
 
-// guarded returns a buffer with guard bytes on both sides of a copy of init
+// guardedWide returns a buffer with guard bytes on both sides of a copy of init
 // placed off bytes in, and the copy.
-func guarded(off int, init []byte) (buf, dst []byte) {
-	buf = make([]byte, guard+off+len(init)+guard)
+func guardedWide(off int, init []byte) (buf, dst []byte) {
+	buf = make([]byte, guardWide+off+len(init)+guardWide)
 	for i := range buf {
 		buf[i] = 0xC5
 	}
-	dst = buf[guard+off : guard+off+len(init)]
+	dst = buf[guardWide+off : guardWide+off+len(init)]
 	copy(dst, init)
 	return buf, dst
 }
 
-func checkGuarded(t testing.TB, what string, buf []byte, off int, dst, want []byte) {
+func checkGuardedWide(t testing.TB, what string, buf []byte, off int, dst, want []byte) {
 	t.Helper()
 	if !bytes.Equal(dst, want) {
 		for i := range dst {
@@ -415,12 +431,13 @@ func checkGuarded(t testing.TB, what string, buf []byte, off int, dst, want []by
 			}
 		}
 	}
-	for i, b := range buf {
-		if (i < guard+off || i >= guard+off+len(dst)) && b != 0xC5 {
-			t.Fatalf("%s: wrote outside dst at buffer byte %d", what, i)
-		}
+	end := guardWide + off + len(dst)
+	if !bytes.Equal(buf[:guardWide+off], guardFill[:guardWide+off]) || !bytes.Equal(buf[end:], guardFill[:len(buf)-end]) {
+		t.Fatalf("%s: wrote outside dst", what)
 	}
 }
+
+var guardFill = bytes.Repeat([]byte{0xC5}, 2*guardWide+8)
 
 // BenchmarkWide times the GF(2), GF(2^4) and GF(2^16) MulAdd kernels at every
 // supported level.
@@ -437,10 +454,10 @@ func BenchmarkWide(b *testing.B) {
 		for _, l := range Levels() {
 			for _, size := range []int{1408, 65536} {
 				b.Run(fmt.Sprintf("%s/level=%v/size=%d", op.name, l, size), func(b *testing.B) {
-					restore := mustLevel(b, l)
+					restore := forceLevel(b, l)
 					defer restore()
 					rng := rand.New(rand.NewPCG(1, 2))
-					dst, src := randBytes(rng, size), randBytes(rng, size)
+					dst, src := randWide(rng, size), randWide(rng, size)
 					b.SetBytes(int64(size))
 					for b.Loop() {
 						op.fn(dst, src)
