@@ -169,9 +169,19 @@ func (c *nodeConfig) build(kind string, s *plugins.Setup) (*node, error) {
 	for _, pi := range all {
 		maxID = max(maxID, int(pi.ID))
 	}
+	// A port's ifid (its [[ports]] key) is its interface id unless the stage
+	// says otherwise.
 	n.ingress = make([]egressIDs, maxID+1)
 	for i := range n.ingress {
 		n.ingress[i] = egressIDs{short: unavailable16, wide: unavailable32}
+	}
+	for _, pi := range all {
+		if pi.IfID != 0 {
+			n.ingress[pi.ID].wide = pi.IfID
+			if pi.IfID < unavailable16 {
+				n.ingress[pi.ID].short = uint16(pi.IfID)
+			}
+		}
 	}
 	for i, ic := range c.Interfaces {
 		pi, ok := s.Ports.Port(ic.Port)

@@ -60,10 +60,17 @@ type exporter struct {
 	errors  atomic.Uint64
 }
 
-// subscriber is one StreamIoamRecords call.
+// subscriber is one StreamIoamRecords call; it may listen to several
+// exporters through one channel.
 type subscriber struct {
-	ch      chan Record
+	ch      chan streamItem
 	dropped atomic.Uint64
+}
+
+// streamItem is a record and the stage that exported it.
+type streamItem struct {
+	stage string
+	rec   Record
 }
 
 // exportInterval is how often the rings are drained.
@@ -190,7 +197,7 @@ func (ex *exporter) deliver(recs []Record, bw *bufio.Writer) {
 			ex.mu.Lock()
 			for s := range ex.subs {
 				select {
-				case s.ch <- *r:
+				case s.ch <- streamItem{ex.stage, *r}:
 				default:
 					s.dropped.Add(1)
 				}
@@ -200,31 +207,20 @@ func (ex *exporter) deliver(recs []Record, bw *bufio.Writer) {
 	}
 }
 
-// subscribe adds a stream subscriber with a buffer of n records.
-func (ex *exporter) subscribe(n int) *subscriber {
-	s := &subscriber{ch: make(chan Record, n)}
+// newSubscriber makes a stream subscriber with a buffer of n records.
+func newSubscriber(n int) *subscriber { return &subscriber{ch: make(chan streamItem, n)} }
+
+// subscribe adds a stream subscriber.
+func (ex *exporter) subscribe(s *subscriber) {
 	ex.mu.Lock()
 	ex.subs[s] = struct{}{}
 	ex.mu.Unlock()
-	return s
 }
 
 func (ex *exporter) unsubscribe(s *subscriber) {
 	ex.mu.Lock()
 	delete(ex.subs, s)
 	ex.mu.Unlock()
-}
-
-// Dropped is export_dropped summed over the lcores' rings: records lost to a
-// full ring.
-func (ex *exporter) dropped() uint64 {
-	var n uint64
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	for _, r := range ex.rings {
-		n += r.Dropped()
-	}
-	return n
 }
 
 // exportState is an instance's side of the export: its ring and the counter

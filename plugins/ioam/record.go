@@ -196,7 +196,9 @@ type DEXJSON struct {
 
 func ptr[T any](v T) *T { return &v }
 
-func hex24(v uint32) string { return "0x" + hex.EncodeToString([]byte{byte(v >> 16), byte(v >> 8), byte(v)}) }
+func hex24(v uint32) string {
+	return "0x" + hex.EncodeToString([]byte{byte(v >> 16), byte(v >> 8), byte(v)})
+}
 
 // RoleName names a record's role.
 func RoleName(r uint8) string {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/appliance/ring"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
 )
@@ -80,7 +79,7 @@ type transit struct {
 	rec  Record
 
 	cFilled, cOverflow, cUnknownNS, cNoIOAM, cPOT, cDEX, cGrown, cExtra, cExportDropped *stats.Counter
-	lastDropped                                                                       uint64
+	lastDropped                                                                         uint64
 }
 
 func newTransit(s *plugins.Setup) (plugins.Stage, error) {
@@ -186,7 +185,6 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	if s.extra > 0 {
 		t.cExtra.Add(uint64(s.extra))
 	}
-	valued := false
 	incr := -1
 	var incrPlan *nodePlan
 	loopNS := -1
@@ -208,12 +206,7 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 			t.cOverflow.Inc()
 			continue
 		}
-		if !valued {
-			t.values(ctx, p, &t.vals, d[s.l3+7], tr.TraceType())
-			valued = true
-		} else {
-			t.values(ctx, p, &t.vals, d[s.l3+7], tr.TraceType())
-		}
+		t.values(ctx, p, &t.vals, d[s.l3+7], tr.TraceType())
 		if opt.IOAMType() == TypeIncrementalTrace {
 			if incr < 0 {
 				incr, incrPlan = o, pl
@@ -239,19 +232,27 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 			t.exportDEX(ctx, p, d, s, dex)
 		}
 	}
-	if loopNS >= 0 && t.loop != nil {
-		t.loop.send(ctx, p, s, s.trace[loopNS])
-	}
 	if incr >= 0 {
 		switch err := growIncremental(b, i, s, incr, incrPlan, &t.vals); err {
 		case nil:
 			t.cGrown.Inc()
 			t.cFilled.Inc()
+			if loopNS >= 0 {
+				// The options moved: find them again for the copy.
+				p = b.H[i].P()
+				if scanPacket(p.Data(), s.l3, s) != nil {
+					loopNS = -1
+				}
+			}
 		case errOverflow:
 			t.cOverflow.Inc()
 		default:
 			b.H[i].P().Drop(dropReason(err))
+			return
 		}
+	}
+	if loopNS >= 0 && t.loop != nil {
+		t.loop.send(ctx, b.H[i].P(), s, loopNS)
 	}
 }
 
@@ -290,8 +291,6 @@ func (e *exportState) countDropped(c *stats.Counter, last *uint64) {
 	}
 }
 
-var _ = ring.NewExport[Record]
-
 // errOverflow: the trace had no room; the O flag is set.
 var errOverflow = fmt.Errorf("ioam: overflow")
 
@@ -324,6 +323,7 @@ func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, v *
 	gap := newLen - old
 	ins := off + OptionHeaderLen + TraceHeaderLen
 	valid := p.LayersValid()
+	scratchOf(p).magic = 0 // the options after this one move
 	if gap > 0 {
 		if _, err := b.InsertGap(i, ins, gap); err != nil {
 			tr.SetOverflow()

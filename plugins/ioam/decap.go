@@ -1,0 +1,425 @@
+package ioam
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/plugins"
+)
+
+func init() {
+	plugins.Register(plugins.Kind{Name: "ioam.decap", Summary: "IOAM decapsulating node: add own data, verify POT, record and export traces, remove the IOAM data", New: newDecap})
+}
+
+type decapConfig struct {
+	nodeConfig
+	exportConfig
+	loopbackConfig
+	// Mode is what to remove: "encap" strips the outer IPv6 header of
+	// IPv6-in-IPv6 packets, "inline" removes IOAM options from the Hop-by-Hop
+	// and Destination Options headers, "auto" (default) decides per packet:
+	// encap when the header after the IOAM options is IPv6, inline otherwise.
+	Mode string `toml:"mode"`
+	// Fill adds this node's data to the traces before reading them, as the
+	// kernel's destination does (default true).
+	Fill *bool `toml:"fill"`
+	// Remove takes the IOAM data out (default true). false leaves the packet
+	// as it is: a monitoring tap.
+	Remove *bool `toml:"remove"`
+	// Histograms records per-hop and end-to-end delay histograms from the
+	// trace timestamps (default true).
+	Histograms *bool `toml:"histograms"`
+	// MaxHops is how many per-hop delay histograms there are (default 8).
+	MaxHops int         `toml:"max_hops"`
+	POT     []potConfig `toml:"pot"`
+}
+
+const (
+	decapAuto = iota
+	decapEncap
+	decapInline
+)
+
+// decap is an IOAM decapsulating node: it adds its own data, verifies POT,
+// records the trace (histograms of per-hop and end-to-end delay, export of
+// records), and removes the IOAM data: the outer header of an encapsulated
+// packet, or the IOAM options of an inline one.
+type decap struct {
+	*node
+	mode    int
+	fill    bool
+	remove  bool
+	pot     potKeys
+	exp     *exportState
+	loop    *loopback
+	hops    []*stats.Histogram
+	e2e     *stats.Histogram
+	wantRec bool
+
+	scan scan
+	vals hopValues
+	rec  Record
+	ts   tsLayout
+
+	cDecap, cStripped, cNoIOAM, cPOTValid, cPOTInvalid, cOverflow, cUnknownNS, cExported, cExportDropped *stats.Counter
+	lastDropped                                                                                          uint64
+}
+
+func newDecap(s *plugins.Setup) (plugins.Stage, error) {
+	c := decapConfig{MaxHops: 8}
+	if err := s.Config.Decode(&c); err != nil {
+		return nil, err
+	}
+	n, err := c.nodeConfig.build("ioam.decap", s)
+	if err != nil {
+		return nil, err
+	}
+	dc := &decap{node: n, fill: c.Fill == nil || *c.Fill, remove: c.Remove == nil || *c.Remove}
+	switch strings.ToLower(c.Mode) {
+	case "", "auto":
+		dc.mode = decapAuto
+	case "encap":
+		dc.mode = decapEncap
+	case "inline":
+		dc.mode = decapInline
+	default:
+		return nil, fmt.Errorf("ioam.decap: mode %q: use \"auto\", \"encap\" or \"inline\"", c.Mode)
+	}
+	if dc.pot, err = loadPOTKeys("ioam.decap", c.POT); err != nil {
+		return nil, err
+	}
+	if err := c.exportConfig.check("ioam.decap"); err != nil {
+		return nil, err
+	}
+	if c.Export {
+		ex, r := setupExport(s, &c.exportConfig)
+		dc.exp = &exportState{ex: ex, ring: r}
+	}
+	if dc.loop, err = c.loopbackConfig.build("ioam.decap", s); err != nil {
+		return nil, err
+	}
+	if c.MaxHops < 1 || c.MaxHops > 64 {
+		return nil, fmt.Errorf("ioam.decap: max_hops %d is outside 1..64", c.MaxHops)
+	}
+	if c.Histograms == nil || *c.Histograms {
+		for h := 1; h <= c.MaxHops; h++ {
+			dc.hops = append(dc.hops, s.Histograms("hop"+strconv.Itoa(h)+"_delay",
+				"delay from IOAM node "+strconv.Itoa(h-1)+" (0: the encapsulating node) to node "+strconv.Itoa(h)+", from the trace timestamps", "ns"))
+		}
+		dc.e2e = s.Histograms("e2e_delay", "delay from the encapsulating node to this node, from the trace timestamps", "ns")
+	}
+	dc.wantRec = dc.exp != nil
+	cs := s.Counters
+	dc.cDecap = cs.New("decapsulated", "packets whose IOAM data this node read")
+	dc.cStripped = cs.New("removed_bytes", "bytes of IOAM data removed")
+	dc.cNoIOAM = cs.New("no_ioam", "packets without IOAM options, passed as they are")
+	dc.cPOTValid = cs.New("pot_valid", "POT options whose cumulative value proved the path")
+	dc.cPOTInvalid = cs.New("pot_invalid", "POT options whose cumulative value did not prove the path")
+	dc.cOverflow = cs.New("overflow", "traces without room for this node's data (O flag set)")
+	dc.cUnknownNS = cs.New("unknown_namespace", "trace options of a namespace this node does not know")
+	dc.cExported = cs.New("exported", "records offered to the export ring")
+	dc.cExportDropped = cs.New("export_dropped", "records lost to a full export ring")
+	return dc, nil
+}
+
+// Start starts the export.
+func (dc *decap) Start(ctx *plugins.Context) error {
+	if dc.exp != nil {
+		return dc.exp.ex.start()
+	}
+	return nil
+}
+
+// Stop stops the export.
+func (dc *decap) Stop(ctx *plugins.Context) {
+	if dc.exp != nil {
+		dc.exp.ex.stop()
+	}
+}
+
+func (dc *decap) exporterOf() *exporter {
+	if dc.exp == nil {
+		return nil
+	}
+	return dc.exp.ex
+}
+
+// Process reads and removes the IOAM data of every packet.
+func (dc *decap) Process(ctx *plugins.Context, b *packet.Burst) {
+	dc.begin()
+	for i := 0; i < b.N; i++ {
+		dc.one(ctx, b.H[i].P())
+	}
+	if dc.exp != nil {
+		dc.exp.countDropped(dc.cExportDropped, &dc.lastDropped)
+	}
+}
+
+func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
+	d := p.Data()
+	s := &dc.scan
+	if !loadScratch(p, s) {
+		l3 := ipv6At(p, d)
+		if l3 < 0 || (d[l3+6] != packet.ProtocolHopByHop && d[l3+6] != packet.ProtocolDestOpts) {
+			dc.cNoIOAM.Inc()
+			return
+		}
+		if err := scanPacket(d, l3, s); err != nil {
+			p.Drop(dropReason(err))
+			return
+		}
+	}
+	if s.nTrace == 0 && s.pot == 0 && s.dex == 0 && s.e2e == 0 {
+		dc.cNoIOAM.Inc()
+		return
+	}
+	dc.cDecap.Inc()
+	// The first trace of a known namespace is the one recorded.
+	rec := -1
+	var recNS *nsState
+	var recPlan *nodePlan // own data for an incremental trace: in the record, not the packet
+	loopNS := -1
+	for k := 0; k < s.nTrace; k++ {
+		opt := Option(d[s.trace[k]:])
+		tr := Trace(opt.Body())
+		ns := dc.ns.lookup(tr.NamespaceID())
+		if ns == nil {
+			dc.cUnknownNS.Inc()
+			continue
+		}
+		if rec < 0 {
+			rec, recNS = k, ns
+		}
+		if tr.Loopback() && loopNS < 0 {
+			loopNS = k
+		}
+		// The decapsulating node's own data goes into pre-allocated traces;
+		// an incremental one would grow only to be removed, so the node's
+		// data goes into the record instead.
+		if !dc.fill {
+			continue
+		}
+		pl := ns.plan(tr.TraceType(), dc.eg)
+		if pl == nil {
+			tr.SetOverflow()
+			dc.cOverflow.Inc()
+			continue
+		}
+		dc.values(ctx, p, &dc.vals, d[s.l3+7], tr.TraceType())
+		if opt.IOAMType() == TypeIncrementalTrace {
+			if k == rec && !tr.Overflow() && tr.RemainingLen() >= pl.words {
+				recPlan = pl
+			}
+			continue
+		}
+		if !fillPrealloc(tr, pl, &dc.vals) {
+			dc.cOverflow.Inc()
+		}
+	}
+	potResult := POTUnchecked
+	if s.pot != 0 {
+		pot := POT(Option(d[s.pot:]).Body())
+		if key := dc.pot.lookup(pot.NamespaceID()); key != nil && pot.POTType() == 0 {
+			cml := key.Update(pot.Random(), pot.Cumulative())
+			pot.SetCumulative(cml)
+			if key.Verifier {
+				if key.Verify(pot.Random(), cml) {
+					potResult = POTValid
+					dc.cPOTValid.Inc()
+				} else {
+					potResult = POTInvalid
+					dc.cPOTInvalid.Inc()
+				}
+			}
+		}
+	}
+	if dc.wantRec || recPlan != nil && (dc.hops != nil || dc.e2e != nil) {
+		dc.record(ctx, p, d, s, rec, recNS, recPlan, potResult)
+		if rec >= 0 && (dc.hops != nil || dc.e2e != nil) {
+			dc.delays(dc.rec.TraceType, dc.rec.Data[:dc.rec.DataLen], recNS.Timestamp)
+		}
+		if dc.wantRec && dc.exp.ring.Offer(&dc.rec) {
+			dc.cExported.Inc()
+		}
+	} else if rec >= 0 && (dc.hops != nil || dc.e2e != nil) {
+		tr := Trace(Option(d[s.trace[rec]:]).Body())
+		if data := tr.Data(); tr.RemainingLen()*4 <= len(data) {
+			dc.delays(tr.TraceType(), data[tr.RemainingLen()*4:], recNS.Timestamp)
+		}
+	}
+	if loopNS >= 0 && dc.loop != nil {
+		dc.loop.send(ctx, p, s, loopNS)
+	}
+	if dc.remove {
+		dc.strip(p, s)
+	}
+}
+
+// record fills dc.rec with the packet's IOAM data. own is this node's data
+// for an incremental trace, which goes first in the record's node list.
+func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, rec int, ns *nsState, own *nodePlan, pot uint8) {
+	r := &dc.rec
+	r.Mono, r.Unix, r.Role, r.Lcore, r.Len, r.Have = ctx.Now, ctx.Now+ctx.Clock.UnixOffset(), RoleDecap, uint8(ctx.Lcore), uint16(p.Len()), 0
+	inner := s.l3
+	if s.next == packet.ProtocolIPv6 && s.nextOff+packet.IPv6Len <= len(d) && dc.mode != decapInline {
+		inner = s.nextOff
+	}
+	ip := packet.IPv6(d[inner:])
+	r.Src, r.Dst = ip.Src(), ip.Dst()
+	if rec >= 0 {
+		opt := Option(d[s.trace[rec]:])
+		tr := Trace(opt.Body())
+		r.Have |= HaveTrace
+		r.TraceNS, r.TraceOption, r.TraceFlags, r.TraceType = tr.NamespaceID(), opt.IOAMType(), tr.Flags(), tr.TraceType()
+		r.NodeLen, r.RemLen, r.Format = uint8(tr.NodeLen()), uint8(tr.RemainingLen()), ns.Timestamp
+		data := tr.Data()
+		if opt.IOAMType() == TypePreallocatedTrace {
+			data = data[min(tr.RemainingLen()*4, len(data)):]
+		}
+		n := 0
+		if own != nil {
+			own.write(r.Data[:], &dc.vals)
+			n = own.size
+			r.RemLen -= uint8(own.words)
+		}
+		r.DataLen = uint8(n + copy(r.Data[n:], data))
+	}
+	if s.pot != 0 {
+		pt := POT(Option(d[s.pot:]).Body())
+		r.Have |= HavePOT
+		r.POTNS, r.POTRandom, r.POTCumulative, r.POTResult = pt.NamespaceID(), pt.Random(), pt.Cumulative(), pot
+	}
+	if s.e2e != 0 {
+		e := E2E(Option(d[s.e2e:]).Body())
+		r.Have |= HaveE2E
+		r.E2ENS, r.E2EType, r.E2E = e.NamespaceID(), e.E2EType(), e.Fields()
+	}
+	if s.dex != 0 {
+		x := DEX(Option(d[s.dex:]).Body())
+		r.Have |= HaveDEX
+		r.DEXNS, r.DEXExt, r.DEXType = x.NamespaceID(), x.ExtensionFlags(), x.TraceType()
+		if r.DEXExt&DEXFlowID != 0 {
+			r.DEXFlow = x.FlowID()
+		}
+		if r.DEXExt&DEXSequence != 0 {
+			r.DEXSeq = x.Sequence()
+		}
+	}
+}
+
+// tsLayout is where the timestamps sit in a node's data of one trace type:
+// the last one seen, since a flow keeps its trace type.
+type tsLayout struct {
+	traceType uint32
+	valid     bool
+	size      int // node data bytes; 0 when the nodes vary (opaque snapshots)
+	sec, frac int
+}
+
+func (l *tsLayout) set(tt uint32) {
+	*l = tsLayout{traceType: tt, valid: true, sec: -1, frac: -1}
+	if tt&TraceTimestampSeconds == 0 || tt&TraceTimestampFraction == 0 || tt&TraceOpaqueState != 0 {
+		return
+	}
+	o := 0
+	if tt&TraceHopLimNodeID != 0 {
+		o += 4
+	}
+	if tt&TraceIfIDs != 0 {
+		o += 4
+	}
+	l.sec, l.frac = o, o+4
+	l.size = NodeLen(tt) * 4
+}
+
+// delays records the per-hop and end-to-end delays of a trace's filled node
+// data. The node list is newest first: node 0 of the path (the encapsulating
+// node) is the last one.
+func (dc *decap) delays(tt uint32, data []byte, f TimestampFormat) {
+	if !dc.ts.valid || dc.ts.traceType != tt {
+		dc.ts.set(tt)
+	}
+	l := &dc.ts
+	if l.size == 0 {
+		return
+	}
+	n := len(data) / l.size
+	if n < 2 {
+		return
+	}
+	at := func(k int) int64 { // timestamp of path node k (0 = encapsulating node)
+		o := (n - 1 - k) * l.size
+		sec := binary.BigEndian.Uint32(data[o+l.sec:])
+		frac := binary.BigEndian.Uint32(data[o+l.frac:])
+		if sec == unavailable32 {
+			return 0
+		}
+		return TimestampNs(f, sec, frac)
+	}
+	first := at(0)
+	prev := first
+	for k := 1; k < n; k++ {
+		t := at(k)
+		if t != 0 && prev != 0 && t >= prev && k-1 < len(dc.hops) {
+			dc.hops[k-1].Record(uint64(t - prev))
+		}
+		prev = t
+	}
+	if dc.e2e != nil && first != 0 && prev >= first {
+		dc.e2e.Record(uint64(prev - first))
+	}
+}
+
+// strip removes the IOAM data from p: the outer header of an encapsulated
+// packet, or the IOAM options of an inline one (the whole options header
+// when nothing else is in it).
+func (dc *decap) strip(p *packet.Packet, s *scan) {
+	d := p.Data()
+	if s.next == packet.ProtocolIPv6 && dc.mode != decapInline && s.nextOff+packet.IPv6Len <= s.end {
+		n := s.nextOff - s.l3
+		if p.RemoveGap(s.l3, n) == nil {
+			dc.cStripped.Add(uint64(n))
+		}
+		return
+	}
+	if dc.mode == decapEncap {
+		return
+	}
+	removed := 0
+	// The Destination Options header first: it lies after the Hop-by-Hop
+	// header, so removing it moves nothing the second step needs.
+	if s.dest != 0 {
+		if !s.dstMore {
+			prev := s.l3 + 6
+			if s.hbh != 0 {
+				prev = s.hbh
+			}
+			d[prev] = d[s.dest]
+			if p.RemoveGap(s.dest, s.destLen) == nil {
+				removed += s.destLen
+			}
+		} else if n, err := stripHeader(p, s.dest); err == nil {
+			removed += n
+		}
+		d = p.Data()
+	}
+	if s.hbh != 0 && (s.nTrace > 0 || s.pot != 0 || s.dex != 0) {
+		if !s.hbhMore {
+			d[s.l3+6] = d[s.hbh]
+			if p.RemoveGap(s.hbh, s.hbhLen) == nil {
+				removed += s.hbhLen
+			}
+		} else if n, err := stripHeader(p, s.hbh); err == nil {
+			removed += n
+		}
+	}
+	if removed > 0 {
+		d = p.Data()
+		addPayloadLength(d, s.l3, -removed)
+		dc.cStripped.Add(uint64(removed))
+	}
+}

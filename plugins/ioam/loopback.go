@@ -1,0 +1,136 @@
+package ioam
+
+import (
+	"fmt"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
+)
+
+// Loopback (RFC 9322 §4.1): a transit or decapsulating node that receives a
+// trace with the L flag set sends a copy back to the encapsulating node,
+// truncated to the IOAM data: the IPv6 header and its Hop-by-Hop header with
+// this node's data already in, No Next Header after it, addressed to the
+// packet's source. The copy's L flag is cleared so no node on the way back
+// loops it again. Copies are rate-limited per lcore.
+
+type loopbackConfig struct {
+	Loopback     bool              `toml:"loopback"`      // answer the L flag
+	LoopbackRate config.PacketRate `toml:"loopback_rate"` // copies per second per lcore; default 1000
+	LoopbackSrc  config.Addr       `toml:"loopback_src"`  // source of the copies; default the packet's destination
+}
+
+type loopback struct {
+	pool    packet.Pool
+	src     [16]byte
+	hasSrc  bool
+	perNs   float64
+	tokens  float64
+	last    int64
+	started bool
+
+	cSent, cLimited, cNoBuf *stats.Counter
+}
+
+// loopbackHopLimit is the hop limit of looped-back copies.
+const loopbackHopLimit = 64
+
+func (c *loopbackConfig) build(kind string, s *plugins.Setup) (*loopback, error) {
+	if !c.Loopback {
+		if c.LoopbackRate != 0 || c.LoopbackSrc.IsValid() {
+			return nil, fmt.Errorf("%s: loopback_rate and loopback_src need loopback = true", kind)
+		}
+		return nil, nil
+	}
+	rate := float64(c.LoopbackRate)
+	if rate == 0 {
+		rate = 1000
+	}
+	l := &loopback{perNs: rate / 1e9, tokens: 1}
+	if a := c.LoopbackSrc.Addr; a.IsValid() {
+		if !a.Is6() || a.Is4In6() {
+			return nil, fmt.Errorf("%s: loopback_src must be an IPv6 address", kind)
+		}
+		l.src, l.hasSrc = a.As16(), true
+	}
+	pool, err := s.Pool("ioam-loopback", 1024, 2048)
+	if err != nil {
+		return nil, fmt.Errorf("%s: loopback pool: %w", kind, err)
+	}
+	l.pool = pool
+	l.cSent = s.Counters.New("loopback_sent", "looped-back copies sent to the encapsulating node")
+	l.cLimited = s.Counters.New("loopback_limited", "looped-back copies not sent: over loopback_rate")
+	l.cNoBuf = s.Counters.New("loopback_no_buffer", "looped-back copies not sent: the pool was empty")
+	return l, nil
+}
+
+// allow takes a token of the rate limit.
+func (l *loopback) allow(now int64) bool {
+	if !l.started {
+		l.started, l.last = true, now
+	}
+	l.tokens = min(l.tokens+float64(now-l.last)*l.perNs, 8)
+	l.last = now
+	if l.tokens < 1 {
+		return false
+	}
+	l.tokens--
+	return true
+}
+
+// send emits a looped-back copy of p, whose options s describes, towards the
+// port it came in on. trace is the index of the looping trace in s.
+func (l *loopback) send(ctx *plugins.Context, p *packet.Packet, s *scan, trace int) {
+	if s.hbh == 0 || !l.allow(ctx.Now) {
+		l.cLimited.Inc()
+		return
+	}
+	h, ok := l.pool.AllocOne()
+	if !ok {
+		l.cNoBuf.Inc()
+		return
+	}
+	d := p.Data()
+	n := s.hbh + s.hbhLen
+	q := h.P()
+	out, err := q.Append(n)
+	if err != nil {
+		l.pool.FreeOne(h)
+		l.cNoBuf.Inc()
+		return
+	}
+	copy(out, d[:n])
+	if s.l3 >= 12 {
+		packet.Ethernet(out).SwapMAC()
+	}
+	ip := packet.IPv6(out[s.l3:])
+	src, dst := ip.Src(), ip.Dst()
+	ip.SetDst(src)
+	if l.hasSrc {
+		ip.SetSrc(l.src)
+	} else {
+		ip.SetSrc(dst)
+	}
+	ip.SetHopLimit(loopbackHopLimit)
+	ip.SetPayloadLength(uint16(s.hbhLen))
+	out[s.hbh] = packet.ProtocolNoNext
+	for k := 0; k < s.nTrace; k++ {
+		tr := Trace(Option(out[s.trace[k]:]).Body())
+		if tr.Loopback() {
+			tr.SetFlags(tr.Flags() &^ FlagLoopback)
+		}
+	}
+	q.SetFlag(packet.FlagLocal)
+	q.RxTime = ctx.Now
+	if ctx.Emit(h, p.InPort) {
+		l.cSent.Inc()
+	}
+}
+
+// isLoopedBack reports whether the IPv6 packet s describes is a looped-back
+// copy: IOAM in its Hop-by-Hop header and nothing after it.
+func isLoopedBack(s *scan) bool {
+	return s.hbh != 0 && s.nTrace > 0 && s.next == packet.ProtocolNoNext && s.dest == 0
+}
