@@ -12,329 +12,329 @@ func cpuid(eaxArg uint32, ecxArg uint32) (eax uint32, ebx uint32, ecx uint32, ed
 // mulSSSE3 sets dst = c·src over len(src) rounded down to 16 bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulSSSE3(tbl *[32]byte, dst []byte, src []byte)
+func mulSSSE3(dst []byte, src []byte, c byte)
 
 // mulAddSSSE3 sets dst ^= c·src over len(src) rounded down to 16 bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulAddSSSE3(tbl *[32]byte, dst []byte, src []byte)
+func mulAddSSSE3(dst []byte, src []byte, c byte)
 
 // dotSSSE3x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 16; k ≥ 1.
 //
 //go:noescape
-func dotSSSE3x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotSSSE3x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddSSSE3x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 16; k ≥ 1.
 //
 //go:noescape
-func dotAddSSSE3x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddSSSE3x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotSSSE3x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 16; k ≥ 1.
 //
 //go:noescape
-func dotSSSE3x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotSSSE3x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddSSSE3x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 16; k ≥ 1.
 //
 //go:noescape
-func dotAddSSSE3x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddSSSE3x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotSSSE3x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 16; k ≥ 1.
 //
 //go:noescape
-func dotSSSE3x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotSSSE3x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddSSSE3x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 16; k ≥ 1.
 //
 //go:noescape
-func dotAddSSSE3x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddSSSE3x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotSSSE3x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 16; k ≥ 1.
 //
 //go:noescape
-func dotSSSE3x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotSSSE3x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddSSSE3x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 16; k ≥ 1.
 //
 //go:noescape
-func dotAddSSSE3x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddSSSE3x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // mulAVX2 sets dst = c·src over len(src) rounded down to 32 bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulAVX2(tbl *[32]byte, dst []byte, src []byte)
+func mulAVX2(dst []byte, src []byte, c byte)
 
 // mulAddAVX2 sets dst ^= c·src over len(src) rounded down to 32 bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulAddAVX2(tbl *[32]byte, dst []byte, src []byte)
+func mulAddAVX2(dst []byte, src []byte, c byte)
 
 // dotAVX2x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAVX2x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX2x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX2x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX2x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX2x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX2x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAVX2x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX2x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX2x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX2x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX2x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX2x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAVX2x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX2x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX2x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX2x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX2x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX2x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAVX2x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX2x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX2x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX2x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX2x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // mulAVX512 sets dst = c·src over len(src) bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulAVX512(tbl *[32]byte, dst []byte, src []byte)
+func mulAVX512(dst []byte, src []byte, c byte)
 
 // mulAddAVX512 sets dst ^= c·src over len(src) bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulAddAVX512(tbl *[32]byte, dst []byte, src []byte)
+func mulAddAVX512(dst []byte, src []byte, c byte)
 
 // dotAVX512x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAVX512x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX512x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX512x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX512x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAVX512x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX512x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX512x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX512x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAVX512x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX512x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX512x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX512x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAVX512x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX512x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX512x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX512x5 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAVX512x5(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX512x5 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX512x5(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX512x6 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAVX512x6(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX512x6 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX512x6(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX512x7 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAVX512x7(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX512x7 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX512x7(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAVX512x8 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAVX512x8(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAVX512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddAVX512x8 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddAVX512x8(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddAVX512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // mulGFNI sets dst = c·src over len(src) rounded down to 32 bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulGFNI(tbl *uint64, dst []byte, src []byte)
+func mulGFNI(dst []byte, src []byte, c byte)
 
 // mulAddGFNI sets dst ^= c·src over len(src) rounded down to 32 bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulAddGFNI(tbl *uint64, dst []byte, src []byte)
+func mulAddGFNI(dst []byte, src []byte, c byte)
 
 // dotGFNIx1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotGFNIx1(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNIx1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNIx1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNIx1(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNIx1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNIx2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotGFNIx2(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNIx2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNIx2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNIx2(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNIx2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNIx3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotGFNIx3(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNIx3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNIx3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNIx3(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNIx3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNIx4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotGFNIx4(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNIx4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNIx4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNIx4(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNIx4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // mulGFNI512 sets dst = c·src over len(src) bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulGFNI512(tbl *uint64, dst []byte, src []byte)
+func mulGFNI512(dst []byte, src []byte, c byte)
 
 // mulAddGFNI512 sets dst ^= c·src over len(src) bytes; len(dst) ≥ len(src).
 //
 //go:noescape
-func mulAddGFNI512(tbl *uint64, dst []byte, src []byte)
+func mulAddGFNI512(dst []byte, src []byte, c byte)
 
 // dotGFNI512x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotGFNI512x1(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNI512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNI512x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNI512x1(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNI512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNI512x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotGFNI512x2(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNI512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNI512x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNI512x2(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNI512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNI512x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotGFNI512x3(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNI512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNI512x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNI512x3(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNI512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNI512x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotGFNI512x4(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNI512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNI512x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNI512x4(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNI512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNI512x5 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotGFNI512x5(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNI512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNI512x5 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNI512x5(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNI512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNI512x6 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotGFNI512x6(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNI512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNI512x6 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNI512x6(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNI512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNI512x7 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotGFNI512x7(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNI512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNI512x7 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNI512x7(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNI512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotGFNI512x8 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotGFNI512x8(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotGFNI512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // dotAddGFNI512x8 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1.
 //
 //go:noescape
-func dotAddGFNI512x8(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+func dotAddGFNI512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)

@@ -16,246 +16,250 @@ TEXT ·cpuid(SB), NOSPLIT, $0-24
 	MOVL DX, edx+20(FP)
 	RET
 
-// func mulSSSE3(tbl *[32]byte, dst []byte, src []byte)
+// func mulSSSE3(dst []byte, src []byte, c byte)
 // Requires: SSE2, SSSE3
-TEXT ·mulSSSE3(SB), NOSPLIT, $0-56
-	MOVQ   tbl+0(FP), AX
-	MOVQ   dst_base+8(FP), CX
-	MOVQ   src_base+32(FP), DX
-	MOVQ   src_len+40(FP), BX
-	MOVL   $0x0f0f0f0f, SI
-	MOVD   SI, X0
-	PSHUFD $0x00, X0, X0
-	XORQ   SI, SI
+TEXT ·mulSSSE3(SB), NOSPLIT, $0-49
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    src_base+24(FP), CX
+	MOVQ    src_len+32(FP), DX
+	MOVBQZX c+48(FP), BX
+	LEAQ    ·nibble8+0(SB), SI
+	MOVL    $0x0f0f0f0f, DI
+	MOVD    DI, X0
+	PSHUFD  $0x00, X0, X0
+	SHLQ    $0x05, BX
+	XORQ    DI, DI
 
 mulSSSE3_loop:
-	CMPQ   BX, $0x00000040
+	CMPQ   DX, $0x00000040
 	JB     mulSSSE3_tail
-	MOVOU  (DX)(SI*1), X1
+	MOVOU  (CX)(DI*1), X1
 	MOVOU  X1, X2
 	PSRLQ  $0x04, X2
 	PAND   X0, X2
 	PAND   X0, X1
-	MOVOU  16(DX)(SI*1), X3
+	MOVOU  16(CX)(DI*1), X3
 	MOVOU  X3, X4
 	PSRLQ  $0x04, X4
 	PAND   X0, X4
 	PAND   X0, X3
-	MOVOU  32(DX)(SI*1), X5
+	MOVOU  32(CX)(DI*1), X5
 	MOVOU  X5, X6
 	PSRLQ  $0x04, X6
 	PAND   X0, X6
 	PAND   X0, X5
-	MOVOU  48(DX)(SI*1), X7
+	MOVOU  48(CX)(DI*1), X7
 	MOVOU  X7, X8
 	PSRLQ  $0x04, X8
 	PAND   X0, X8
 	PAND   X0, X7
-	MOVOU  (AX), X9
+	MOVOU  (SI)(BX*1), X9
 	PSHUFB X1, X9
-	MOVOU  16(AX), X1
+	MOVOU  16(SI)(BX*1), X1
 	PSHUFB X2, X1
 	PXOR   X1, X9
-	MOVOU  X9, (CX)(SI*1)
-	MOVOU  (AX), X1
+	MOVOU  X9, (AX)(DI*1)
+	MOVOU  (SI)(BX*1), X1
 	PSHUFB X3, X1
-	MOVOU  16(AX), X2
+	MOVOU  16(SI)(BX*1), X2
 	PSHUFB X4, X2
 	PXOR   X2, X1
-	MOVOU  X1, 16(CX)(SI*1)
-	MOVOU  (AX), X1
+	MOVOU  X1, 16(AX)(DI*1)
+	MOVOU  (SI)(BX*1), X1
 	PSHUFB X5, X1
-	MOVOU  16(AX), X2
+	MOVOU  16(SI)(BX*1), X2
 	PSHUFB X6, X2
 	PXOR   X2, X1
-	MOVOU  X1, 32(CX)(SI*1)
-	MOVOU  (AX), X1
+	MOVOU  X1, 32(AX)(DI*1)
+	MOVOU  (SI)(BX*1), X1
 	PSHUFB X7, X1
-	MOVOU  16(AX), X2
+	MOVOU  16(SI)(BX*1), X2
 	PSHUFB X8, X2
 	PXOR   X2, X1
-	MOVOU  X1, 48(CX)(SI*1)
-	ADDQ   $0x00000040, SI
-	SUBQ   $0x00000040, BX
+	MOVOU  X1, 48(AX)(DI*1)
+	ADDQ   $0x00000040, DI
+	SUBQ   $0x00000040, DX
 	JMP    mulSSSE3_loop
 
 mulSSSE3_tail:
-	CMPQ   BX, $0x00000020
+	CMPQ   DX, $0x00000020
 	JB     mulSSSE3_skip2
-	MOVOU  (DX)(SI*1), X1
+	MOVOU  (CX)(DI*1), X1
 	MOVOU  X1, X2
 	PSRLQ  $0x04, X2
 	PAND   X0, X2
 	PAND   X0, X1
-	MOVOU  16(DX)(SI*1), X3
+	MOVOU  16(CX)(DI*1), X3
 	MOVOU  X3, X4
 	PSRLQ  $0x04, X4
 	PAND   X0, X4
 	PAND   X0, X3
-	MOVOU  (AX), X5
+	MOVOU  (SI)(BX*1), X5
 	PSHUFB X1, X5
-	MOVOU  16(AX), X1
+	MOVOU  16(SI)(BX*1), X1
 	PSHUFB X2, X1
 	PXOR   X1, X5
-	MOVOU  X5, (CX)(SI*1)
-	MOVOU  (AX), X1
+	MOVOU  X5, (AX)(DI*1)
+	MOVOU  (SI)(BX*1), X1
 	PSHUFB X3, X1
-	MOVOU  16(AX), X2
+	MOVOU  16(SI)(BX*1), X2
 	PSHUFB X4, X2
 	PXOR   X2, X1
-	MOVOU  X1, 16(CX)(SI*1)
-	ADDQ   $0x00000020, SI
-	SUBQ   $0x00000020, BX
+	MOVOU  X1, 16(AX)(DI*1)
+	ADDQ   $0x00000020, DI
+	SUBQ   $0x00000020, DX
 
 mulSSSE3_skip2:
-	CMPQ   BX, $0x00000010
+	CMPQ   DX, $0x00000010
 	JB     mulSSSE3_skip1
-	MOVOU  (DX)(SI*1), X1
+	MOVOU  (CX)(DI*1), X1
 	MOVOU  X1, X2
 	PSRLQ  $0x04, X2
 	PAND   X0, X2
 	PAND   X0, X1
-	MOVOU  (AX), X0
+	MOVOU  (SI)(BX*1), X0
 	PSHUFB X1, X0
-	MOVOU  16(AX), X1
+	MOVOU  16(SI)(BX*1), X1
 	PSHUFB X2, X1
 	PXOR   X1, X0
-	MOVOU  X0, (CX)(SI*1)
-	ADDQ   $0x00000010, SI
-	SUBQ   $0x00000010, BX
+	MOVOU  X0, (AX)(DI*1)
+	ADDQ   $0x00000010, DI
+	SUBQ   $0x00000010, DX
 
 mulSSSE3_skip1:
 	RET
 
-// func mulAddSSSE3(tbl *[32]byte, dst []byte, src []byte)
+// func mulAddSSSE3(dst []byte, src []byte, c byte)
 // Requires: SSE2, SSSE3
-TEXT ·mulAddSSSE3(SB), NOSPLIT, $0-56
-	MOVQ   tbl+0(FP), AX
-	MOVQ   dst_base+8(FP), CX
-	MOVQ   src_base+32(FP), DX
-	MOVQ   src_len+40(FP), BX
-	MOVL   $0x0f0f0f0f, SI
-	MOVD   SI, X0
-	PSHUFD $0x00, X0, X0
-	XORQ   SI, SI
+TEXT ·mulAddSSSE3(SB), NOSPLIT, $0-49
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    src_base+24(FP), CX
+	MOVQ    src_len+32(FP), DX
+	MOVBQZX c+48(FP), BX
+	LEAQ    ·nibble8+0(SB), SI
+	MOVL    $0x0f0f0f0f, DI
+	MOVD    DI, X0
+	PSHUFD  $0x00, X0, X0
+	SHLQ    $0x05, BX
+	XORQ    DI, DI
 
 mulAddSSSE3_loop:
-	CMPQ   BX, $0x00000040
+	CMPQ   DX, $0x00000040
 	JB     mulAddSSSE3_tail
-	MOVOU  (DX)(SI*1), X1
+	MOVOU  (CX)(DI*1), X1
 	MOVOU  X1, X2
 	PSRLQ  $0x04, X2
 	PAND   X0, X2
 	PAND   X0, X1
-	MOVOU  16(DX)(SI*1), X3
+	MOVOU  16(CX)(DI*1), X3
 	MOVOU  X3, X4
 	PSRLQ  $0x04, X4
 	PAND   X0, X4
 	PAND   X0, X3
-	MOVOU  32(DX)(SI*1), X5
+	MOVOU  32(CX)(DI*1), X5
 	MOVOU  X5, X6
 	PSRLQ  $0x04, X6
 	PAND   X0, X6
 	PAND   X0, X5
-	MOVOU  48(DX)(SI*1), X7
+	MOVOU  48(CX)(DI*1), X7
 	MOVOU  X7, X8
 	PSRLQ  $0x04, X8
 	PAND   X0, X8
 	PAND   X0, X7
-	MOVOU  (AX), X9
+	MOVOU  (SI)(BX*1), X9
 	PSHUFB X1, X9
-	MOVOU  16(AX), X1
+	MOVOU  16(SI)(BX*1), X1
 	PSHUFB X2, X1
 	PXOR   X1, X9
-	MOVOU  (CX)(SI*1), X1
+	MOVOU  (AX)(DI*1), X1
 	PXOR   X1, X9
-	MOVOU  X9, (CX)(SI*1)
-	MOVOU  (AX), X1
+	MOVOU  X9, (AX)(DI*1)
+	MOVOU  (SI)(BX*1), X1
 	PSHUFB X3, X1
-	MOVOU  16(AX), X2
+	MOVOU  16(SI)(BX*1), X2
 	PSHUFB X4, X2
 	PXOR   X2, X1
-	MOVOU  16(CX)(SI*1), X2
+	MOVOU  16(AX)(DI*1), X2
 	PXOR   X2, X1
-	MOVOU  X1, 16(CX)(SI*1)
-	MOVOU  (AX), X1
+	MOVOU  X1, 16(AX)(DI*1)
+	MOVOU  (SI)(BX*1), X1
 	PSHUFB X5, X1
-	MOVOU  16(AX), X2
+	MOVOU  16(SI)(BX*1), X2
 	PSHUFB X6, X2
 	PXOR   X2, X1
-	MOVOU  32(CX)(SI*1), X2
+	MOVOU  32(AX)(DI*1), X2
 	PXOR   X2, X1
-	MOVOU  X1, 32(CX)(SI*1)
-	MOVOU  (AX), X1
+	MOVOU  X1, 32(AX)(DI*1)
+	MOVOU  (SI)(BX*1), X1
 	PSHUFB X7, X1
-	MOVOU  16(AX), X2
+	MOVOU  16(SI)(BX*1), X2
 	PSHUFB X8, X2
 	PXOR   X2, X1
-	MOVOU  48(CX)(SI*1), X2
+	MOVOU  48(AX)(DI*1), X2
 	PXOR   X2, X1
-	MOVOU  X1, 48(CX)(SI*1)
-	ADDQ   $0x00000040, SI
-	SUBQ   $0x00000040, BX
+	MOVOU  X1, 48(AX)(DI*1)
+	ADDQ   $0x00000040, DI
+	SUBQ   $0x00000040, DX
 	JMP    mulAddSSSE3_loop
 
 mulAddSSSE3_tail:
-	CMPQ   BX, $0x00000020
+	CMPQ   DX, $0x00000020
 	JB     mulAddSSSE3_skip2
-	MOVOU  (DX)(SI*1), X1
+	MOVOU  (CX)(DI*1), X1
 	MOVOU  X1, X2
 	PSRLQ  $0x04, X2
 	PAND   X0, X2
 	PAND   X0, X1
-	MOVOU  16(DX)(SI*1), X3
+	MOVOU  16(CX)(DI*1), X3
 	MOVOU  X3, X4
 	PSRLQ  $0x04, X4
 	PAND   X0, X4
 	PAND   X0, X3
-	MOVOU  (AX), X5
+	MOVOU  (SI)(BX*1), X5
 	PSHUFB X1, X5
-	MOVOU  16(AX), X1
+	MOVOU  16(SI)(BX*1), X1
 	PSHUFB X2, X1
 	PXOR   X1, X5
-	MOVOU  (CX)(SI*1), X1
+	MOVOU  (AX)(DI*1), X1
 	PXOR   X1, X5
-	MOVOU  X5, (CX)(SI*1)
-	MOVOU  (AX), X1
+	MOVOU  X5, (AX)(DI*1)
+	MOVOU  (SI)(BX*1), X1
 	PSHUFB X3, X1
-	MOVOU  16(AX), X2
+	MOVOU  16(SI)(BX*1), X2
 	PSHUFB X4, X2
 	PXOR   X2, X1
-	MOVOU  16(CX)(SI*1), X2
+	MOVOU  16(AX)(DI*1), X2
 	PXOR   X2, X1
-	MOVOU  X1, 16(CX)(SI*1)
-	ADDQ   $0x00000020, SI
-	SUBQ   $0x00000020, BX
+	MOVOU  X1, 16(AX)(DI*1)
+	ADDQ   $0x00000020, DI
+	SUBQ   $0x00000020, DX
 
 mulAddSSSE3_skip2:
-	CMPQ   BX, $0x00000010
+	CMPQ   DX, $0x00000010
 	JB     mulAddSSSE3_skip1
-	MOVOU  (DX)(SI*1), X1
+	MOVOU  (CX)(DI*1), X1
 	MOVOU  X1, X2
 	PSRLQ  $0x04, X2
 	PAND   X0, X2
 	PAND   X0, X1
-	MOVOU  (AX), X0
+	MOVOU  (SI)(BX*1), X0
 	PSHUFB X1, X0
-	MOVOU  16(AX), X1
+	MOVOU  16(SI)(BX*1), X1
 	PSHUFB X2, X1
 	PXOR   X1, X0
-	MOVOU  (CX)(SI*1), X1
+	MOVOU  (AX)(DI*1), X1
 	PXOR   X1, X0
-	MOVOU  X0, (CX)(SI*1)
-	ADDQ   $0x00000010, SI
-	SUBQ   $0x00000010, BX
+	MOVOU  X0, (AX)(DI*1)
+	ADDQ   $0x00000010, DI
+	SUBQ   $0x00000010, DX
 
 mulAddSSSE3_skip1:
 	RET
 
-// func dotSSSE3x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotSSSE3x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: SSE2, SSSE3
-TEXT ·dotSSSE3x1(SB), NOSPLIT, $0-80
-	MOVQ   n+72(FP), AX
+TEXT ·dotSSSE3x1(SB), NOSPLIT, $0-72
+	MOVQ   n+64(FP), AX
 	XORQ   CX, CX
 	MOVL   $0x0f0f0f0f, DX
 	MOVD   DX, X0
@@ -264,10 +268,10 @@ TEXT ·dotSSSE3x1(SB), NOSPLIT, $0-80
 dotSSSE3x1_loop:
 	CMPQ    AX, $0x00000020
 	JB      dotSSSE3x1_tail
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
 	MOVQ    (DX), R8
 	MOVOU   (R8)(CX*1), X1
 	MOVOU   X1, X2
@@ -328,7 +332,7 @@ dotSSSE3x1_u2:
 	JNZ     dotSSSE3x1_u2
 
 dotSSSE3x1_u2_store:
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), DX
 	MOVOU X5, (DX)(CX*1)
 	MOVOU X1, 16(DX)(CX*1)
@@ -339,10 +343,10 @@ dotSSSE3x1_u2_store:
 dotSSSE3x1_tail:
 	CMPQ    AX, $0x00000010
 	JB      dotSSSE3x1_skip1
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
 	MOVQ    (DX), R8
 	MOVOU   (R8)(CX*1), X1
 	MOVOU   X1, X2
@@ -382,7 +386,7 @@ dotSSSE3x1_u1:
 	JNZ     dotSSSE3x1_u1
 
 dotSSSE3x1_u1_store:
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), DX
 	MOVOU X3, (DX)(CX*1)
 	ADDQ  $0x00000010, CX
@@ -391,10 +395,10 @@ dotSSSE3x1_u1_store:
 dotSSSE3x1_skip1:
 	RET
 
-// func dotAddSSSE3x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddSSSE3x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: SSE2, SSSE3
-TEXT ·dotAddSSSE3x1(SB), NOSPLIT, $0-80
-	MOVQ   n+72(FP), AX
+TEXT ·dotAddSSSE3x1(SB), NOSPLIT, $0-72
+	MOVQ   n+64(FP), AX
 	XORQ   CX, CX
 	MOVL   $0x0f0f0f0f, DX
 	MOVD   DX, X0
@@ -403,14 +407,14 @@ TEXT ·dotAddSSSE3x1(SB), NOSPLIT, $0-80
 dotAddSSSE3x1_loop:
 	CMPQ  AX, $0x00000020
 	JB    dotAddSSSE3x1_tail
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), DX
 	MOVOU (DX)(CX*1), X1
 	MOVOU 16(DX)(CX*1), X2
-	MOVQ  src_base+24(FP), DX
-	MOVQ  coef+8(FP), BX
-	MOVQ  k+16(FP), SI
-	MOVQ  tab+0(FP), DI
+	MOVQ  src_base+16(FP), DX
+	MOVQ  coef+0(FP), BX
+	MOVQ  k+8(FP), SI
+	LEAQ  ·nibble8+0(SB), DI
 
 dotAddSSSE3x1_u2:
 	MOVQ    (DX), R8
@@ -442,7 +446,7 @@ dotAddSSSE3x1_u2:
 	INCQ    BX
 	DECQ    SI
 	JNZ     dotAddSSSE3x1_u2
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	MOVOU   X1, (DX)(CX*1)
 	MOVOU   X2, 16(DX)(CX*1)
@@ -453,13 +457,13 @@ dotAddSSSE3x1_u2:
 dotAddSSSE3x1_tail:
 	CMPQ  AX, $0x00000010
 	JB    dotAddSSSE3x1_skip1
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), DX
 	MOVOU (DX)(CX*1), X1
-	MOVQ  src_base+24(FP), DX
-	MOVQ  coef+8(FP), BX
-	MOVQ  k+16(FP), SI
-	MOVQ  tab+0(FP), DI
+	MOVQ  src_base+16(FP), DX
+	MOVQ  coef+0(FP), BX
+	MOVQ  k+8(FP), SI
+	LEAQ  ·nibble8+0(SB), DI
 
 dotAddSSSE3x1_u1:
 	MOVQ    (DX), R8
@@ -480,7 +484,7 @@ dotAddSSSE3x1_u1:
 	INCQ    BX
 	DECQ    SI
 	JNZ     dotAddSSSE3x1_u1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	MOVOU   X1, (DX)(CX*1)
 	ADDQ    $0x00000010, CX
@@ -489,10 +493,10 @@ dotAddSSSE3x1_u1:
 dotAddSSSE3x1_skip1:
 	RET
 
-// func dotSSSE3x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotSSSE3x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: SSE2, SSSE3
-TEXT ·dotSSSE3x2(SB), NOSPLIT, $0-80
-	MOVQ   n+72(FP), AX
+TEXT ·dotSSSE3x2(SB), NOSPLIT, $0-72
+	MOVQ   n+64(FP), AX
 	XORQ   CX, CX
 	MOVL   $0x0f0f0f0f, DX
 	MOVD   DX, X0
@@ -501,11 +505,11 @@ TEXT ·dotSSSE3x2(SB), NOSPLIT, $0-80
 dotSSSE3x2_loop:
 	CMPQ    AX, $0x00000020
 	JB      dotSSSE3x2_tail
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 	MOVQ    (DX), R9
 	MOVOU   (R9)(CX*1), X1
 	MOVOU   X1, X2
@@ -596,7 +600,7 @@ dotSSSE3x2_u2:
 	JNZ     dotSSSE3x2_u2
 
 dotSSSE3x2_u2_store:
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU X5, (BX)(CX*1)
 	MOVOU X6, 16(BX)(CX*1)
@@ -610,11 +614,11 @@ dotSSSE3x2_u2_store:
 dotSSSE3x2_tail:
 	CMPQ    AX, $0x00000010
 	JB      dotSSSE3x2_skip1
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 	MOVQ    (DX), R9
 	MOVOU   (R9)(CX*1), X1
 	MOVOU   X1, X2
@@ -673,7 +677,7 @@ dotSSSE3x2_u1:
 	JNZ     dotSSSE3x2_u1
 
 dotSSSE3x2_u1_store:
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU X3, (BX)(CX*1)
 	MOVQ  24(DX), DX
@@ -684,10 +688,10 @@ dotSSSE3x2_u1_store:
 dotSSSE3x2_skip1:
 	RET
 
-// func dotAddSSSE3x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddSSSE3x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: SSE2, SSSE3
-TEXT ·dotAddSSSE3x2(SB), NOSPLIT, $0-80
-	MOVQ   n+72(FP), AX
+TEXT ·dotAddSSSE3x2(SB), NOSPLIT, $0-72
+	MOVQ   n+64(FP), AX
 	XORQ   CX, CX
 	MOVL   $0x0f0f0f0f, DX
 	MOVD   DX, X0
@@ -696,18 +700,18 @@ TEXT ·dotAddSSSE3x2(SB), NOSPLIT, $0-80
 dotAddSSSE3x2_loop:
 	CMPQ  AX, $0x00000020
 	JB    dotAddSSSE3x2_tail
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU (BX)(CX*1), X1
 	MOVOU 16(BX)(CX*1), X2
 	MOVQ  24(DX), DX
 	MOVOU (DX)(CX*1), X3
 	MOVOU 16(DX)(CX*1), X4
-	MOVQ  src_base+24(FP), DX
-	MOVQ  coef+8(FP), BX
-	MOVQ  k+16(FP), SI
-	MOVQ  tab+0(FP), DI
-	MOVQ  k+16(FP), R8
+	MOVQ  src_base+16(FP), DX
+	MOVQ  coef+0(FP), BX
+	MOVQ  k+8(FP), SI
+	LEAQ  ·nibble8+0(SB), DI
+	MOVQ  k+8(FP), R8
 
 dotAddSSSE3x2_u2:
 	MOVQ    (DX), R9
@@ -755,7 +759,7 @@ dotAddSSSE3x2_u2:
 	INCQ    BX
 	DECQ    SI
 	JNZ     dotAddSSSE3x2_u2
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	MOVOU   X1, (BX)(CX*1)
 	MOVOU   X2, 16(BX)(CX*1)
@@ -769,16 +773,16 @@ dotAddSSSE3x2_u2:
 dotAddSSSE3x2_tail:
 	CMPQ  AX, $0x00000010
 	JB    dotAddSSSE3x2_skip1
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU (BX)(CX*1), X1
 	MOVQ  24(DX), DX
 	MOVOU (DX)(CX*1), X2
-	MOVQ  src_base+24(FP), DX
-	MOVQ  coef+8(FP), BX
-	MOVQ  k+16(FP), SI
-	MOVQ  tab+0(FP), DI
-	MOVQ  k+16(FP), R8
+	MOVQ  src_base+16(FP), DX
+	MOVQ  coef+0(FP), BX
+	MOVQ  k+8(FP), SI
+	LEAQ  ·nibble8+0(SB), DI
+	MOVQ  k+8(FP), R8
 
 dotAddSSSE3x2_u1:
 	MOVQ    (DX), R9
@@ -809,7 +813,7 @@ dotAddSSSE3x2_u1:
 	INCQ    BX
 	DECQ    SI
 	JNZ     dotAddSSSE3x2_u1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	MOVOU   X1, (BX)(CX*1)
 	MOVQ    24(DX), DX
@@ -820,10 +824,10 @@ dotAddSSSE3x2_u1:
 dotAddSSSE3x2_skip1:
 	RET
 
-// func dotSSSE3x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotSSSE3x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: SSE2, SSSE3
-TEXT ·dotSSSE3x3(SB), NOSPLIT, $0-80
-	MOVQ   n+72(FP), AX
+TEXT ·dotSSSE3x3(SB), NOSPLIT, $0-72
+	MOVQ   n+64(FP), AX
 	XORQ   CX, CX
 	MOVL   $0x0f0f0f0f, DX
 	MOVD   DX, X0
@@ -832,11 +836,11 @@ TEXT ·dotSSSE3x3(SB), NOSPLIT, $0-80
 dotSSSE3x3_loop:
 	CMPQ    AX, $0x00000020
 	JB      dotSSSE3x3_tail
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 	MOVQ    (DX), R9
 	MOVOU   (R9)(CX*1), X1
 	MOVOU   X1, X2
@@ -955,7 +959,7 @@ dotSSSE3x3_u2:
 	JNZ     dotSSSE3x3_u2
 
 dotSSSE3x3_u2_store:
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU X5, (BX)(CX*1)
 	MOVOU X6, 16(BX)(CX*1)
@@ -972,11 +976,11 @@ dotSSSE3x3_u2_store:
 dotSSSE3x3_tail:
 	CMPQ    AX, $0x00000010
 	JB      dotSSSE3x3_skip1
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 	MOVQ    (DX), R9
 	MOVOU   (R9)(CX*1), X1
 	MOVOU   X1, X2
@@ -1052,7 +1056,7 @@ dotSSSE3x3_u1:
 	JNZ     dotSSSE3x3_u1
 
 dotSSSE3x3_u1_store:
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU X3, (BX)(CX*1)
 	MOVQ  24(DX), BX
@@ -1065,10 +1069,10 @@ dotSSSE3x3_u1_store:
 dotSSSE3x3_skip1:
 	RET
 
-// func dotAddSSSE3x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddSSSE3x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: SSE2, SSSE3
-TEXT ·dotAddSSSE3x3(SB), NOSPLIT, $0-80
-	MOVQ   n+72(FP), AX
+TEXT ·dotAddSSSE3x3(SB), NOSPLIT, $0-72
+	MOVQ   n+64(FP), AX
 	XORQ   CX, CX
 	MOVL   $0x0f0f0f0f, DX
 	MOVD   DX, X0
@@ -1077,7 +1081,7 @@ TEXT ·dotAddSSSE3x3(SB), NOSPLIT, $0-80
 dotAddSSSE3x3_loop:
 	CMPQ  AX, $0x00000020
 	JB    dotAddSSSE3x3_tail
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU (BX)(CX*1), X1
 	MOVOU 16(BX)(CX*1), X2
@@ -1087,11 +1091,11 @@ dotAddSSSE3x3_loop:
 	MOVQ  48(DX), DX
 	MOVOU (DX)(CX*1), X5
 	MOVOU 16(DX)(CX*1), X6
-	MOVQ  src_base+24(FP), DX
-	MOVQ  coef+8(FP), BX
-	MOVQ  k+16(FP), SI
-	MOVQ  tab+0(FP), DI
-	MOVQ  k+16(FP), R8
+	MOVQ  src_base+16(FP), DX
+	MOVQ  coef+0(FP), BX
+	MOVQ  k+8(FP), SI
+	LEAQ  ·nibble8+0(SB), DI
+	MOVQ  k+8(FP), R8
 
 dotAddSSSE3x3_u2:
 	MOVQ    (DX), R9
@@ -1154,7 +1158,7 @@ dotAddSSSE3x3_u2:
 	INCQ    BX
 	DECQ    SI
 	JNZ     dotAddSSSE3x3_u2
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	MOVOU   X1, (BX)(CX*1)
 	MOVOU   X2, 16(BX)(CX*1)
@@ -1171,18 +1175,18 @@ dotAddSSSE3x3_u2:
 dotAddSSSE3x3_tail:
 	CMPQ  AX, $0x00000010
 	JB    dotAddSSSE3x3_skip1
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU (BX)(CX*1), X1
 	MOVQ  24(DX), BX
 	MOVOU (BX)(CX*1), X2
 	MOVQ  48(DX), DX
 	MOVOU (DX)(CX*1), X3
-	MOVQ  src_base+24(FP), DX
-	MOVQ  coef+8(FP), BX
-	MOVQ  k+16(FP), SI
-	MOVQ  tab+0(FP), DI
-	MOVQ  k+16(FP), R8
+	MOVQ  src_base+16(FP), DX
+	MOVQ  coef+0(FP), BX
+	MOVQ  k+8(FP), SI
+	LEAQ  ·nibble8+0(SB), DI
+	MOVQ  k+8(FP), R8
 
 dotAddSSSE3x3_u1:
 	MOVQ    (DX), R9
@@ -1222,7 +1226,7 @@ dotAddSSSE3x3_u1:
 	INCQ    BX
 	DECQ    SI
 	JNZ     dotAddSSSE3x3_u1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	MOVOU   X1, (BX)(CX*1)
 	MOVQ    24(DX), BX
@@ -1235,10 +1239,10 @@ dotAddSSSE3x3_u1:
 dotAddSSSE3x3_skip1:
 	RET
 
-// func dotSSSE3x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotSSSE3x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: SSE2, SSSE3
-TEXT ·dotSSSE3x4(SB), NOSPLIT, $0-80
-	MOVQ   n+72(FP), AX
+TEXT ·dotSSSE3x4(SB), NOSPLIT, $0-72
+	MOVQ   n+64(FP), AX
 	XORQ   CX, CX
 	MOVL   $0x0f0f0f0f, DX
 	MOVD   DX, X0
@@ -1247,11 +1251,11 @@ TEXT ·dotSSSE3x4(SB), NOSPLIT, $0-80
 dotSSSE3x4_loop:
 	CMPQ    AX, $0x00000010
 	JB      dotSSSE3x4_tail
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 	MOVQ    (DX), R9
 	MOVOU   (R9)(CX*1), X1
 	MOVOU   X1, X2
@@ -1344,7 +1348,7 @@ dotSSSE3x4_u1:
 	JNZ     dotSSSE3x4_u1
 
 dotSSSE3x4_u1_store:
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU X3, (BX)(CX*1)
 	MOVQ  24(DX), BX
@@ -1360,10 +1364,10 @@ dotSSSE3x4_u1_store:
 dotSSSE3x4_tail:
 	RET
 
-// func dotAddSSSE3x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddSSSE3x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: SSE2, SSSE3
-TEXT ·dotAddSSSE3x4(SB), NOSPLIT, $0-80
-	MOVQ   n+72(FP), AX
+TEXT ·dotAddSSSE3x4(SB), NOSPLIT, $0-72
+	MOVQ   n+64(FP), AX
 	XORQ   CX, CX
 	MOVL   $0x0f0f0f0f, DX
 	MOVD   DX, X0
@@ -1372,7 +1376,7 @@ TEXT ·dotAddSSSE3x4(SB), NOSPLIT, $0-80
 dotAddSSSE3x4_loop:
 	CMPQ  AX, $0x00000010
 	JB    dotAddSSSE3x4_tail
-	MOVQ  dst_base+48(FP), DX
+	MOVQ  dst_base+40(FP), DX
 	MOVQ  (DX), BX
 	MOVOU (BX)(CX*1), X1
 	MOVQ  24(DX), BX
@@ -1381,11 +1385,11 @@ dotAddSSSE3x4_loop:
 	MOVOU (BX)(CX*1), X3
 	MOVQ  72(DX), DX
 	MOVOU (DX)(CX*1), X4
-	MOVQ  src_base+24(FP), DX
-	MOVQ  coef+8(FP), BX
-	MOVQ  k+16(FP), SI
-	MOVQ  tab+0(FP), DI
-	MOVQ  k+16(FP), R8
+	MOVQ  src_base+16(FP), DX
+	MOVQ  coef+0(FP), BX
+	MOVQ  k+8(FP), SI
+	LEAQ  ·nibble8+0(SB), DI
+	MOVQ  k+8(FP), R8
 
 dotAddSSSE3x4_u1:
 	MOVQ    (DX), R9
@@ -1434,7 +1438,7 @@ dotAddSSSE3x4_u1:
 	INCQ    BX
 	DECQ    SI
 	JNZ     dotAddSSSE3x4_u1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	MOVOU   X1, (BX)(CX*1)
 	MOVQ    24(DX), BX
@@ -1450,203 +1454,207 @@ dotAddSSSE3x4_u1:
 dotAddSSSE3x4_tail:
 	RET
 
-// func mulAVX2(tbl *[32]byte, dst []byte, src []byte)
+// func mulAVX2(dst []byte, src []byte, c byte)
 // Requires: AVX, AVX2, SSE2
-TEXT ·mulAVX2(SB), NOSPLIT, $0-56
-	MOVQ           tbl+0(FP), AX
-	MOVQ           dst_base+8(FP), CX
-	MOVQ           src_base+32(FP), DX
-	MOVQ           src_len+40(FP), BX
-	MOVL           $0x0f0f0f0f, SI
-	MOVD           SI, X0
+TEXT ·mulAVX2(SB), NOSPLIT, $0-49
+	MOVQ           dst_base+0(FP), AX
+	MOVQ           src_base+24(FP), CX
+	MOVQ           src_len+32(FP), DX
+	MOVBQZX        c+48(FP), BX
+	LEAQ           ·nibble8+0(SB), SI
+	MOVL           $0x0f0f0f0f, DI
+	MOVD           DI, X0
 	VPBROADCASTD   X0, Y0
-	VBROADCASTI128 (AX), Y1
-	VBROADCASTI128 16(AX), Y2
-	XORQ           AX, AX
+	SHLQ           $0x05, BX
+	VBROADCASTI128 (SI)(BX*1), Y1
+	VBROADCASTI128 16(SI)(BX*1), Y2
+	XORQ           BX, BX
 
 mulAVX2_loop:
-	CMPQ    BX, $0x00000080
+	CMPQ    DX, $0x00000080
 	JB      mulAVX2_tail
-	VMOVDQU (DX)(AX*1), Y3
+	VMOVDQU (CX)(BX*1), Y3
 	VPSRLQ  $0x04, Y3, Y4
 	VPAND   Y0, Y4, Y4
 	VPAND   Y0, Y3, Y3
-	VMOVDQU 32(DX)(AX*1), Y5
+	VMOVDQU 32(CX)(BX*1), Y5
 	VPSRLQ  $0x04, Y5, Y6
 	VPAND   Y0, Y6, Y6
 	VPAND   Y0, Y5, Y5
-	VMOVDQU 64(DX)(AX*1), Y7
+	VMOVDQU 64(CX)(BX*1), Y7
 	VPSRLQ  $0x04, Y7, Y8
 	VPAND   Y0, Y8, Y8
 	VPAND   Y0, Y7, Y7
-	VMOVDQU 96(DX)(AX*1), Y9
+	VMOVDQU 96(CX)(BX*1), Y9
 	VPSRLQ  $0x04, Y9, Y10
 	VPAND   Y0, Y10, Y10
 	VPAND   Y0, Y9, Y9
 	VPSHUFB Y3, Y1, Y3
 	VPSHUFB Y4, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VMOVDQU Y3, (CX)(AX*1)
+	VMOVDQU Y3, (AX)(BX*1)
 	VPSHUFB Y5, Y1, Y3
 	VPSHUFB Y6, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VMOVDQU Y3, 32(CX)(AX*1)
+	VMOVDQU Y3, 32(AX)(BX*1)
 	VPSHUFB Y7, Y1, Y3
 	VPSHUFB Y8, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VMOVDQU Y3, 64(CX)(AX*1)
+	VMOVDQU Y3, 64(AX)(BX*1)
 	VPSHUFB Y9, Y1, Y3
 	VPSHUFB Y10, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VMOVDQU Y3, 96(CX)(AX*1)
-	ADDQ    $0x00000080, AX
-	SUBQ    $0x00000080, BX
+	VMOVDQU Y3, 96(AX)(BX*1)
+	ADDQ    $0x00000080, BX
+	SUBQ    $0x00000080, DX
 	JMP     mulAVX2_loop
 
 mulAVX2_tail:
-	CMPQ    BX, $0x00000040
+	CMPQ    DX, $0x00000040
 	JB      mulAVX2_skip2
-	VMOVDQU (DX)(AX*1), Y3
+	VMOVDQU (CX)(BX*1), Y3
 	VPSRLQ  $0x04, Y3, Y4
 	VPAND   Y0, Y4, Y4
 	VPAND   Y0, Y3, Y3
-	VMOVDQU 32(DX)(AX*1), Y5
+	VMOVDQU 32(CX)(BX*1), Y5
 	VPSRLQ  $0x04, Y5, Y6
 	VPAND   Y0, Y6, Y6
 	VPAND   Y0, Y5, Y5
 	VPSHUFB Y3, Y1, Y3
 	VPSHUFB Y4, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VMOVDQU Y3, (CX)(AX*1)
+	VMOVDQU Y3, (AX)(BX*1)
 	VPSHUFB Y5, Y1, Y3
 	VPSHUFB Y6, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VMOVDQU Y3, 32(CX)(AX*1)
-	ADDQ    $0x00000040, AX
-	SUBQ    $0x00000040, BX
+	VMOVDQU Y3, 32(AX)(BX*1)
+	ADDQ    $0x00000040, BX
+	SUBQ    $0x00000040, DX
 
 mulAVX2_skip2:
-	CMPQ    BX, $0x00000020
+	CMPQ    DX, $0x00000020
 	JB      mulAVX2_skip1
-	VMOVDQU (DX)(AX*1), Y3
+	VMOVDQU (CX)(BX*1), Y3
 	VPSRLQ  $0x04, Y3, Y4
 	VPAND   Y0, Y4, Y4
 	VPAND   Y0, Y3, Y3
 	VPSHUFB Y3, Y1, Y0
 	VPSHUFB Y4, Y2, Y1
 	VPXOR   Y1, Y0, Y0
-	VMOVDQU Y0, (CX)(AX*1)
-	ADDQ    $0x00000020, AX
-	SUBQ    $0x00000020, BX
+	VMOVDQU Y0, (AX)(BX*1)
+	ADDQ    $0x00000020, BX
+	SUBQ    $0x00000020, DX
 
 mulAVX2_skip1:
 	VZEROUPPER
 	RET
 
-// func mulAddAVX2(tbl *[32]byte, dst []byte, src []byte)
+// func mulAddAVX2(dst []byte, src []byte, c byte)
 // Requires: AVX, AVX2, SSE2
-TEXT ·mulAddAVX2(SB), NOSPLIT, $0-56
-	MOVQ           tbl+0(FP), AX
-	MOVQ           dst_base+8(FP), CX
-	MOVQ           src_base+32(FP), DX
-	MOVQ           src_len+40(FP), BX
-	MOVL           $0x0f0f0f0f, SI
-	MOVD           SI, X0
+TEXT ·mulAddAVX2(SB), NOSPLIT, $0-49
+	MOVQ           dst_base+0(FP), AX
+	MOVQ           src_base+24(FP), CX
+	MOVQ           src_len+32(FP), DX
+	MOVBQZX        c+48(FP), BX
+	LEAQ           ·nibble8+0(SB), SI
+	MOVL           $0x0f0f0f0f, DI
+	MOVD           DI, X0
 	VPBROADCASTD   X0, Y0
-	VBROADCASTI128 (AX), Y1
-	VBROADCASTI128 16(AX), Y2
-	XORQ           AX, AX
+	SHLQ           $0x05, BX
+	VBROADCASTI128 (SI)(BX*1), Y1
+	VBROADCASTI128 16(SI)(BX*1), Y2
+	XORQ           BX, BX
 
 mulAddAVX2_loop:
-	CMPQ    BX, $0x00000080
+	CMPQ    DX, $0x00000080
 	JB      mulAddAVX2_tail
-	VMOVDQU (DX)(AX*1), Y3
+	VMOVDQU (CX)(BX*1), Y3
 	VPSRLQ  $0x04, Y3, Y4
 	VPAND   Y0, Y4, Y4
 	VPAND   Y0, Y3, Y3
-	VMOVDQU 32(DX)(AX*1), Y5
+	VMOVDQU 32(CX)(BX*1), Y5
 	VPSRLQ  $0x04, Y5, Y6
 	VPAND   Y0, Y6, Y6
 	VPAND   Y0, Y5, Y5
-	VMOVDQU 64(DX)(AX*1), Y7
+	VMOVDQU 64(CX)(BX*1), Y7
 	VPSRLQ  $0x04, Y7, Y8
 	VPAND   Y0, Y8, Y8
 	VPAND   Y0, Y7, Y7
-	VMOVDQU 96(DX)(AX*1), Y9
+	VMOVDQU 96(CX)(BX*1), Y9
 	VPSRLQ  $0x04, Y9, Y10
 	VPAND   Y0, Y10, Y10
 	VPAND   Y0, Y9, Y9
 	VPSHUFB Y3, Y1, Y3
 	VPSHUFB Y4, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VPXOR   (CX)(AX*1), Y3, Y3
-	VMOVDQU Y3, (CX)(AX*1)
+	VPXOR   (AX)(BX*1), Y3, Y3
+	VMOVDQU Y3, (AX)(BX*1)
 	VPSHUFB Y5, Y1, Y3
 	VPSHUFB Y6, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VPXOR   32(CX)(AX*1), Y3, Y3
-	VMOVDQU Y3, 32(CX)(AX*1)
+	VPXOR   32(AX)(BX*1), Y3, Y3
+	VMOVDQU Y3, 32(AX)(BX*1)
 	VPSHUFB Y7, Y1, Y3
 	VPSHUFB Y8, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VPXOR   64(CX)(AX*1), Y3, Y3
-	VMOVDQU Y3, 64(CX)(AX*1)
+	VPXOR   64(AX)(BX*1), Y3, Y3
+	VMOVDQU Y3, 64(AX)(BX*1)
 	VPSHUFB Y9, Y1, Y3
 	VPSHUFB Y10, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VPXOR   96(CX)(AX*1), Y3, Y3
-	VMOVDQU Y3, 96(CX)(AX*1)
-	ADDQ    $0x00000080, AX
-	SUBQ    $0x00000080, BX
+	VPXOR   96(AX)(BX*1), Y3, Y3
+	VMOVDQU Y3, 96(AX)(BX*1)
+	ADDQ    $0x00000080, BX
+	SUBQ    $0x00000080, DX
 	JMP     mulAddAVX2_loop
 
 mulAddAVX2_tail:
-	CMPQ    BX, $0x00000040
+	CMPQ    DX, $0x00000040
 	JB      mulAddAVX2_skip2
-	VMOVDQU (DX)(AX*1), Y3
+	VMOVDQU (CX)(BX*1), Y3
 	VPSRLQ  $0x04, Y3, Y4
 	VPAND   Y0, Y4, Y4
 	VPAND   Y0, Y3, Y3
-	VMOVDQU 32(DX)(AX*1), Y5
+	VMOVDQU 32(CX)(BX*1), Y5
 	VPSRLQ  $0x04, Y5, Y6
 	VPAND   Y0, Y6, Y6
 	VPAND   Y0, Y5, Y5
 	VPSHUFB Y3, Y1, Y3
 	VPSHUFB Y4, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VPXOR   (CX)(AX*1), Y3, Y3
-	VMOVDQU Y3, (CX)(AX*1)
+	VPXOR   (AX)(BX*1), Y3, Y3
+	VMOVDQU Y3, (AX)(BX*1)
 	VPSHUFB Y5, Y1, Y3
 	VPSHUFB Y6, Y2, Y4
 	VPXOR   Y4, Y3, Y3
-	VPXOR   32(CX)(AX*1), Y3, Y3
-	VMOVDQU Y3, 32(CX)(AX*1)
-	ADDQ    $0x00000040, AX
-	SUBQ    $0x00000040, BX
+	VPXOR   32(AX)(BX*1), Y3, Y3
+	VMOVDQU Y3, 32(AX)(BX*1)
+	ADDQ    $0x00000040, BX
+	SUBQ    $0x00000040, DX
 
 mulAddAVX2_skip2:
-	CMPQ    BX, $0x00000020
+	CMPQ    DX, $0x00000020
 	JB      mulAddAVX2_skip1
-	VMOVDQU (DX)(AX*1), Y3
+	VMOVDQU (CX)(BX*1), Y3
 	VPSRLQ  $0x04, Y3, Y4
 	VPAND   Y0, Y4, Y4
 	VPAND   Y0, Y3, Y3
 	VPSHUFB Y3, Y1, Y0
 	VPSHUFB Y4, Y2, Y1
 	VPXOR   Y1, Y0, Y0
-	VPXOR   (CX)(AX*1), Y0, Y0
-	VMOVDQU Y0, (CX)(AX*1)
-	ADDQ    $0x00000020, AX
-	SUBQ    $0x00000020, BX
+	VPXOR   (AX)(BX*1), Y0, Y0
+	VMOVDQU Y0, (AX)(BX*1)
+	ADDQ    $0x00000020, BX
+	SUBQ    $0x00000020, DX
 
 mulAddAVX2_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAVX2x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAVX2x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, SSE2
-TEXT ·dotAVX2x1(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+TEXT ·dotAVX2x1(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	MOVD         DX, X0
@@ -1655,10 +1663,10 @@ TEXT ·dotAVX2x1(SB), NOSPLIT, $0-80
 dotAVX2x1_loop:
 	CMPQ           AX, $0x00000040
 	JB             dotAVX2x1_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·nibble8+0(SB), DI
 	MOVQ           (DX), R8
 	VMOVDQU        (R8)(CX*1), Y1
 	VPSRLQ         $0x04, Y1, Y2
@@ -1711,7 +1719,7 @@ dotAVX2x1_u2:
 	JNZ            dotAVX2x1_u2
 
 dotAVX2x1_u2_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU Y1, (DX)(CX*1)
 	VMOVDQU Y2, 32(DX)(CX*1)
@@ -1722,10 +1730,10 @@ dotAVX2x1_u2_store:
 dotAVX2x1_tail:
 	CMPQ           AX, $0x00000020
 	JB             dotAVX2x1_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·nibble8+0(SB), DI
 	MOVQ           (DX), R8
 	VMOVDQU        (R8)(CX*1), Y1
 	VPSRLQ         $0x04, Y1, Y2
@@ -1763,7 +1771,7 @@ dotAVX2x1_u1:
 	JNZ            dotAVX2x1_u1
 
 dotAVX2x1_u1_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU Y1, (DX)(CX*1)
 	ADDQ    $0x00000020, CX
@@ -1773,10 +1781,10 @@ dotAVX2x1_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX2x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddAVX2x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, SSE2
-TEXT ·dotAddAVX2x1(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+TEXT ·dotAddAVX2x1(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	MOVD         DX, X0
@@ -1785,14 +1793,14 @@ TEXT ·dotAddAVX2x1(SB), NOSPLIT, $0-80
 dotAddAVX2x1_loop:
 	CMPQ    AX, $0x00000040
 	JB      dotAddAVX2x1_tail
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU (DX)(CX*1), Y1
 	VMOVDQU 32(DX)(CX*1), Y2
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
 
 dotAddAVX2x1_u2:
 	MOVQ           (DX), R8
@@ -1820,7 +1828,7 @@ dotAddAVX2x1_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddAVX2x1_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), DX
 	VMOVDQU        Y1, (DX)(CX*1)
 	VMOVDQU        Y2, 32(DX)(CX*1)
@@ -1831,13 +1839,13 @@ dotAddAVX2x1_u2:
 dotAddAVX2x1_tail:
 	CMPQ    AX, $0x00000020
 	JB      dotAddAVX2x1_skip1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU (DX)(CX*1), Y1
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
 
 dotAddAVX2x1_u1:
 	MOVQ           (DX), R8
@@ -1857,7 +1865,7 @@ dotAddAVX2x1_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddAVX2x1_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), DX
 	VMOVDQU        Y1, (DX)(CX*1)
 	ADDQ           $0x00000020, CX
@@ -1867,10 +1875,10 @@ dotAddAVX2x1_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAVX2x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAVX2x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, SSE2
-TEXT ·dotAVX2x2(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+TEXT ·dotAVX2x2(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	MOVD         DX, X0
@@ -1879,11 +1887,11 @@ TEXT ·dotAVX2x2(SB), NOSPLIT, $0-80
 dotAVX2x2_loop:
 	CMPQ           AX, $0x00000040
 	JB             dotAVX2x2_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·nibble8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y1
 	VPSRLQ         $0x04, Y1, Y2
@@ -1962,7 +1970,7 @@ dotAVX2x2_u2:
 	JNZ            dotAVX2x2_u2
 
 dotAVX2x2_u2_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y7, (BX)(CX*1)
 	VMOVDQU Y5, 32(BX)(CX*1)
@@ -1976,11 +1984,11 @@ dotAVX2x2_u2_store:
 dotAVX2x2_tail:
 	CMPQ           AX, $0x00000020
 	JB             dotAVX2x2_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·nibble8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y1
 	VPSRLQ         $0x04, Y1, Y2
@@ -2037,7 +2045,7 @@ dotAVX2x2_u1:
 	JNZ            dotAVX2x2_u1
 
 dotAVX2x2_u1_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y3, (BX)(CX*1)
 	MOVQ    24(DX), DX
@@ -2049,10 +2057,10 @@ dotAVX2x2_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX2x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddAVX2x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, SSE2
-TEXT ·dotAddAVX2x2(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+TEXT ·dotAddAVX2x2(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	MOVD         DX, X0
@@ -2061,18 +2069,18 @@ TEXT ·dotAddAVX2x2(SB), NOSPLIT, $0-80
 dotAddAVX2x2_loop:
 	CMPQ    AX, $0x00000040
 	JB      dotAddAVX2x2_tail
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y1
 	VMOVDQU 32(BX)(CX*1), Y2
 	MOVQ    24(DX), DX
 	VMOVDQU (DX)(CX*1), Y3
 	VMOVDQU 32(DX)(CX*1), Y4
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddAVX2x2_u2:
 	MOVQ           (DX), R9
@@ -2114,7 +2122,7 @@ dotAddAVX2x2_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddAVX2x2_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y1, (BX)(CX*1)
 	VMOVDQU        Y2, 32(BX)(CX*1)
@@ -2128,16 +2136,16 @@ dotAddAVX2x2_u2:
 dotAddAVX2x2_tail:
 	CMPQ    AX, $0x00000020
 	JB      dotAddAVX2x2_skip1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y1
 	MOVQ    24(DX), DX
 	VMOVDQU (DX)(CX*1), Y2
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddAVX2x2_u1:
 	MOVQ           (DX), R9
@@ -2167,7 +2175,7 @@ dotAddAVX2x2_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddAVX2x2_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y1, (BX)(CX*1)
 	MOVQ           24(DX), DX
@@ -2179,10 +2187,10 @@ dotAddAVX2x2_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAVX2x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAVX2x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, SSE2
-TEXT ·dotAVX2x3(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+TEXT ·dotAVX2x3(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	MOVD         DX, X0
@@ -2191,11 +2199,11 @@ TEXT ·dotAVX2x3(SB), NOSPLIT, $0-80
 dotAVX2x3_loop:
 	CMPQ           AX, $0x00000040
 	JB             dotAVX2x3_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·nibble8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y1
 	VPSRLQ         $0x04, Y1, Y2
@@ -2298,7 +2306,7 @@ dotAVX2x3_u2:
 	JNZ            dotAVX2x3_u2
 
 dotAVX2x3_u2_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y7, (BX)(CX*1)
 	VMOVDQU Y5, 32(BX)(CX*1)
@@ -2315,11 +2323,11 @@ dotAVX2x3_u2_store:
 dotAVX2x3_tail:
 	CMPQ           AX, $0x00000020
 	JB             dotAVX2x3_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·nibble8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y1
 	VPSRLQ         $0x04, Y1, Y2
@@ -2393,7 +2401,7 @@ dotAVX2x3_u1:
 	JNZ            dotAVX2x3_u1
 
 dotAVX2x3_u1_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y3, (BX)(CX*1)
 	MOVQ    24(DX), BX
@@ -2407,10 +2415,10 @@ dotAVX2x3_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX2x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddAVX2x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, SSE2
-TEXT ·dotAddAVX2x3(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+TEXT ·dotAddAVX2x3(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	MOVD         DX, X0
@@ -2419,7 +2427,7 @@ TEXT ·dotAddAVX2x3(SB), NOSPLIT, $0-80
 dotAddAVX2x3_loop:
 	CMPQ    AX, $0x00000040
 	JB      dotAddAVX2x3_tail
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y1
 	VMOVDQU 32(BX)(CX*1), Y2
@@ -2429,11 +2437,11 @@ dotAddAVX2x3_loop:
 	MOVQ    48(DX), DX
 	VMOVDQU (DX)(CX*1), Y5
 	VMOVDQU 32(DX)(CX*1), Y6
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddAVX2x3_u2:
 	MOVQ           (DX), R9
@@ -2488,7 +2496,7 @@ dotAddAVX2x3_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddAVX2x3_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y1, (BX)(CX*1)
 	VMOVDQU        Y2, 32(BX)(CX*1)
@@ -2505,18 +2513,18 @@ dotAddAVX2x3_u2:
 dotAddAVX2x3_tail:
 	CMPQ    AX, $0x00000020
 	JB      dotAddAVX2x3_skip1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y1
 	MOVQ    24(DX), BX
 	VMOVDQU (BX)(CX*1), Y2
 	MOVQ    48(DX), DX
 	VMOVDQU (DX)(CX*1), Y3
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddAVX2x3_u1:
 	MOVQ           (DX), R9
@@ -2555,7 +2563,7 @@ dotAddAVX2x3_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddAVX2x3_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y1, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -2569,10 +2577,10 @@ dotAddAVX2x3_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAVX2x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAVX2x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, SSE2
-TEXT ·dotAVX2x4(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+TEXT ·dotAVX2x4(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	MOVD         DX, X0
@@ -2581,11 +2589,11 @@ TEXT ·dotAVX2x4(SB), NOSPLIT, $0-80
 dotAVX2x4_loop:
 	CMPQ           AX, $0x00000020
 	JB             dotAVX2x4_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·nibble8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y1
 	VPSRLQ         $0x04, Y1, Y2
@@ -2676,7 +2684,7 @@ dotAVX2x4_u1:
 	JNZ            dotAVX2x4_u1
 
 dotAVX2x4_u1_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y3, (BX)(CX*1)
 	MOVQ    24(DX), BX
@@ -2693,10 +2701,10 @@ dotAVX2x4_tail:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX2x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddAVX2x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, SSE2
-TEXT ·dotAddAVX2x4(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+TEXT ·dotAddAVX2x4(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	MOVD         DX, X0
@@ -2705,7 +2713,7 @@ TEXT ·dotAddAVX2x4(SB), NOSPLIT, $0-80
 dotAddAVX2x4_loop:
 	CMPQ    AX, $0x00000020
 	JB      dotAddAVX2x4_tail
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y1
 	MOVQ    24(DX), BX
@@ -2714,11 +2722,11 @@ dotAddAVX2x4_loop:
 	VMOVDQU (BX)(CX*1), Y3
 	MOVQ    72(DX), DX
 	VMOVDQU (DX)(CX*1), Y4
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·nibble8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddAVX2x4_u1:
 	MOVQ           (DX), R9
@@ -2766,7 +2774,7 @@ dotAddAVX2x4_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddAVX2x4_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y1, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -2783,392 +2791,492 @@ dotAddAVX2x4_tail:
 	VZEROUPPER
 	RET
 
-// func mulAVX512(tbl *[32]byte, dst []byte, src []byte)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·mulAVX512(SB), NOSPLIT, $0-56
-	MOVQ            tbl+0(FP), AX
-	MOVQ            dst_base+8(FP), CX
-	MOVQ            src_base+32(FP), DX
-	MOVQ            src_len+40(FP), BX
-	MOVL            $0x0f0f0f0f, SI
-	VPBROADCASTD    SI, Z0
-	VBROADCASTI32X4 (AX), Z1
-	VBROADCASTI32X4 16(AX), Z2
-	XORQ            AX, AX
+// func mulAVX512(dst []byte, src []byte, c byte)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·mulAVX512(SB), NOSPLIT, $0-49
+	MOVQ            dst_base+0(FP), AX
+	MOVQ            src_base+24(FP), CX
+	MOVQ            src_len+32(FP), DX
+	MOVBQZX         c+48(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
+	MOVL            $0x0f0f0f0f, DI
+	VPBROADCASTD    DI, Z0
+	SHLQ            $0x05, BX
+	VBROADCASTI32X4 (SI)(BX*1), Z1
+	VBROADCASTI32X4 16(SI)(BX*1), Z2
+	XORQ            BX, BX
+	MOVQ            AX, SI
+	NEGQ            SI
+	ANDQ            $0x3f, SI
+	JZ              mulAVX512_loop
+	CMPQ            SI, DX
+	CMOVQGT         DX, SI
+	MOVQ            $-1, DI
+	BZHIQ           SI, DI, DI
+	KMOVQ           DI, K1
+	VMOVDQU8.Z      (CX)(BX*1), K1, Z3
+	VPSRLQ          $0x04, Z3, Z4
+	VPANDQ          Z0, Z4, Z4
+	VPANDQ          Z0, Z3, Z3
+	VPSHUFB         Z3, Z1, Z3
+	VPSHUFB         Z4, Z2, Z4
+	VPXORQ          Z4, Z3, Z3
+	VMOVDQU8        Z3, K1, (AX)(BX*1)
+	ADDQ            SI, BX
+	SUBQ            SI, DX
 
 mulAVX512_loop:
-	CMPQ      BX, $0x00000200
+	CMPQ      DX, $0x00000200
 	JB        mulAVX512_tail
-	VMOVDQU64 (DX)(AX*1), Z3
+	VMOVDQU64 (CX)(BX*1), Z3
 	VPSRLQ    $0x04, Z3, Z4
 	VPANDQ    Z0, Z4, Z4
 	VPANDQ    Z0, Z3, Z3
-	VMOVDQU64 64(DX)(AX*1), Z5
+	VMOVDQU64 64(CX)(BX*1), Z5
 	VPSRLQ    $0x04, Z5, Z6
 	VPANDQ    Z0, Z6, Z6
 	VPANDQ    Z0, Z5, Z5
-	VMOVDQU64 128(DX)(AX*1), Z7
+	VMOVDQU64 128(CX)(BX*1), Z7
 	VPSRLQ    $0x04, Z7, Z8
 	VPANDQ    Z0, Z8, Z8
 	VPANDQ    Z0, Z7, Z7
-	VMOVDQU64 192(DX)(AX*1), Z9
+	VMOVDQU64 192(CX)(BX*1), Z9
 	VPSRLQ    $0x04, Z9, Z10
 	VPANDQ    Z0, Z10, Z10
 	VPANDQ    Z0, Z9, Z9
-	VMOVDQU64 256(DX)(AX*1), Z11
+	VMOVDQU64 256(CX)(BX*1), Z11
 	VPSRLQ    $0x04, Z11, Z12
 	VPANDQ    Z0, Z12, Z12
 	VPANDQ    Z0, Z11, Z11
-	VMOVDQU64 320(DX)(AX*1), Z13
+	VMOVDQU64 320(CX)(BX*1), Z13
 	VPSRLQ    $0x04, Z13, Z14
 	VPANDQ    Z0, Z14, Z14
 	VPANDQ    Z0, Z13, Z13
-	VMOVDQU64 384(DX)(AX*1), Z15
+	VMOVDQU64 384(CX)(BX*1), Z15
 	VPSRLQ    $0x04, Z15, Z16
 	VPANDQ    Z0, Z16, Z16
 	VPANDQ    Z0, Z15, Z15
-	VMOVDQU64 448(DX)(AX*1), Z17
+	VMOVDQU64 448(CX)(BX*1), Z17
 	VPSRLQ    $0x04, Z17, Z18
 	VPANDQ    Z0, Z18, Z18
 	VPANDQ    Z0, Z17, Z17
 	VPSHUFB   Z3, Z1, Z3
 	VPSHUFB   Z4, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, (CX)(AX*1)
+	VMOVDQU64 Z3, (AX)(BX*1)
 	VPSHUFB   Z5, Z1, Z3
 	VPSHUFB   Z6, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 64(CX)(AX*1)
+	VMOVDQU64 Z3, 64(AX)(BX*1)
 	VPSHUFB   Z7, Z1, Z3
 	VPSHUFB   Z8, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 128(CX)(AX*1)
+	VMOVDQU64 Z3, 128(AX)(BX*1)
 	VPSHUFB   Z9, Z1, Z3
 	VPSHUFB   Z10, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 192(CX)(AX*1)
+	VMOVDQU64 Z3, 192(AX)(BX*1)
 	VPSHUFB   Z11, Z1, Z3
 	VPSHUFB   Z12, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 256(CX)(AX*1)
+	VMOVDQU64 Z3, 256(AX)(BX*1)
 	VPSHUFB   Z13, Z1, Z3
 	VPSHUFB   Z14, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 320(CX)(AX*1)
+	VMOVDQU64 Z3, 320(AX)(BX*1)
 	VPSHUFB   Z15, Z1, Z3
 	VPSHUFB   Z16, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 384(CX)(AX*1)
+	VMOVDQU64 Z3, 384(AX)(BX*1)
 	VPSHUFB   Z17, Z1, Z3
 	VPSHUFB   Z18, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 448(CX)(AX*1)
-	ADDQ      $0x00000200, AX
-	SUBQ      $0x00000200, BX
+	VMOVDQU64 Z3, 448(AX)(BX*1)
+	ADDQ      $0x00000200, BX
+	SUBQ      $0x00000200, DX
 	JMP       mulAVX512_loop
 
 mulAVX512_tail:
-	CMPQ      BX, $0x00000100
+	CMPQ      DX, $0x00000100
 	JB        mulAVX512_skip4
-	VMOVDQU64 (DX)(AX*1), Z3
+	VMOVDQU64 (CX)(BX*1), Z3
 	VPSRLQ    $0x04, Z3, Z4
 	VPANDQ    Z0, Z4, Z4
 	VPANDQ    Z0, Z3, Z3
-	VMOVDQU64 64(DX)(AX*1), Z5
+	VMOVDQU64 64(CX)(BX*1), Z5
 	VPSRLQ    $0x04, Z5, Z6
 	VPANDQ    Z0, Z6, Z6
 	VPANDQ    Z0, Z5, Z5
-	VMOVDQU64 128(DX)(AX*1), Z7
+	VMOVDQU64 128(CX)(BX*1), Z7
 	VPSRLQ    $0x04, Z7, Z8
 	VPANDQ    Z0, Z8, Z8
 	VPANDQ    Z0, Z7, Z7
-	VMOVDQU64 192(DX)(AX*1), Z9
+	VMOVDQU64 192(CX)(BX*1), Z9
 	VPSRLQ    $0x04, Z9, Z10
 	VPANDQ    Z0, Z10, Z10
 	VPANDQ    Z0, Z9, Z9
 	VPSHUFB   Z3, Z1, Z3
 	VPSHUFB   Z4, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, (CX)(AX*1)
+	VMOVDQU64 Z3, (AX)(BX*1)
 	VPSHUFB   Z5, Z1, Z3
 	VPSHUFB   Z6, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 64(CX)(AX*1)
+	VMOVDQU64 Z3, 64(AX)(BX*1)
 	VPSHUFB   Z7, Z1, Z3
 	VPSHUFB   Z8, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 128(CX)(AX*1)
+	VMOVDQU64 Z3, 128(AX)(BX*1)
 	VPSHUFB   Z9, Z1, Z3
 	VPSHUFB   Z10, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 192(CX)(AX*1)
-	ADDQ      $0x00000100, AX
-	SUBQ      $0x00000100, BX
+	VMOVDQU64 Z3, 192(AX)(BX*1)
+	ADDQ      $0x00000100, BX
+	SUBQ      $0x00000100, DX
 
 mulAVX512_skip4:
-	CMPQ      BX, $0x00000080
+	CMPQ      DX, $0x00000080
 	JB        mulAVX512_skip2
-	VMOVDQU64 (DX)(AX*1), Z3
+	VMOVDQU64 (CX)(BX*1), Z3
 	VPSRLQ    $0x04, Z3, Z4
 	VPANDQ    Z0, Z4, Z4
 	VPANDQ    Z0, Z3, Z3
-	VMOVDQU64 64(DX)(AX*1), Z5
+	VMOVDQU64 64(CX)(BX*1), Z5
 	VPSRLQ    $0x04, Z5, Z6
 	VPANDQ    Z0, Z6, Z6
 	VPANDQ    Z0, Z5, Z5
 	VPSHUFB   Z3, Z1, Z3
 	VPSHUFB   Z4, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, (CX)(AX*1)
+	VMOVDQU64 Z3, (AX)(BX*1)
 	VPSHUFB   Z5, Z1, Z3
 	VPSHUFB   Z6, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, 64(CX)(AX*1)
-	ADDQ      $0x00000080, AX
-	SUBQ      $0x00000080, BX
+	VMOVDQU64 Z3, 64(AX)(BX*1)
+	ADDQ      $0x00000080, BX
+	SUBQ      $0x00000080, DX
 
 mulAVX512_skip2:
-	CMPQ      BX, $0x00000040
+	CMPQ      DX, $0x00000040
 	JB        mulAVX512_skip1
-	VMOVDQU64 (DX)(AX*1), Z3
+	VMOVDQU64 (CX)(BX*1), Z3
 	VPSRLQ    $0x04, Z3, Z4
 	VPANDQ    Z0, Z4, Z4
 	VPANDQ    Z0, Z3, Z3
 	VPSHUFB   Z3, Z1, Z3
 	VPSHUFB   Z4, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VMOVDQU64 Z3, (CX)(AX*1)
-	ADDQ      $0x00000040, AX
-	SUBQ      $0x00000040, BX
+	VMOVDQU64 Z3, (AX)(BX*1)
+	ADDQ      $0x00000040, BX
+	SUBQ      $0x00000040, DX
 
 mulAVX512_skip1:
-	TESTQ      BX, BX
+	TESTQ      DX, DX
 	JZ         mulAVX512_done
 	MOVQ       $-1, SI
-	BZHIQ      BX, SI, SI
+	BZHIQ      DX, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (DX)(AX*1), K1, Z3
+	VMOVDQU8.Z (CX)(BX*1), K1, Z3
 	VPSRLQ     $0x04, Z3, Z4
 	VPANDQ     Z0, Z4, Z4
 	VPANDQ     Z0, Z3, Z3
 	VPSHUFB    Z3, Z1, Z0
 	VPSHUFB    Z4, Z2, Z1
 	VPXORQ     Z1, Z0, Z0
-	VMOVDQU8   Z0, K1, (CX)(AX*1)
+	VMOVDQU8   Z0, K1, (AX)(BX*1)
 
 mulAVX512_done:
 	VZEROUPPER
 	RET
 
-// func mulAddAVX512(tbl *[32]byte, dst []byte, src []byte)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·mulAddAVX512(SB), NOSPLIT, $0-56
-	MOVQ            tbl+0(FP), AX
-	MOVQ            dst_base+8(FP), CX
-	MOVQ            src_base+32(FP), DX
-	MOVQ            src_len+40(FP), BX
-	MOVL            $0x0f0f0f0f, SI
-	VPBROADCASTD    SI, Z0
-	VBROADCASTI32X4 (AX), Z1
-	VBROADCASTI32X4 16(AX), Z2
-	XORQ            AX, AX
+// func mulAddAVX512(dst []byte, src []byte, c byte)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·mulAddAVX512(SB), NOSPLIT, $0-49
+	MOVQ            dst_base+0(FP), AX
+	MOVQ            src_base+24(FP), CX
+	MOVQ            src_len+32(FP), DX
+	MOVBQZX         c+48(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
+	MOVL            $0x0f0f0f0f, DI
+	VPBROADCASTD    DI, Z0
+	SHLQ            $0x05, BX
+	VBROADCASTI32X4 (SI)(BX*1), Z1
+	VBROADCASTI32X4 16(SI)(BX*1), Z2
+	XORQ            BX, BX
+	MOVQ            AX, SI
+	NEGQ            SI
+	ANDQ            $0x3f, SI
+	JZ              mulAddAVX512_loop
+	CMPQ            SI, DX
+	CMOVQGT         DX, SI
+	MOVQ            $-1, DI
+	BZHIQ           SI, DI, DI
+	KMOVQ           DI, K1
+	VMOVDQU8.Z      (CX)(BX*1), K1, Z3
+	VPSRLQ          $0x04, Z3, Z4
+	VPANDQ          Z0, Z4, Z4
+	VPANDQ          Z0, Z3, Z3
+	VPSHUFB         Z3, Z1, Z3
+	VPSHUFB         Z4, Z2, Z4
+	VPXORQ          Z4, Z3, Z3
+	VMOVDQU8.Z      (AX)(BX*1), K1, Z4
+	VPXORQ          Z4, Z3, Z3
+	VMOVDQU8        Z3, K1, (AX)(BX*1)
+	ADDQ            SI, BX
+	SUBQ            SI, DX
 
 mulAddAVX512_loop:
-	CMPQ      BX, $0x00000200
+	CMPQ      DX, $0x00000200
 	JB        mulAddAVX512_tail
-	VMOVDQU64 (DX)(AX*1), Z3
+	VMOVDQU64 (CX)(BX*1), Z3
 	VPSRLQ    $0x04, Z3, Z4
 	VPANDQ    Z0, Z4, Z4
 	VPANDQ    Z0, Z3, Z3
-	VMOVDQU64 64(DX)(AX*1), Z5
+	VMOVDQU64 64(CX)(BX*1), Z5
 	VPSRLQ    $0x04, Z5, Z6
 	VPANDQ    Z0, Z6, Z6
 	VPANDQ    Z0, Z5, Z5
-	VMOVDQU64 128(DX)(AX*1), Z7
+	VMOVDQU64 128(CX)(BX*1), Z7
 	VPSRLQ    $0x04, Z7, Z8
 	VPANDQ    Z0, Z8, Z8
 	VPANDQ    Z0, Z7, Z7
-	VMOVDQU64 192(DX)(AX*1), Z9
+	VMOVDQU64 192(CX)(BX*1), Z9
 	VPSRLQ    $0x04, Z9, Z10
 	VPANDQ    Z0, Z10, Z10
 	VPANDQ    Z0, Z9, Z9
-	VMOVDQU64 256(DX)(AX*1), Z11
+	VMOVDQU64 256(CX)(BX*1), Z11
 	VPSRLQ    $0x04, Z11, Z12
 	VPANDQ    Z0, Z12, Z12
 	VPANDQ    Z0, Z11, Z11
-	VMOVDQU64 320(DX)(AX*1), Z13
+	VMOVDQU64 320(CX)(BX*1), Z13
 	VPSRLQ    $0x04, Z13, Z14
 	VPANDQ    Z0, Z14, Z14
 	VPANDQ    Z0, Z13, Z13
-	VMOVDQU64 384(DX)(AX*1), Z15
+	VMOVDQU64 384(CX)(BX*1), Z15
 	VPSRLQ    $0x04, Z15, Z16
 	VPANDQ    Z0, Z16, Z16
 	VPANDQ    Z0, Z15, Z15
-	VMOVDQU64 448(DX)(AX*1), Z17
+	VMOVDQU64 448(CX)(BX*1), Z17
 	VPSRLQ    $0x04, Z17, Z18
 	VPANDQ    Z0, Z18, Z18
 	VPANDQ    Z0, Z17, Z17
 	VPSHUFB   Z3, Z1, Z3
 	VPSHUFB   Z4, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    (CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, (CX)(AX*1)
+	VPXORQ    (AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, (AX)(BX*1)
 	VPSHUFB   Z5, Z1, Z3
 	VPSHUFB   Z6, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    64(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 64(CX)(AX*1)
+	VPXORQ    64(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 64(AX)(BX*1)
 	VPSHUFB   Z7, Z1, Z3
 	VPSHUFB   Z8, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    128(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 128(CX)(AX*1)
+	VPXORQ    128(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 128(AX)(BX*1)
 	VPSHUFB   Z9, Z1, Z3
 	VPSHUFB   Z10, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    192(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 192(CX)(AX*1)
+	VPXORQ    192(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 192(AX)(BX*1)
 	VPSHUFB   Z11, Z1, Z3
 	VPSHUFB   Z12, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    256(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 256(CX)(AX*1)
+	VPXORQ    256(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 256(AX)(BX*1)
 	VPSHUFB   Z13, Z1, Z3
 	VPSHUFB   Z14, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    320(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 320(CX)(AX*1)
+	VPXORQ    320(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 320(AX)(BX*1)
 	VPSHUFB   Z15, Z1, Z3
 	VPSHUFB   Z16, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    384(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 384(CX)(AX*1)
+	VPXORQ    384(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 384(AX)(BX*1)
 	VPSHUFB   Z17, Z1, Z3
 	VPSHUFB   Z18, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    448(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 448(CX)(AX*1)
-	ADDQ      $0x00000200, AX
-	SUBQ      $0x00000200, BX
+	VPXORQ    448(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 448(AX)(BX*1)
+	ADDQ      $0x00000200, BX
+	SUBQ      $0x00000200, DX
 	JMP       mulAddAVX512_loop
 
 mulAddAVX512_tail:
-	CMPQ      BX, $0x00000100
+	CMPQ      DX, $0x00000100
 	JB        mulAddAVX512_skip4
-	VMOVDQU64 (DX)(AX*1), Z3
+	VMOVDQU64 (CX)(BX*1), Z3
 	VPSRLQ    $0x04, Z3, Z4
 	VPANDQ    Z0, Z4, Z4
 	VPANDQ    Z0, Z3, Z3
-	VMOVDQU64 64(DX)(AX*1), Z5
+	VMOVDQU64 64(CX)(BX*1), Z5
 	VPSRLQ    $0x04, Z5, Z6
 	VPANDQ    Z0, Z6, Z6
 	VPANDQ    Z0, Z5, Z5
-	VMOVDQU64 128(DX)(AX*1), Z7
+	VMOVDQU64 128(CX)(BX*1), Z7
 	VPSRLQ    $0x04, Z7, Z8
 	VPANDQ    Z0, Z8, Z8
 	VPANDQ    Z0, Z7, Z7
-	VMOVDQU64 192(DX)(AX*1), Z9
+	VMOVDQU64 192(CX)(BX*1), Z9
 	VPSRLQ    $0x04, Z9, Z10
 	VPANDQ    Z0, Z10, Z10
 	VPANDQ    Z0, Z9, Z9
 	VPSHUFB   Z3, Z1, Z3
 	VPSHUFB   Z4, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    (CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, (CX)(AX*1)
+	VPXORQ    (AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, (AX)(BX*1)
 	VPSHUFB   Z5, Z1, Z3
 	VPSHUFB   Z6, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    64(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 64(CX)(AX*1)
+	VPXORQ    64(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 64(AX)(BX*1)
 	VPSHUFB   Z7, Z1, Z3
 	VPSHUFB   Z8, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    128(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 128(CX)(AX*1)
+	VPXORQ    128(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 128(AX)(BX*1)
 	VPSHUFB   Z9, Z1, Z3
 	VPSHUFB   Z10, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    192(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 192(CX)(AX*1)
-	ADDQ      $0x00000100, AX
-	SUBQ      $0x00000100, BX
+	VPXORQ    192(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 192(AX)(BX*1)
+	ADDQ      $0x00000100, BX
+	SUBQ      $0x00000100, DX
 
 mulAddAVX512_skip4:
-	CMPQ      BX, $0x00000080
+	CMPQ      DX, $0x00000080
 	JB        mulAddAVX512_skip2
-	VMOVDQU64 (DX)(AX*1), Z3
+	VMOVDQU64 (CX)(BX*1), Z3
 	VPSRLQ    $0x04, Z3, Z4
 	VPANDQ    Z0, Z4, Z4
 	VPANDQ    Z0, Z3, Z3
-	VMOVDQU64 64(DX)(AX*1), Z5
+	VMOVDQU64 64(CX)(BX*1), Z5
 	VPSRLQ    $0x04, Z5, Z6
 	VPANDQ    Z0, Z6, Z6
 	VPANDQ    Z0, Z5, Z5
 	VPSHUFB   Z3, Z1, Z3
 	VPSHUFB   Z4, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    (CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, (CX)(AX*1)
+	VPXORQ    (AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, (AX)(BX*1)
 	VPSHUFB   Z5, Z1, Z3
 	VPSHUFB   Z6, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    64(CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, 64(CX)(AX*1)
-	ADDQ      $0x00000080, AX
-	SUBQ      $0x00000080, BX
+	VPXORQ    64(AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, 64(AX)(BX*1)
+	ADDQ      $0x00000080, BX
+	SUBQ      $0x00000080, DX
 
 mulAddAVX512_skip2:
-	CMPQ      BX, $0x00000040
+	CMPQ      DX, $0x00000040
 	JB        mulAddAVX512_skip1
-	VMOVDQU64 (DX)(AX*1), Z3
+	VMOVDQU64 (CX)(BX*1), Z3
 	VPSRLQ    $0x04, Z3, Z4
 	VPANDQ    Z0, Z4, Z4
 	VPANDQ    Z0, Z3, Z3
 	VPSHUFB   Z3, Z1, Z3
 	VPSHUFB   Z4, Z2, Z4
 	VPXORQ    Z4, Z3, Z3
-	VPXORQ    (CX)(AX*1), Z3, Z3
-	VMOVDQU64 Z3, (CX)(AX*1)
-	ADDQ      $0x00000040, AX
-	SUBQ      $0x00000040, BX
+	VPXORQ    (AX)(BX*1), Z3, Z3
+	VMOVDQU64 Z3, (AX)(BX*1)
+	ADDQ      $0x00000040, BX
+	SUBQ      $0x00000040, DX
 
 mulAddAVX512_skip1:
-	TESTQ      BX, BX
+	TESTQ      DX, DX
 	JZ         mulAddAVX512_done
 	MOVQ       $-1, SI
-	BZHIQ      BX, SI, SI
+	BZHIQ      DX, SI, SI
 	KMOVQ      SI, K1
-	VMOVDQU8.Z (DX)(AX*1), K1, Z3
+	VMOVDQU8.Z (CX)(BX*1), K1, Z3
 	VPSRLQ     $0x04, Z3, Z4
 	VPANDQ     Z0, Z4, Z4
 	VPANDQ     Z0, Z3, Z3
 	VPSHUFB    Z3, Z1, Z0
 	VPSHUFB    Z4, Z2, Z1
 	VPXORQ     Z1, Z0, Z0
-	VMOVDQU8.Z (CX)(AX*1), K1, Z1
+	VMOVDQU8.Z (AX)(BX*1), K1, Z1
 	VPXORQ     Z1, Z0, Z0
-	VMOVDQU8   Z0, K1, (CX)(AX*1)
+	VMOVDQU8   Z0, K1, (AX)(BX*1)
 
 mulAddAVX512_done:
 	VZEROUPPER
 	RET
 
-// func dotAVX512x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAVX512x1(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
-	XORQ         CX, CX
-	MOVL         $0x0f0f0f0f, DX
-	VPBROADCASTD DX, Z0
+// func dotAVX512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAVX512x1(SB), NOSPLIT, $0-72
+	MOVQ            n+64(FP), AX
+	XORQ            CX, CX
+	MOVL            $0x0f0f0f0f, DX
+	VPBROADCASTD    DX, Z0
+	MOVQ            dst_base+40(FP), DX
+	MOVQ            (DX), DX
+	MOVQ            DX, DX
+	NEGQ            DX
+	ANDQ            $0x3f, DX
+	JZ              dotAVX512x1_loop
+	CMPQ            DX, AX
+	CMOVQGT         AX, DX
+	MOVQ            $-1, BX
+	BZHIQ           DX, BX, BX
+	KMOVQ           BX, K1
+	MOVQ            src_base+16(FP), BX
+	MOVQ            coef+0(FP), SI
+	MOVQ            k+8(FP), DI
+	LEAQ            ·nibble8+0(SB), R8
+	MOVQ            (BX), R9
+	VMOVDQU8.Z      (R9)(CX*1), K1, Z1
+	VPSRLQ          $0x04, Z1, Z2
+	VPANDQ          Z0, Z2, Z2
+	VPANDQ          Z0, Z1, Z1
+	MOVBQZX         (SI), R9
+	SHLQ            $0x05, R9
+	VBROADCASTI32X4 (R8)(R9*1), Z3
+	VBROADCASTI32X4 16(R8)(R9*1), Z4
+	VPSHUFB         Z1, Z3, Z1
+	VPSHUFB         Z2, Z4, Z2
+	VPXORQ          Z2, Z1, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JZ              dotAVX512x1_head_store
+
+dotAVX512x1_head:
+	MOVQ            (BX), R9
+	VMOVDQU8.Z      (R9)(CX*1), K1, Z2
+	VPSRLQ          $0x04, Z2, Z3
+	VPANDQ          Z0, Z3, Z3
+	VPANDQ          Z0, Z2, Z2
+	MOVBQZX         (SI), R9
+	SHLQ            $0x05, R9
+	VBROADCASTI32X4 (R8)(R9*1), Z4
+	VBROADCASTI32X4 16(R8)(R9*1), Z5
+	VPSHUFB         Z2, Z4, Z2
+	VPSHUFB         Z3, Z5, Z3
+	VPTERNLOGQ      $0x96, Z3, Z2, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAVX512x1_head
+
+dotAVX512x1_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), BX
+	VMOVDQU8 Z1, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotAVX512x1_loop:
 	CMPQ            AX, $0x00000200
 	JB              dotAVX512x1_tail
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
 	MOVQ            (DX), R8
 	VMOVDQU64       (R8)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -3303,7 +3411,7 @@ dotAVX512x1_u8:
 	JNZ             dotAVX512x1_u8
 
 dotAVX512x1_u8_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 Z1, (DX)(CX*1)
 	VMOVDQU64 Z2, 64(DX)(CX*1)
@@ -3320,10 +3428,10 @@ dotAVX512x1_u8_store:
 dotAVX512x1_tail:
 	CMPQ            AX, $0x00000100
 	JB              dotAVX512x1_skip4
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
 	MOVQ            (DX), R8
 	VMOVDQU64       (R8)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -3402,7 +3510,7 @@ dotAVX512x1_u4:
 	JNZ             dotAVX512x1_u4
 
 dotAVX512x1_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 Z1, (DX)(CX*1)
 	VMOVDQU64 Z2, 64(DX)(CX*1)
@@ -3414,10 +3522,10 @@ dotAVX512x1_u4_store:
 dotAVX512x1_skip4:
 	CMPQ            AX, $0x00000080
 	JB              dotAVX512x1_skip2
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
 	MOVQ            (DX), R8
 	VMOVDQU64       (R8)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -3468,7 +3576,7 @@ dotAVX512x1_u2:
 	JNZ             dotAVX512x1_u2
 
 dotAVX512x1_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 Z1, (DX)(CX*1)
 	VMOVDQU64 Z2, 64(DX)(CX*1)
@@ -3478,10 +3586,10 @@ dotAVX512x1_u2_store:
 dotAVX512x1_skip2:
 	CMPQ            AX, $0x00000040
 	JB              dotAVX512x1_skip1
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
 	MOVQ            (DX), R8
 	VMOVDQU64       (R8)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -3518,7 +3626,7 @@ dotAVX512x1_u1:
 	JNZ             dotAVX512x1_u1
 
 dotAVX512x1_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 Z1, (DX)(CX*1)
 	ADDQ      $0x00000040, CX
@@ -3530,10 +3638,10 @@ dotAVX512x1_skip1:
 	MOVQ            $-1, DX
 	BZHIQ           AX, DX, DX
 	KMOVQ           DX, K1
-	MOVQ            src_base+24(FP), AX
-	MOVQ            coef+8(FP), DX
-	MOVQ            k+16(FP), BX
-	MOVQ            tab+0(FP), SI
+	MOVQ            src_base+16(FP), AX
+	MOVQ            coef+0(FP), DX
+	MOVQ            k+8(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
 	MOVQ            (AX), DI
 	VMOVDQU8.Z      (DI)(CX*1), K1, Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -3549,9 +3657,9 @@ dotAVX512x1_skip1:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JZ              dotAVX512x1_u1m_store
+	JZ              dotAVX512x1_tail1_store
 
-dotAVX512x1_u1m:
+dotAVX512x1_tail1:
 	MOVQ            (AX), DI
 	VMOVDQU8.Z      (DI)(CX*1), K1, Z2
 	VPSRLQ          $0x04, Z2, Z3
@@ -3567,10 +3675,10 @@ dotAVX512x1_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAVX512x1_u1m
+	JNZ             dotAVX512x1_tail1
 
-dotAVX512x1_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotAVX512x1_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), AX
 	VMOVDQU8 Z1, K1, (AX)(CX*1)
 
@@ -3578,18 +3686,59 @@ dotAVX512x1_done:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX512x1(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAddAVX512x1(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+// func dotAddAVX512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAddAVX512x1(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	VPBROADCASTD DX, Z0
+	MOVQ         dst_base+40(FP), DX
+	MOVQ         (DX), DX
+	MOVQ         DX, DX
+	NEGQ         DX
+	ANDQ         $0x3f, DX
+	JZ           dotAddAVX512x1_loop
+	CMPQ         DX, AX
+	CMOVQGT      AX, DX
+	MOVQ         $-1, BX
+	BZHIQ        DX, BX, BX
+	KMOVQ        BX, K1
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         (BX), BX
+	VMOVDQU8.Z   (BX)(CX*1), K1, Z1
+	MOVQ         src_base+16(FP), BX
+	MOVQ         coef+0(FP), SI
+	MOVQ         k+8(FP), DI
+	LEAQ         ·nibble8+0(SB), R8
+
+dotAddAVX512x1_head:
+	MOVQ            (BX), R9
+	VMOVDQU8.Z      (R9)(CX*1), K1, Z2
+	VPSRLQ          $0x04, Z2, Z3
+	VPANDQ          Z0, Z3, Z3
+	VPANDQ          Z0, Z2, Z2
+	MOVBQZX         (SI), R9
+	SHLQ            $0x05, R9
+	VBROADCASTI32X4 (R8)(R9*1), Z4
+	VBROADCASTI32X4 16(R8)(R9*1), Z5
+	VPSHUFB         Z2, Z4, Z2
+	VPSHUFB         Z3, Z5, Z3
+	VPTERNLOGQ      $0x96, Z3, Z2, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAddAVX512x1_head
+	MOVQ            dst_base+40(FP), BX
+	MOVQ            (BX), BX
+	VMOVDQU8        Z1, K1, (BX)(CX*1)
+	ADDQ            DX, CX
+	SUBQ            DX, AX
 
 dotAddAVX512x1_loop:
 	CMPQ      AX, $0x00000200
 	JB        dotAddAVX512x1_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 (DX)(CX*1), Z1
 	VMOVDQU64 64(DX)(CX*1), Z2
@@ -3599,10 +3748,10 @@ dotAddAVX512x1_loop:
 	VMOVDQU64 320(DX)(CX*1), Z6
 	VMOVDQU64 384(DX)(CX*1), Z7
 	VMOVDQU64 448(DX)(CX*1), Z8
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
 
 dotAddAVX512x1_u8:
 	MOVQ            (DX), R8
@@ -3670,7 +3819,7 @@ dotAddAVX512x1_u8:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x1_u8
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), DX
 	VMOVDQU64       Z1, (DX)(CX*1)
 	VMOVDQU64       Z2, 64(DX)(CX*1)
@@ -3687,16 +3836,16 @@ dotAddAVX512x1_u8:
 dotAddAVX512x1_tail:
 	CMPQ      AX, $0x00000100
 	JB        dotAddAVX512x1_skip4
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 (DX)(CX*1), Z1
 	VMOVDQU64 64(DX)(CX*1), Z2
 	VMOVDQU64 128(DX)(CX*1), Z3
 	VMOVDQU64 192(DX)(CX*1), Z4
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
 
 dotAddAVX512x1_u4:
 	MOVQ            (DX), R8
@@ -3736,7 +3885,7 @@ dotAddAVX512x1_u4:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x1_u4
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), DX
 	VMOVDQU64       Z1, (DX)(CX*1)
 	VMOVDQU64       Z2, 64(DX)(CX*1)
@@ -3748,14 +3897,14 @@ dotAddAVX512x1_u4:
 dotAddAVX512x1_skip4:
 	CMPQ      AX, $0x00000080
 	JB        dotAddAVX512x1_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 (DX)(CX*1), Z1
 	VMOVDQU64 64(DX)(CX*1), Z2
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
 
 dotAddAVX512x1_u2:
 	MOVQ            (DX), R8
@@ -3781,7 +3930,7 @@ dotAddAVX512x1_u2:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x1_u2
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), DX
 	VMOVDQU64       Z1, (DX)(CX*1)
 	VMOVDQU64       Z2, 64(DX)(CX*1)
@@ -3791,13 +3940,13 @@ dotAddAVX512x1_u2:
 dotAddAVX512x1_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddAVX512x1_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 (DX)(CX*1), Z1
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
 
 dotAddAVX512x1_u1:
 	MOVQ            (DX), R8
@@ -3816,7 +3965,7 @@ dotAddAVX512x1_u1:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x1_u1
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), DX
 	VMOVDQU64       Z1, (DX)(CX*1)
 	ADDQ            $0x00000040, CX
@@ -3828,15 +3977,15 @@ dotAddAVX512x1_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z1
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·nibble8+0(SB), SI
 
-dotAddAVX512x1_u1m:
+dotAddAVX512x1_tail1:
 	MOVQ            (AX), DI
 	VMOVDQU8.Z      (DI)(CX*1), K1, Z2
 	VPSRLQ          $0x04, Z2, Z3
@@ -3852,8 +4001,8 @@ dotAddAVX512x1_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAddAVX512x1_u1m
-	MOVQ            dst_base+48(FP), AX
+	JNZ             dotAddAVX512x1_tail1
+	MOVQ            dst_base+40(FP), AX
 	MOVQ            (AX), AX
 	VMOVDQU8        Z1, K1, (AX)(CX*1)
 
@@ -3861,22 +4010,99 @@ dotAddAVX512x1_done:
 	VZEROUPPER
 	RET
 
-// func dotAVX512x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAVX512x2(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
-	XORQ         CX, CX
-	MOVL         $0x0f0f0f0f, DX
-	VPBROADCASTD DX, Z0
+// func dotAVX512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAVX512x2(SB), NOSPLIT, $0-72
+	MOVQ            n+64(FP), AX
+	XORQ            CX, CX
+	MOVL            $0x0f0f0f0f, DX
+	VPBROADCASTD    DX, Z0
+	MOVQ            dst_base+40(FP), DX
+	MOVQ            (DX), DX
+	MOVQ            DX, DX
+	NEGQ            DX
+	ANDQ            $0x3f, DX
+	JZ              dotAVX512x2_loop
+	CMPQ            DX, AX
+	CMOVQGT         AX, DX
+	MOVQ            $-1, BX
+	BZHIQ           DX, BX, BX
+	KMOVQ           BX, K1
+	MOVQ            src_base+16(FP), BX
+	MOVQ            coef+0(FP), SI
+	MOVQ            k+8(FP), DI
+	LEAQ            ·nibble8+0(SB), R8
+	MOVQ            k+8(FP), R9
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z1
+	VPSRLQ          $0x04, Z1, Z2
+	VPANDQ          Z0, Z2, Z2
+	VPANDQ          Z0, Z1, Z1
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z3
+	VBROADCASTI32X4 16(R8)(R11*1), Z4
+	VPSHUFB         Z1, Z3, Z3
+	VPSHUFB         Z2, Z4, Z4
+	VPXORQ          Z4, Z3, Z3
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z4
+	VBROADCASTI32X4 16(R8)(R10*1), Z5
+	VPSHUFB         Z1, Z4, Z1
+	VPSHUFB         Z2, Z5, Z2
+	VPXORQ          Z2, Z1, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JZ              dotAVX512x2_head_store
+
+dotAVX512x2_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z2
+	VPSRLQ          $0x04, Z2, Z4
+	VPANDQ          Z0, Z4, Z4
+	VPANDQ          Z0, Z2, Z2
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z5
+	VBROADCASTI32X4 16(R8)(R11*1), Z6
+	VPSHUFB         Z2, Z5, Z5
+	VPSHUFB         Z4, Z6, Z6
+	VPTERNLOGQ      $0x96, Z6, Z5, Z3
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z5
+	VBROADCASTI32X4 16(R8)(R10*1), Z6
+	VPSHUFB         Z2, Z5, Z2
+	VPSHUFB         Z4, Z6, Z4
+	VPTERNLOGQ      $0x96, Z4, Z2, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAVX512x2_head
+
+dotAVX512x2_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     24(BX), BX
+	VMOVDQU8 Z1, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotAVX512x2_loop:
 	CMPQ            AX, $0x00000100
 	JB              dotAVX512x2_tail
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -3991,7 +4217,7 @@ dotAVX512x2_u4:
 	JNZ             dotAVX512x2_u4
 
 dotAVX512x2_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z11, (BX)(CX*1)
 	VMOVDQU64 Z12, 64(BX)(CX*1)
@@ -4009,11 +4235,11 @@ dotAVX512x2_u4_store:
 dotAVX512x2_tail:
 	CMPQ            AX, $0x00000080
 	JB              dotAVX512x2_skip2
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -4088,7 +4314,7 @@ dotAVX512x2_u2:
 	JNZ             dotAVX512x2_u2
 
 dotAVX512x2_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z7, (BX)(CX*1)
 	VMOVDQU64 Z5, 64(BX)(CX*1)
@@ -4101,11 +4327,11 @@ dotAVX512x2_u2_store:
 dotAVX512x2_skip2:
 	CMPQ            AX, $0x00000040
 	JB              dotAVX512x2_skip1
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -4160,7 +4386,7 @@ dotAVX512x2_u1:
 	JNZ             dotAVX512x2_u1
 
 dotAVX512x2_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	MOVQ      24(DX), DX
@@ -4174,11 +4400,11 @@ dotAVX512x2_skip1:
 	MOVQ            $-1, DX
 	BZHIQ           AX, DX, DX
 	KMOVQ           DX, K1
-	MOVQ            src_base+24(FP), AX
-	MOVQ            coef+8(FP), DX
-	MOVQ            k+16(FP), BX
-	MOVQ            tab+0(FP), SI
-	MOVQ            k+16(FP), DI
+	MOVQ            src_base+16(FP), AX
+	MOVQ            coef+0(FP), DX
+	MOVQ            k+8(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
+	MOVQ            k+8(FP), DI
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -4203,9 +4429,9 @@ dotAVX512x2_skip1:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JZ              dotAVX512x2_u1m_store
+	JZ              dotAVX512x2_tail1_store
 
-dotAVX512x2_u1m:
+dotAVX512x2_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z2
 	VPSRLQ          $0x04, Z2, Z4
@@ -4230,10 +4456,10 @@ dotAVX512x2_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAVX512x2_u1m
+	JNZ             dotAVX512x2_tail1
 
-dotAVX512x2_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotAVX512x2_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z3, K1, (DX)(CX*1)
 	MOVQ     24(AX), AX
@@ -4243,18 +4469,73 @@ dotAVX512x2_done:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX512x2(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAddAVX512x2(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+// func dotAddAVX512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAddAVX512x2(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	VPBROADCASTD DX, Z0
+	MOVQ         dst_base+40(FP), DX
+	MOVQ         (DX), DX
+	MOVQ         DX, DX
+	NEGQ         DX
+	ANDQ         $0x3f, DX
+	JZ           dotAddAVX512x2_loop
+	CMPQ         DX, AX
+	CMOVQGT      AX, DX
+	MOVQ         $-1, BX
+	BZHIQ        DX, BX, BX
+	KMOVQ        BX, K1
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         (BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z1
+	MOVQ         24(BX), BX
+	VMOVDQU8.Z   (BX)(CX*1), K1, Z2
+	MOVQ         src_base+16(FP), BX
+	MOVQ         coef+0(FP), SI
+	MOVQ         k+8(FP), DI
+	LEAQ         ·nibble8+0(SB), R8
+	MOVQ         k+8(FP), R9
+
+dotAddAVX512x2_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z3
+	VPSRLQ          $0x04, Z3, Z4
+	VPANDQ          Z0, Z4, Z4
+	VPANDQ          Z0, Z3, Z3
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z5
+	VBROADCASTI32X4 16(R8)(R11*1), Z6
+	VPSHUFB         Z3, Z5, Z5
+	VPSHUFB         Z4, Z6, Z6
+	VPTERNLOGQ      $0x96, Z6, Z5, Z1
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z5
+	VBROADCASTI32X4 16(R8)(R10*1), Z6
+	VPSHUFB         Z3, Z5, Z3
+	VPSHUFB         Z4, Z6, Z4
+	VPTERNLOGQ      $0x96, Z4, Z3, Z2
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAddAVX512x2_head
+	MOVQ            dst_base+40(FP), BX
+	MOVQ            (BX), SI
+	VMOVDQU8        Z1, K1, (SI)(CX*1)
+	MOVQ            24(BX), BX
+	VMOVDQU8        Z2, K1, (BX)(CX*1)
+	ADDQ            DX, CX
+	SUBQ            DX, AX
 
 dotAddAVX512x2_loop:
 	CMPQ      AX, $0x00000100
 	JB        dotAddAVX512x2_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
@@ -4265,11 +4546,11 @@ dotAddAVX512x2_loop:
 	VMOVDQU64 64(DX)(CX*1), Z6
 	VMOVDQU64 128(DX)(CX*1), Z7
 	VMOVDQU64 192(DX)(CX*1), Z8
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x2_u4:
 	MOVQ            (DX), R9
@@ -4327,7 +4608,7 @@ dotAddAVX512x2_u4:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x2_u4
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -4345,18 +4626,18 @@ dotAddAVX512x2_u4:
 dotAddAVX512x2_tail:
 	CMPQ      AX, $0x00000080
 	JB        dotAddAVX512x2_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
 	MOVQ      24(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z3
 	VMOVDQU64 64(DX)(CX*1), Z4
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x2_u2:
 	MOVQ            (DX), R9
@@ -4394,7 +4675,7 @@ dotAddAVX512x2_u2:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x2_u2
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -4407,16 +4688,16 @@ dotAddAVX512x2_u2:
 dotAddAVX512x2_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddAVX512x2_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	MOVQ      24(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z2
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x2_u1:
 	MOVQ            (DX), R9
@@ -4444,7 +4725,7 @@ dotAddAVX512x2_u1:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x2_u1
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	MOVQ            24(DX), DX
@@ -4458,18 +4739,18 @@ dotAddAVX512x2_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z1
 	MOVQ       24(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z2
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·nibble8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddAVX512x2_u1m:
+dotAddAVX512x2_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z3
 	VPSRLQ          $0x04, Z3, Z4
@@ -4494,8 +4775,8 @@ dotAddAVX512x2_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAddAVX512x2_u1m
-	MOVQ            dst_base+48(FP), AX
+	JNZ             dotAddAVX512x2_tail1
+	MOVQ            dst_base+40(FP), AX
 	MOVQ            (AX), DX
 	VMOVDQU8        Z1, K1, (DX)(CX*1)
 	MOVQ            24(AX), AX
@@ -4505,22 +4786,117 @@ dotAddAVX512x2_done:
 	VZEROUPPER
 	RET
 
-// func dotAVX512x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAVX512x3(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
-	XORQ         CX, CX
-	MOVL         $0x0f0f0f0f, DX
-	VPBROADCASTD DX, Z0
+// func dotAVX512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAVX512x3(SB), NOSPLIT, $0-72
+	MOVQ            n+64(FP), AX
+	XORQ            CX, CX
+	MOVL            $0x0f0f0f0f, DX
+	VPBROADCASTD    DX, Z0
+	MOVQ            dst_base+40(FP), DX
+	MOVQ            (DX), DX
+	MOVQ            DX, DX
+	NEGQ            DX
+	ANDQ            $0x3f, DX
+	JZ              dotAVX512x3_loop
+	CMPQ            DX, AX
+	CMOVQGT         AX, DX
+	MOVQ            $-1, BX
+	BZHIQ           DX, BX, BX
+	KMOVQ           BX, K1
+	MOVQ            src_base+16(FP), BX
+	MOVQ            coef+0(FP), SI
+	MOVQ            k+8(FP), DI
+	LEAQ            ·nibble8+0(SB), R8
+	MOVQ            k+8(FP), R9
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z1
+	VPSRLQ          $0x04, Z1, Z2
+	VPANDQ          Z0, Z2, Z2
+	VPANDQ          Z0, Z1, Z1
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z3
+	VBROADCASTI32X4 16(R8)(R11*1), Z4
+	VPSHUFB         Z1, Z3, Z3
+	VPSHUFB         Z2, Z4, Z4
+	VPXORQ          Z4, Z3, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z4
+	VBROADCASTI32X4 16(R8)(R11*1), Z5
+	VPSHUFB         Z1, Z4, Z4
+	VPSHUFB         Z2, Z5, Z5
+	VPXORQ          Z5, Z4, Z4
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z5
+	VBROADCASTI32X4 16(R8)(R10*1), Z6
+	VPSHUFB         Z1, Z5, Z1
+	VPSHUFB         Z2, Z6, Z2
+	VPXORQ          Z2, Z1, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JZ              dotAVX512x3_head_store
+
+dotAVX512x3_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z2
+	VPSRLQ          $0x04, Z2, Z5
+	VPANDQ          Z0, Z5, Z5
+	VPANDQ          Z0, Z2, Z2
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z6
+	VBROADCASTI32X4 16(R8)(R11*1), Z7
+	VPSHUFB         Z2, Z6, Z6
+	VPSHUFB         Z5, Z7, Z7
+	VPTERNLOGQ      $0x96, Z7, Z6, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z6
+	VBROADCASTI32X4 16(R8)(R11*1), Z7
+	VPSHUFB         Z2, Z6, Z6
+	VPSHUFB         Z5, Z7, Z7
+	VPTERNLOGQ      $0x96, Z7, Z6, Z4
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z6
+	VBROADCASTI32X4 16(R8)(R10*1), Z7
+	VPSHUFB         Z2, Z6, Z2
+	VPSHUFB         Z5, Z7, Z5
+	VPTERNLOGQ      $0x96, Z5, Z2, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAVX512x3_head
+
+dotAVX512x3_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     48(BX), BX
+	VMOVDQU8 Z1, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotAVX512x3_loop:
 	CMPQ            AX, $0x00000100
 	JB              dotAVX512x3_tail
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -4669,7 +5045,7 @@ dotAVX512x3_u4:
 	JNZ             dotAVX512x3_u4
 
 dotAVX512x3_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z11, (BX)(CX*1)
 	VMOVDQU64 Z12, 64(BX)(CX*1)
@@ -4692,11 +5068,11 @@ dotAVX512x3_u4_store:
 dotAVX512x3_tail:
 	CMPQ            AX, $0x00000080
 	JB              dotAVX512x3_skip2
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -4793,7 +5169,7 @@ dotAVX512x3_u2:
 	JNZ             dotAVX512x3_u2
 
 dotAVX512x3_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z7, (BX)(CX*1)
 	VMOVDQU64 Z5, 64(BX)(CX*1)
@@ -4809,11 +5185,11 @@ dotAVX512x3_u2_store:
 dotAVX512x3_skip2:
 	CMPQ            AX, $0x00000040
 	JB              dotAVX512x3_skip1
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -4884,7 +5260,7 @@ dotAVX512x3_u1:
 	JNZ             dotAVX512x3_u1
 
 dotAVX512x3_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -4900,11 +5276,11 @@ dotAVX512x3_skip1:
 	MOVQ            $-1, DX
 	BZHIQ           AX, DX, DX
 	KMOVQ           DX, K1
-	MOVQ            src_base+24(FP), AX
-	MOVQ            coef+8(FP), DX
-	MOVQ            k+16(FP), BX
-	MOVQ            tab+0(FP), SI
-	MOVQ            k+16(FP), DI
+	MOVQ            src_base+16(FP), AX
+	MOVQ            coef+0(FP), DX
+	MOVQ            k+8(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
+	MOVQ            k+8(FP), DI
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -4937,9 +5313,9 @@ dotAVX512x3_skip1:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JZ              dotAVX512x3_u1m_store
+	JZ              dotAVX512x3_tail1_store
 
-dotAVX512x3_u1m:
+dotAVX512x3_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z2
 	VPSRLQ          $0x04, Z2, Z5
@@ -4972,10 +5348,10 @@ dotAVX512x3_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAVX512x3_u1m
+	JNZ             dotAVX512x3_tail1
 
-dotAVX512x3_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotAVX512x3_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z3, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -4987,18 +5363,85 @@ dotAVX512x3_done:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX512x3(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAddAVX512x3(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+// func dotAddAVX512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAddAVX512x3(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	VPBROADCASTD DX, Z0
+	MOVQ         dst_base+40(FP), DX
+	MOVQ         (DX), DX
+	MOVQ         DX, DX
+	NEGQ         DX
+	ANDQ         $0x3f, DX
+	JZ           dotAddAVX512x3_loop
+	CMPQ         DX, AX
+	CMOVQGT      AX, DX
+	MOVQ         $-1, BX
+	BZHIQ        DX, BX, BX
+	KMOVQ        BX, K1
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         (BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z1
+	MOVQ         24(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z2
+	MOVQ         48(BX), BX
+	VMOVDQU8.Z   (BX)(CX*1), K1, Z3
+	MOVQ         src_base+16(FP), BX
+	MOVQ         coef+0(FP), SI
+	MOVQ         k+8(FP), DI
+	LEAQ         ·nibble8+0(SB), R8
+	MOVQ         k+8(FP), R9
+
+dotAddAVX512x3_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z4
+	VPSRLQ          $0x04, Z4, Z5
+	VPANDQ          Z0, Z5, Z5
+	VPANDQ          Z0, Z4, Z4
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z6
+	VBROADCASTI32X4 16(R8)(R11*1), Z7
+	VPSHUFB         Z4, Z6, Z6
+	VPSHUFB         Z5, Z7, Z7
+	VPTERNLOGQ      $0x96, Z7, Z6, Z1
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z6
+	VBROADCASTI32X4 16(R8)(R11*1), Z7
+	VPSHUFB         Z4, Z6, Z6
+	VPSHUFB         Z5, Z7, Z7
+	VPTERNLOGQ      $0x96, Z7, Z6, Z2
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z6
+	VBROADCASTI32X4 16(R8)(R10*1), Z7
+	VPSHUFB         Z4, Z6, Z4
+	VPSHUFB         Z5, Z7, Z5
+	VPTERNLOGQ      $0x96, Z5, Z4, Z3
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAddAVX512x3_head
+	MOVQ            dst_base+40(FP), BX
+	MOVQ            (BX), SI
+	VMOVDQU8        Z1, K1, (SI)(CX*1)
+	MOVQ            24(BX), SI
+	VMOVDQU8        Z2, K1, (SI)(CX*1)
+	MOVQ            48(BX), BX
+	VMOVDQU8        Z3, K1, (BX)(CX*1)
+	ADDQ            DX, CX
+	SUBQ            DX, AX
 
 dotAddAVX512x3_loop:
 	CMPQ      AX, $0x00000100
 	JB        dotAddAVX512x3_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
@@ -5014,11 +5457,11 @@ dotAddAVX512x3_loop:
 	VMOVDQU64 64(DX)(CX*1), Z10
 	VMOVDQU64 128(DX)(CX*1), Z11
 	VMOVDQU64 192(DX)(CX*1), Z12
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x3_u4:
 	MOVQ            (DX), R9
@@ -5093,7 +5536,7 @@ dotAddAVX512x3_u4:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x3_u4
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -5116,7 +5559,7 @@ dotAddAVX512x3_u4:
 dotAddAVX512x3_tail:
 	CMPQ      AX, $0x00000080
 	JB        dotAddAVX512x3_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
@@ -5126,11 +5569,11 @@ dotAddAVX512x3_tail:
 	MOVQ      48(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z5
 	VMOVDQU64 64(DX)(CX*1), Z6
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x3_u2:
 	MOVQ            (DX), R9
@@ -5179,7 +5622,7 @@ dotAddAVX512x3_u2:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x3_u2
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -5195,18 +5638,18 @@ dotAddAVX512x3_u2:
 dotAddAVX512x3_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddAVX512x3_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	MOVQ      24(DX), BX
 	VMOVDQU64 (BX)(CX*1), Z2
 	MOVQ      48(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z3
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x3_u1:
 	MOVQ            (DX), R9
@@ -5242,7 +5685,7 @@ dotAddAVX512x3_u1:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x3_u1
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	MOVQ            24(DX), BX
@@ -5258,20 +5701,20 @@ dotAddAVX512x3_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z1
 	MOVQ       24(AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z2
 	MOVQ       48(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z3
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·nibble8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddAVX512x3_u1m:
+dotAddAVX512x3_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z4
 	VPSRLQ          $0x04, Z4, Z5
@@ -5304,8 +5747,8 @@ dotAddAVX512x3_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAddAVX512x3_u1m
-	MOVQ            dst_base+48(FP), AX
+	JNZ             dotAddAVX512x3_tail1
+	MOVQ            dst_base+40(FP), AX
 	MOVQ            (AX), DX
 	VMOVDQU8        Z1, K1, (DX)(CX*1)
 	MOVQ            24(AX), DX
@@ -5317,22 +5760,135 @@ dotAddAVX512x3_done:
 	VZEROUPPER
 	RET
 
-// func dotAVX512x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAVX512x4(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
-	XORQ         CX, CX
-	MOVL         $0x0f0f0f0f, DX
-	VPBROADCASTD DX, Z0
+// func dotAVX512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAVX512x4(SB), NOSPLIT, $0-72
+	MOVQ            n+64(FP), AX
+	XORQ            CX, CX
+	MOVL            $0x0f0f0f0f, DX
+	VPBROADCASTD    DX, Z0
+	MOVQ            dst_base+40(FP), DX
+	MOVQ            (DX), DX
+	MOVQ            DX, DX
+	NEGQ            DX
+	ANDQ            $0x3f, DX
+	JZ              dotAVX512x4_loop
+	CMPQ            DX, AX
+	CMOVQGT         AX, DX
+	MOVQ            $-1, BX
+	BZHIQ           DX, BX, BX
+	KMOVQ           BX, K1
+	MOVQ            src_base+16(FP), BX
+	MOVQ            coef+0(FP), SI
+	MOVQ            k+8(FP), DI
+	LEAQ            ·nibble8+0(SB), R8
+	MOVQ            k+8(FP), R9
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z1
+	VPSRLQ          $0x04, Z1, Z2
+	VPANDQ          Z0, Z2, Z2
+	VPANDQ          Z0, Z1, Z1
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z3
+	VBROADCASTI32X4 16(R8)(R11*1), Z4
+	VPSHUFB         Z1, Z3, Z3
+	VPSHUFB         Z2, Z4, Z4
+	VPXORQ          Z4, Z3, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z4
+	VBROADCASTI32X4 16(R8)(R11*1), Z5
+	VPSHUFB         Z1, Z4, Z4
+	VPSHUFB         Z2, Z5, Z5
+	VPXORQ          Z5, Z4, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z5
+	VBROADCASTI32X4 16(R8)(R11*1), Z6
+	VPSHUFB         Z1, Z5, Z5
+	VPSHUFB         Z2, Z6, Z6
+	VPXORQ          Z6, Z5, Z5
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z6
+	VBROADCASTI32X4 16(R8)(R10*1), Z7
+	VPSHUFB         Z1, Z6, Z1
+	VPSHUFB         Z2, Z7, Z2
+	VPXORQ          Z2, Z1, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JZ              dotAVX512x4_head_store
+
+dotAVX512x4_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z2
+	VPSRLQ          $0x04, Z2, Z6
+	VPANDQ          Z0, Z6, Z6
+	VPANDQ          Z0, Z2, Z2
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z7
+	VBROADCASTI32X4 16(R8)(R11*1), Z8
+	VPSHUFB         Z2, Z7, Z7
+	VPSHUFB         Z6, Z8, Z8
+	VPTERNLOGQ      $0x96, Z8, Z7, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z7
+	VBROADCASTI32X4 16(R8)(R11*1), Z8
+	VPSHUFB         Z2, Z7, Z7
+	VPSHUFB         Z6, Z8, Z8
+	VPTERNLOGQ      $0x96, Z8, Z7, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z7
+	VBROADCASTI32X4 16(R8)(R11*1), Z8
+	VPSHUFB         Z2, Z7, Z7
+	VPSHUFB         Z6, Z8, Z8
+	VPTERNLOGQ      $0x96, Z8, Z7, Z5
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z7
+	VBROADCASTI32X4 16(R8)(R10*1), Z8
+	VPSHUFB         Z2, Z7, Z2
+	VPSHUFB         Z6, Z8, Z6
+	VPTERNLOGQ      $0x96, Z6, Z2, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAVX512x4_head
+
+dotAVX512x4_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z5, K1, (SI)(CX*1)
+	MOVQ     72(BX), BX
+	VMOVDQU8 Z1, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotAVX512x4_loop:
 	CMPQ            AX, $0x00000100
 	JB              dotAVX512x4_tail
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -5515,7 +6071,7 @@ dotAVX512x4_u4:
 	JNZ             dotAVX512x4_u4
 
 dotAVX512x4_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z11, (BX)(CX*1)
 	VMOVDQU64 Z12, 64(BX)(CX*1)
@@ -5543,11 +6099,11 @@ dotAVX512x4_u4_store:
 dotAVX512x4_tail:
 	CMPQ            AX, $0x00000080
 	JB              dotAVX512x4_skip2
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -5666,7 +6222,7 @@ dotAVX512x4_u2:
 	JNZ             dotAVX512x4_u2
 
 dotAVX512x4_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z7, (BX)(CX*1)
 	VMOVDQU64 Z5, 64(BX)(CX*1)
@@ -5685,11 +6241,11 @@ dotAVX512x4_u2_store:
 dotAVX512x4_skip2:
 	CMPQ            AX, $0x00000040
 	JB              dotAVX512x4_skip1
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -5776,7 +6332,7 @@ dotAVX512x4_u1:
 	JNZ             dotAVX512x4_u1
 
 dotAVX512x4_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -5794,11 +6350,11 @@ dotAVX512x4_skip1:
 	MOVQ            $-1, DX
 	BZHIQ           AX, DX, DX
 	KMOVQ           DX, K1
-	MOVQ            src_base+24(FP), AX
-	MOVQ            coef+8(FP), DX
-	MOVQ            k+16(FP), BX
-	MOVQ            tab+0(FP), SI
-	MOVQ            k+16(FP), DI
+	MOVQ            src_base+16(FP), AX
+	MOVQ            coef+0(FP), DX
+	MOVQ            k+8(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
+	MOVQ            k+8(FP), DI
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -5839,9 +6395,9 @@ dotAVX512x4_skip1:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JZ              dotAVX512x4_u1m_store
+	JZ              dotAVX512x4_tail1_store
 
-dotAVX512x4_u1m:
+dotAVX512x4_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z2
 	VPSRLQ          $0x04, Z2, Z6
@@ -5882,10 +6438,10 @@ dotAVX512x4_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAVX512x4_u1m
+	JNZ             dotAVX512x4_tail1
 
-dotAVX512x4_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotAVX512x4_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z3, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -5899,18 +6455,97 @@ dotAVX512x4_done:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX512x4(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAddAVX512x4(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+// func dotAddAVX512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAddAVX512x4(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	VPBROADCASTD DX, Z0
+	MOVQ         dst_base+40(FP), DX
+	MOVQ         (DX), DX
+	MOVQ         DX, DX
+	NEGQ         DX
+	ANDQ         $0x3f, DX
+	JZ           dotAddAVX512x4_loop
+	CMPQ         DX, AX
+	CMOVQGT      AX, DX
+	MOVQ         $-1, BX
+	BZHIQ        DX, BX, BX
+	KMOVQ        BX, K1
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         (BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z1
+	MOVQ         24(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z2
+	MOVQ         48(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z3
+	MOVQ         72(BX), BX
+	VMOVDQU8.Z   (BX)(CX*1), K1, Z4
+	MOVQ         src_base+16(FP), BX
+	MOVQ         coef+0(FP), SI
+	MOVQ         k+8(FP), DI
+	LEAQ         ·nibble8+0(SB), R8
+	MOVQ         k+8(FP), R9
+
+dotAddAVX512x4_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z5
+	VPSRLQ          $0x04, Z5, Z6
+	VPANDQ          Z0, Z6, Z6
+	VPANDQ          Z0, Z5, Z5
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z7
+	VBROADCASTI32X4 16(R8)(R11*1), Z8
+	VPSHUFB         Z5, Z7, Z7
+	VPSHUFB         Z6, Z8, Z8
+	VPTERNLOGQ      $0x96, Z8, Z7, Z1
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z7
+	VBROADCASTI32X4 16(R8)(R11*1), Z8
+	VPSHUFB         Z5, Z7, Z7
+	VPSHUFB         Z6, Z8, Z8
+	VPTERNLOGQ      $0x96, Z8, Z7, Z2
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z7
+	VBROADCASTI32X4 16(R8)(R11*1), Z8
+	VPSHUFB         Z5, Z7, Z7
+	VPSHUFB         Z6, Z8, Z8
+	VPTERNLOGQ      $0x96, Z8, Z7, Z3
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z7
+	VBROADCASTI32X4 16(R8)(R10*1), Z8
+	VPSHUFB         Z5, Z7, Z5
+	VPSHUFB         Z6, Z8, Z6
+	VPTERNLOGQ      $0x96, Z6, Z5, Z4
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAddAVX512x4_head
+	MOVQ            dst_base+40(FP), BX
+	MOVQ            (BX), SI
+	VMOVDQU8        Z1, K1, (SI)(CX*1)
+	MOVQ            24(BX), SI
+	VMOVDQU8        Z2, K1, (SI)(CX*1)
+	MOVQ            48(BX), SI
+	VMOVDQU8        Z3, K1, (SI)(CX*1)
+	MOVQ            72(BX), BX
+	VMOVDQU8        Z4, K1, (BX)(CX*1)
+	ADDQ            DX, CX
+	SUBQ            DX, AX
 
 dotAddAVX512x4_loop:
 	CMPQ      AX, $0x00000100
 	JB        dotAddAVX512x4_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
@@ -5931,11 +6566,11 @@ dotAddAVX512x4_loop:
 	VMOVDQU64 64(DX)(CX*1), Z14
 	VMOVDQU64 128(DX)(CX*1), Z15
 	VMOVDQU64 192(DX)(CX*1), Z16
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x4_u4:
 	MOVQ            (DX), R9
@@ -6027,7 +6662,7 @@ dotAddAVX512x4_u4:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x4_u4
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -6055,7 +6690,7 @@ dotAddAVX512x4_u4:
 dotAddAVX512x4_tail:
 	CMPQ      AX, $0x00000080
 	JB        dotAddAVX512x4_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
@@ -6068,11 +6703,11 @@ dotAddAVX512x4_tail:
 	MOVQ      72(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z7
 	VMOVDQU64 64(DX)(CX*1), Z8
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x4_u2:
 	MOVQ            (DX), R9
@@ -6132,7 +6767,7 @@ dotAddAVX512x4_u2:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x4_u2
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -6151,7 +6786,7 @@ dotAddAVX512x4_u2:
 dotAddAVX512x4_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddAVX512x4_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	MOVQ      24(DX), BX
@@ -6160,11 +6795,11 @@ dotAddAVX512x4_skip2:
 	VMOVDQU64 (BX)(CX*1), Z3
 	MOVQ      72(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z4
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x4_u1:
 	MOVQ            (DX), R9
@@ -6208,7 +6843,7 @@ dotAddAVX512x4_u1:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x4_u1
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	MOVQ            24(DX), BX
@@ -6226,7 +6861,7 @@ dotAddAVX512x4_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z1
 	MOVQ       24(AX), DX
@@ -6235,13 +6870,13 @@ dotAddAVX512x4_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z3
 	MOVQ       72(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z4
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·nibble8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddAVX512x4_u1m:
+dotAddAVX512x4_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z5
 	VPSRLQ          $0x04, Z5, Z6
@@ -6282,8 +6917,8 @@ dotAddAVX512x4_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAddAVX512x4_u1m
-	MOVQ            dst_base+48(FP), AX
+	JNZ             dotAddAVX512x4_tail1
+	MOVQ            dst_base+40(FP), AX
 	MOVQ            (AX), DX
 	VMOVDQU8        Z1, K1, (DX)(CX*1)
 	MOVQ            24(AX), DX
@@ -6297,22 +6932,153 @@ dotAddAVX512x4_done:
 	VZEROUPPER
 	RET
 
-// func dotAVX512x5(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAVX512x5(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
-	XORQ         CX, CX
-	MOVL         $0x0f0f0f0f, DX
-	VPBROADCASTD DX, Z0
+// func dotAVX512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAVX512x5(SB), NOSPLIT, $0-72
+	MOVQ            n+64(FP), AX
+	XORQ            CX, CX
+	MOVL            $0x0f0f0f0f, DX
+	VPBROADCASTD    DX, Z0
+	MOVQ            dst_base+40(FP), DX
+	MOVQ            (DX), DX
+	MOVQ            DX, DX
+	NEGQ            DX
+	ANDQ            $0x3f, DX
+	JZ              dotAVX512x5_loop
+	CMPQ            DX, AX
+	CMOVQGT         AX, DX
+	MOVQ            $-1, BX
+	BZHIQ           DX, BX, BX
+	KMOVQ           BX, K1
+	MOVQ            src_base+16(FP), BX
+	MOVQ            coef+0(FP), SI
+	MOVQ            k+8(FP), DI
+	LEAQ            ·nibble8+0(SB), R8
+	MOVQ            k+8(FP), R9
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z1
+	VPSRLQ          $0x04, Z1, Z2
+	VPANDQ          Z0, Z2, Z2
+	VPANDQ          Z0, Z1, Z1
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z3
+	VBROADCASTI32X4 16(R8)(R11*1), Z4
+	VPSHUFB         Z1, Z3, Z3
+	VPSHUFB         Z2, Z4, Z4
+	VPXORQ          Z4, Z3, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z4
+	VBROADCASTI32X4 16(R8)(R11*1), Z5
+	VPSHUFB         Z1, Z4, Z4
+	VPSHUFB         Z2, Z5, Z5
+	VPXORQ          Z5, Z4, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z5
+	VBROADCASTI32X4 16(R8)(R11*1), Z6
+	VPSHUFB         Z1, Z5, Z5
+	VPSHUFB         Z2, Z6, Z6
+	VPXORQ          Z6, Z5, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z6
+	VBROADCASTI32X4 16(R8)(R11*1), Z7
+	VPSHUFB         Z1, Z6, Z6
+	VPSHUFB         Z2, Z7, Z7
+	VPXORQ          Z7, Z6, Z6
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z7
+	VBROADCASTI32X4 16(R8)(R10*1), Z8
+	VPSHUFB         Z1, Z7, Z1
+	VPSHUFB         Z2, Z8, Z2
+	VPXORQ          Z2, Z1, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JZ              dotAVX512x5_head_store
+
+dotAVX512x5_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z2
+	VPSRLQ          $0x04, Z2, Z7
+	VPANDQ          Z0, Z7, Z7
+	VPANDQ          Z0, Z2, Z2
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z2, Z8, Z8
+	VPSHUFB         Z7, Z9, Z9
+	VPTERNLOGQ      $0x96, Z9, Z8, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z2, Z8, Z8
+	VPSHUFB         Z7, Z9, Z9
+	VPTERNLOGQ      $0x96, Z9, Z8, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z2, Z8, Z8
+	VPSHUFB         Z7, Z9, Z9
+	VPTERNLOGQ      $0x96, Z9, Z8, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z2, Z8, Z8
+	VPSHUFB         Z7, Z9, Z9
+	VPTERNLOGQ      $0x96, Z9, Z8, Z6
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z8
+	VBROADCASTI32X4 16(R8)(R10*1), Z9
+	VPSHUFB         Z2, Z8, Z2
+	VPSHUFB         Z7, Z9, Z7
+	VPTERNLOGQ      $0x96, Z7, Z2, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAVX512x5_head
+
+dotAVX512x5_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z5, K1, (SI)(CX*1)
+	MOVQ     72(BX), SI
+	VMOVDQU8 Z6, K1, (SI)(CX*1)
+	MOVQ     96(BX), BX
+	VMOVDQU8 Z1, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotAVX512x5_loop:
 	CMPQ            AX, $0x00000080
 	JB              dotAVX512x5_tail
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -6453,7 +7219,7 @@ dotAVX512x5_u2:
 	JNZ             dotAVX512x5_u2
 
 dotAVX512x5_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z7, (BX)(CX*1)
 	VMOVDQU64 Z5, 64(BX)(CX*1)
@@ -6476,11 +7242,11 @@ dotAVX512x5_u2_store:
 dotAVX512x5_tail:
 	CMPQ            AX, $0x00000040
 	JB              dotAVX512x5_skip1
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -6583,7 +7349,7 @@ dotAVX512x5_u1:
 	JNZ             dotAVX512x5_u1
 
 dotAVX512x5_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -6603,11 +7369,11 @@ dotAVX512x5_skip1:
 	MOVQ            $-1, DX
 	BZHIQ           AX, DX, DX
 	KMOVQ           DX, K1
-	MOVQ            src_base+24(FP), AX
-	MOVQ            coef+8(FP), DX
-	MOVQ            k+16(FP), BX
-	MOVQ            tab+0(FP), SI
-	MOVQ            k+16(FP), DI
+	MOVQ            src_base+16(FP), AX
+	MOVQ            coef+0(FP), DX
+	MOVQ            k+8(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
+	MOVQ            k+8(FP), DI
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -6656,9 +7422,9 @@ dotAVX512x5_skip1:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JZ              dotAVX512x5_u1m_store
+	JZ              dotAVX512x5_tail1_store
 
-dotAVX512x5_u1m:
+dotAVX512x5_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z2
 	VPSRLQ          $0x04, Z2, Z7
@@ -6707,10 +7473,10 @@ dotAVX512x5_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAVX512x5_u1m
+	JNZ             dotAVX512x5_tail1
 
-dotAVX512x5_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotAVX512x5_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z3, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -6726,18 +7492,109 @@ dotAVX512x5_done:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX512x5(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAddAVX512x5(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+// func dotAddAVX512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAddAVX512x5(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	VPBROADCASTD DX, Z0
+	MOVQ         dst_base+40(FP), DX
+	MOVQ         (DX), DX
+	MOVQ         DX, DX
+	NEGQ         DX
+	ANDQ         $0x3f, DX
+	JZ           dotAddAVX512x5_loop
+	CMPQ         DX, AX
+	CMOVQGT      AX, DX
+	MOVQ         $-1, BX
+	BZHIQ        DX, BX, BX
+	KMOVQ        BX, K1
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         (BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z1
+	MOVQ         24(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z2
+	MOVQ         48(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z3
+	MOVQ         72(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z4
+	MOVQ         96(BX), BX
+	VMOVDQU8.Z   (BX)(CX*1), K1, Z5
+	MOVQ         src_base+16(FP), BX
+	MOVQ         coef+0(FP), SI
+	MOVQ         k+8(FP), DI
+	LEAQ         ·nibble8+0(SB), R8
+	MOVQ         k+8(FP), R9
+
+dotAddAVX512x5_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z6
+	VPSRLQ          $0x04, Z6, Z7
+	VPANDQ          Z0, Z7, Z7
+	VPANDQ          Z0, Z6, Z6
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z6, Z8, Z8
+	VPSHUFB         Z7, Z9, Z9
+	VPTERNLOGQ      $0x96, Z9, Z8, Z1
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z6, Z8, Z8
+	VPSHUFB         Z7, Z9, Z9
+	VPTERNLOGQ      $0x96, Z9, Z8, Z2
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z6, Z8, Z8
+	VPSHUFB         Z7, Z9, Z9
+	VPTERNLOGQ      $0x96, Z9, Z8, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z6, Z8, Z8
+	VPSHUFB         Z7, Z9, Z9
+	VPTERNLOGQ      $0x96, Z9, Z8, Z4
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z8
+	VBROADCASTI32X4 16(R8)(R10*1), Z9
+	VPSHUFB         Z6, Z8, Z6
+	VPSHUFB         Z7, Z9, Z7
+	VPTERNLOGQ      $0x96, Z7, Z6, Z5
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAddAVX512x5_head
+	MOVQ            dst_base+40(FP), BX
+	MOVQ            (BX), SI
+	VMOVDQU8        Z1, K1, (SI)(CX*1)
+	MOVQ            24(BX), SI
+	VMOVDQU8        Z2, K1, (SI)(CX*1)
+	MOVQ            48(BX), SI
+	VMOVDQU8        Z3, K1, (SI)(CX*1)
+	MOVQ            72(BX), SI
+	VMOVDQU8        Z4, K1, (SI)(CX*1)
+	MOVQ            96(BX), BX
+	VMOVDQU8        Z5, K1, (BX)(CX*1)
+	ADDQ            DX, CX
+	SUBQ            DX, AX
 
 dotAddAVX512x5_loop:
 	CMPQ      AX, $0x00000080
 	JB        dotAddAVX512x5_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
@@ -6753,11 +7610,11 @@ dotAddAVX512x5_loop:
 	MOVQ      96(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z9
 	VMOVDQU64 64(DX)(CX*1), Z10
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x5_u2:
 	MOVQ            (DX), R9
@@ -6828,7 +7685,7 @@ dotAddAVX512x5_u2:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x5_u2
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -6851,7 +7708,7 @@ dotAddAVX512x5_u2:
 dotAddAVX512x5_tail:
 	CMPQ      AX, $0x00000040
 	JB        dotAddAVX512x5_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	MOVQ      24(DX), BX
@@ -6862,11 +7719,11 @@ dotAddAVX512x5_tail:
 	VMOVDQU64 (BX)(CX*1), Z4
 	MOVQ      96(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z5
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x5_u1:
 	MOVQ            (DX), R9
@@ -6918,7 +7775,7 @@ dotAddAVX512x5_u1:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x5_u1
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	MOVQ            24(DX), BX
@@ -6938,7 +7795,7 @@ dotAddAVX512x5_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z1
 	MOVQ       24(AX), DX
@@ -6949,13 +7806,13 @@ dotAddAVX512x5_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z4
 	MOVQ       96(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z5
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·nibble8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddAVX512x5_u1m:
+dotAddAVX512x5_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z6
 	VPSRLQ          $0x04, Z6, Z7
@@ -7004,8 +7861,8 @@ dotAddAVX512x5_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAddAVX512x5_u1m
-	MOVQ            dst_base+48(FP), AX
+	JNZ             dotAddAVX512x5_tail1
+	MOVQ            dst_base+40(FP), AX
 	MOVQ            (AX), DX
 	VMOVDQU8        Z1, K1, (DX)(CX*1)
 	MOVQ            24(AX), DX
@@ -7021,22 +7878,171 @@ dotAddAVX512x5_done:
 	VZEROUPPER
 	RET
 
-// func dotAVX512x6(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAVX512x6(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
-	XORQ         CX, CX
-	MOVL         $0x0f0f0f0f, DX
-	VPBROADCASTD DX, Z0
+// func dotAVX512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAVX512x6(SB), NOSPLIT, $0-72
+	MOVQ            n+64(FP), AX
+	XORQ            CX, CX
+	MOVL            $0x0f0f0f0f, DX
+	VPBROADCASTD    DX, Z0
+	MOVQ            dst_base+40(FP), DX
+	MOVQ            (DX), DX
+	MOVQ            DX, DX
+	NEGQ            DX
+	ANDQ            $0x3f, DX
+	JZ              dotAVX512x6_loop
+	CMPQ            DX, AX
+	CMOVQGT         AX, DX
+	MOVQ            $-1, BX
+	BZHIQ           DX, BX, BX
+	KMOVQ           BX, K1
+	MOVQ            src_base+16(FP), BX
+	MOVQ            coef+0(FP), SI
+	MOVQ            k+8(FP), DI
+	LEAQ            ·nibble8+0(SB), R8
+	MOVQ            k+8(FP), R9
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z1
+	VPSRLQ          $0x04, Z1, Z2
+	VPANDQ          Z0, Z2, Z2
+	VPANDQ          Z0, Z1, Z1
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z3
+	VBROADCASTI32X4 16(R8)(R11*1), Z4
+	VPSHUFB         Z1, Z3, Z3
+	VPSHUFB         Z2, Z4, Z4
+	VPXORQ          Z4, Z3, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z4
+	VBROADCASTI32X4 16(R8)(R11*1), Z5
+	VPSHUFB         Z1, Z4, Z4
+	VPSHUFB         Z2, Z5, Z5
+	VPXORQ          Z5, Z4, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z5
+	VBROADCASTI32X4 16(R8)(R11*1), Z6
+	VPSHUFB         Z1, Z5, Z5
+	VPSHUFB         Z2, Z6, Z6
+	VPXORQ          Z6, Z5, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z6
+	VBROADCASTI32X4 16(R8)(R11*1), Z7
+	VPSHUFB         Z1, Z6, Z6
+	VPSHUFB         Z2, Z7, Z7
+	VPXORQ          Z7, Z6, Z6
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z7
+	VBROADCASTI32X4 16(R8)(R11*1), Z8
+	VPSHUFB         Z1, Z7, Z7
+	VPSHUFB         Z2, Z8, Z8
+	VPXORQ          Z8, Z7, Z7
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z8
+	VBROADCASTI32X4 16(R8)(R10*1), Z9
+	VPSHUFB         Z1, Z8, Z1
+	VPSHUFB         Z2, Z9, Z2
+	VPXORQ          Z2, Z1, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JZ              dotAVX512x6_head_store
+
+dotAVX512x6_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z2
+	VPSRLQ          $0x04, Z2, Z8
+	VPANDQ          Z0, Z8, Z8
+	VPANDQ          Z0, Z2, Z2
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z2, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z2, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z2, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z2, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z6
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z2, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z7
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z9
+	VBROADCASTI32X4 16(R8)(R10*1), Z10
+	VPSHUFB         Z2, Z9, Z2
+	VPSHUFB         Z8, Z10, Z8
+	VPTERNLOGQ      $0x96, Z8, Z2, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAVX512x6_head
+
+dotAVX512x6_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z5, K1, (SI)(CX*1)
+	MOVQ     72(BX), SI
+	VMOVDQU8 Z6, K1, (SI)(CX*1)
+	MOVQ     96(BX), SI
+	VMOVDQU8 Z7, K1, (SI)(CX*1)
+	MOVQ     120(BX), BX
+	VMOVDQU8 Z1, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotAVX512x6_loop:
 	CMPQ            AX, $0x00000080
 	JB              dotAVX512x6_tail
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -7199,7 +8205,7 @@ dotAVX512x6_u2:
 	JNZ             dotAVX512x6_u2
 
 dotAVX512x6_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z7, (BX)(CX*1)
 	VMOVDQU64 Z5, 64(BX)(CX*1)
@@ -7225,11 +8231,11 @@ dotAVX512x6_u2_store:
 dotAVX512x6_tail:
 	CMPQ            AX, $0x00000040
 	JB              dotAVX512x6_skip1
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -7348,7 +8354,7 @@ dotAVX512x6_u1:
 	JNZ             dotAVX512x6_u1
 
 dotAVX512x6_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -7370,11 +8376,11 @@ dotAVX512x6_skip1:
 	MOVQ            $-1, DX
 	BZHIQ           AX, DX, DX
 	KMOVQ           DX, K1
-	MOVQ            src_base+24(FP), AX
-	MOVQ            coef+8(FP), DX
-	MOVQ            k+16(FP), BX
-	MOVQ            tab+0(FP), SI
-	MOVQ            k+16(FP), DI
+	MOVQ            src_base+16(FP), AX
+	MOVQ            coef+0(FP), DX
+	MOVQ            k+8(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
+	MOVQ            k+8(FP), DI
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -7431,9 +8437,9 @@ dotAVX512x6_skip1:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JZ              dotAVX512x6_u1m_store
+	JZ              dotAVX512x6_tail1_store
 
-dotAVX512x6_u1m:
+dotAVX512x6_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z2
 	VPSRLQ          $0x04, Z2, Z8
@@ -7490,10 +8496,10 @@ dotAVX512x6_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAVX512x6_u1m
+	JNZ             dotAVX512x6_tail1
 
-dotAVX512x6_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotAVX512x6_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z3, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -7511,18 +8517,121 @@ dotAVX512x6_done:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX512x6(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAddAVX512x6(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+// func dotAddAVX512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAddAVX512x6(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	VPBROADCASTD DX, Z0
+	MOVQ         dst_base+40(FP), DX
+	MOVQ         (DX), DX
+	MOVQ         DX, DX
+	NEGQ         DX
+	ANDQ         $0x3f, DX
+	JZ           dotAddAVX512x6_loop
+	CMPQ         DX, AX
+	CMOVQGT      AX, DX
+	MOVQ         $-1, BX
+	BZHIQ        DX, BX, BX
+	KMOVQ        BX, K1
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         (BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z1
+	MOVQ         24(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z2
+	MOVQ         48(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z3
+	MOVQ         72(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z4
+	MOVQ         96(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z5
+	MOVQ         120(BX), BX
+	VMOVDQU8.Z   (BX)(CX*1), K1, Z6
+	MOVQ         src_base+16(FP), BX
+	MOVQ         coef+0(FP), SI
+	MOVQ         k+8(FP), DI
+	LEAQ         ·nibble8+0(SB), R8
+	MOVQ         k+8(FP), R9
+
+dotAddAVX512x6_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z7
+	VPSRLQ          $0x04, Z7, Z8
+	VPANDQ          Z0, Z8, Z8
+	VPANDQ          Z0, Z7, Z7
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z7, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z1
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z7, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z2
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z7, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z7, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z7, Z9, Z9
+	VPSHUFB         Z8, Z10, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z5
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z9
+	VBROADCASTI32X4 16(R8)(R10*1), Z10
+	VPSHUFB         Z7, Z9, Z7
+	VPSHUFB         Z8, Z10, Z8
+	VPTERNLOGQ      $0x96, Z8, Z7, Z6
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAddAVX512x6_head
+	MOVQ            dst_base+40(FP), BX
+	MOVQ            (BX), SI
+	VMOVDQU8        Z1, K1, (SI)(CX*1)
+	MOVQ            24(BX), SI
+	VMOVDQU8        Z2, K1, (SI)(CX*1)
+	MOVQ            48(BX), SI
+	VMOVDQU8        Z3, K1, (SI)(CX*1)
+	MOVQ            72(BX), SI
+	VMOVDQU8        Z4, K1, (SI)(CX*1)
+	MOVQ            96(BX), SI
+	VMOVDQU8        Z5, K1, (SI)(CX*1)
+	MOVQ            120(BX), BX
+	VMOVDQU8        Z6, K1, (BX)(CX*1)
+	ADDQ            DX, CX
+	SUBQ            DX, AX
 
 dotAddAVX512x6_loop:
 	CMPQ      AX, $0x00000080
 	JB        dotAddAVX512x6_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
@@ -7541,11 +8650,11 @@ dotAddAVX512x6_loop:
 	MOVQ      120(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z11
 	VMOVDQU64 64(DX)(CX*1), Z12
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x6_u2:
 	MOVQ            (DX), R9
@@ -7627,7 +8736,7 @@ dotAddAVX512x6_u2:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x6_u2
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -7653,7 +8762,7 @@ dotAddAVX512x6_u2:
 dotAddAVX512x6_tail:
 	CMPQ      AX, $0x00000040
 	JB        dotAddAVX512x6_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	MOVQ      24(DX), BX
@@ -7666,11 +8775,11 @@ dotAddAVX512x6_tail:
 	VMOVDQU64 (BX)(CX*1), Z5
 	MOVQ      120(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z6
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x6_u1:
 	MOVQ            (DX), R9
@@ -7730,7 +8839,7 @@ dotAddAVX512x6_u1:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x6_u1
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	MOVQ            24(DX), BX
@@ -7752,7 +8861,7 @@ dotAddAVX512x6_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z1
 	MOVQ       24(AX), DX
@@ -7765,13 +8874,13 @@ dotAddAVX512x6_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z5
 	MOVQ       120(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z6
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·nibble8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddAVX512x6_u1m:
+dotAddAVX512x6_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z7
 	VPSRLQ          $0x04, Z7, Z8
@@ -7828,8 +8937,8 @@ dotAddAVX512x6_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAddAVX512x6_u1m
-	MOVQ            dst_base+48(FP), AX
+	JNZ             dotAddAVX512x6_tail1
+	MOVQ            dst_base+40(FP), AX
 	MOVQ            (AX), DX
 	VMOVDQU8        Z1, K1, (DX)(CX*1)
 	MOVQ            24(AX), DX
@@ -7847,22 +8956,189 @@ dotAddAVX512x6_done:
 	VZEROUPPER
 	RET
 
-// func dotAVX512x7(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAVX512x7(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
-	XORQ         CX, CX
-	MOVL         $0x0f0f0f0f, DX
-	VPBROADCASTD DX, Z0
+// func dotAVX512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAVX512x7(SB), NOSPLIT, $0-72
+	MOVQ            n+64(FP), AX
+	XORQ            CX, CX
+	MOVL            $0x0f0f0f0f, DX
+	VPBROADCASTD    DX, Z0
+	MOVQ            dst_base+40(FP), DX
+	MOVQ            (DX), DX
+	MOVQ            DX, DX
+	NEGQ            DX
+	ANDQ            $0x3f, DX
+	JZ              dotAVX512x7_loop
+	CMPQ            DX, AX
+	CMOVQGT         AX, DX
+	MOVQ            $-1, BX
+	BZHIQ           DX, BX, BX
+	KMOVQ           BX, K1
+	MOVQ            src_base+16(FP), BX
+	MOVQ            coef+0(FP), SI
+	MOVQ            k+8(FP), DI
+	LEAQ            ·nibble8+0(SB), R8
+	MOVQ            k+8(FP), R9
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z1
+	VPSRLQ          $0x04, Z1, Z2
+	VPANDQ          Z0, Z2, Z2
+	VPANDQ          Z0, Z1, Z1
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z3
+	VBROADCASTI32X4 16(R8)(R11*1), Z4
+	VPSHUFB         Z1, Z3, Z3
+	VPSHUFB         Z2, Z4, Z4
+	VPXORQ          Z4, Z3, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z4
+	VBROADCASTI32X4 16(R8)(R11*1), Z5
+	VPSHUFB         Z1, Z4, Z4
+	VPSHUFB         Z2, Z5, Z5
+	VPXORQ          Z5, Z4, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z5
+	VBROADCASTI32X4 16(R8)(R11*1), Z6
+	VPSHUFB         Z1, Z5, Z5
+	VPSHUFB         Z2, Z6, Z6
+	VPXORQ          Z6, Z5, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z6
+	VBROADCASTI32X4 16(R8)(R11*1), Z7
+	VPSHUFB         Z1, Z6, Z6
+	VPSHUFB         Z2, Z7, Z7
+	VPXORQ          Z7, Z6, Z6
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z7
+	VBROADCASTI32X4 16(R8)(R11*1), Z8
+	VPSHUFB         Z1, Z7, Z7
+	VPSHUFB         Z2, Z8, Z8
+	VPXORQ          Z8, Z7, Z7
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z1, Z8, Z8
+	VPSHUFB         Z2, Z9, Z9
+	VPXORQ          Z9, Z8, Z8
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z9
+	VBROADCASTI32X4 16(R8)(R10*1), Z10
+	VPSHUFB         Z1, Z9, Z1
+	VPSHUFB         Z2, Z10, Z2
+	VPXORQ          Z2, Z1, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JZ              dotAVX512x7_head_store
+
+dotAVX512x7_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z2
+	VPSRLQ          $0x04, Z2, Z9
+	VPANDQ          Z0, Z9, Z9
+	VPANDQ          Z0, Z2, Z2
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z2, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z2, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z2, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z2, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z6
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z2, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z7
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z2, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z8
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z10
+	VBROADCASTI32X4 16(R8)(R10*1), Z11
+	VPSHUFB         Z2, Z10, Z2
+	VPSHUFB         Z9, Z11, Z9
+	VPTERNLOGQ      $0x96, Z9, Z2, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAVX512x7_head
+
+dotAVX512x7_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z5, K1, (SI)(CX*1)
+	MOVQ     72(BX), SI
+	VMOVDQU8 Z6, K1, (SI)(CX*1)
+	MOVQ     96(BX), SI
+	VMOVDQU8 Z7, K1, (SI)(CX*1)
+	MOVQ     120(BX), SI
+	VMOVDQU8 Z8, K1, (SI)(CX*1)
+	MOVQ     144(BX), BX
+	VMOVDQU8 Z1, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotAVX512x7_loop:
 	CMPQ            AX, $0x00000080
 	JB              dotAVX512x7_tail
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -8047,7 +9323,7 @@ dotAVX512x7_u2:
 	JNZ             dotAVX512x7_u2
 
 dotAVX512x7_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z7, (BX)(CX*1)
 	VMOVDQU64 Z5, 64(BX)(CX*1)
@@ -8076,11 +9352,11 @@ dotAVX512x7_u2_store:
 dotAVX512x7_tail:
 	CMPQ            AX, $0x00000040
 	JB              dotAVX512x7_skip1
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -8215,7 +9491,7 @@ dotAVX512x7_u1:
 	JNZ             dotAVX512x7_u1
 
 dotAVX512x7_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -8239,11 +9515,11 @@ dotAVX512x7_skip1:
 	MOVQ            $-1, DX
 	BZHIQ           AX, DX, DX
 	KMOVQ           DX, K1
-	MOVQ            src_base+24(FP), AX
-	MOVQ            coef+8(FP), DX
-	MOVQ            k+16(FP), BX
-	MOVQ            tab+0(FP), SI
-	MOVQ            k+16(FP), DI
+	MOVQ            src_base+16(FP), AX
+	MOVQ            coef+0(FP), DX
+	MOVQ            k+8(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
+	MOVQ            k+8(FP), DI
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -8308,9 +9584,9 @@ dotAVX512x7_skip1:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JZ              dotAVX512x7_u1m_store
+	JZ              dotAVX512x7_tail1_store
 
-dotAVX512x7_u1m:
+dotAVX512x7_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z2
 	VPSRLQ          $0x04, Z2, Z9
@@ -8375,10 +9651,10 @@ dotAVX512x7_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAVX512x7_u1m
+	JNZ             dotAVX512x7_tail1
 
-dotAVX512x7_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotAVX512x7_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z3, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -8398,18 +9674,133 @@ dotAVX512x7_done:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX512x7(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAddAVX512x7(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+// func dotAddAVX512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAddAVX512x7(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	VPBROADCASTD DX, Z0
+	MOVQ         dst_base+40(FP), DX
+	MOVQ         (DX), DX
+	MOVQ         DX, DX
+	NEGQ         DX
+	ANDQ         $0x3f, DX
+	JZ           dotAddAVX512x7_loop
+	CMPQ         DX, AX
+	CMOVQGT      AX, DX
+	MOVQ         $-1, BX
+	BZHIQ        DX, BX, BX
+	KMOVQ        BX, K1
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         (BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z1
+	MOVQ         24(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z2
+	MOVQ         48(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z3
+	MOVQ         72(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z4
+	MOVQ         96(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z5
+	MOVQ         120(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z6
+	MOVQ         144(BX), BX
+	VMOVDQU8.Z   (BX)(CX*1), K1, Z7
+	MOVQ         src_base+16(FP), BX
+	MOVQ         coef+0(FP), SI
+	MOVQ         k+8(FP), DI
+	LEAQ         ·nibble8+0(SB), R8
+	MOVQ         k+8(FP), R9
+
+dotAddAVX512x7_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z8
+	VPSRLQ          $0x04, Z8, Z9
+	VPANDQ          Z0, Z9, Z9
+	VPANDQ          Z0, Z8, Z8
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z8, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z1
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z8, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z2
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z8, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z8, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z8, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z10
+	VBROADCASTI32X4 16(R8)(R11*1), Z11
+	VPSHUFB         Z8, Z10, Z10
+	VPSHUFB         Z9, Z11, Z11
+	VPTERNLOGQ      $0x96, Z11, Z10, Z6
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z10
+	VBROADCASTI32X4 16(R8)(R10*1), Z11
+	VPSHUFB         Z8, Z10, Z8
+	VPSHUFB         Z9, Z11, Z9
+	VPTERNLOGQ      $0x96, Z9, Z8, Z7
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAddAVX512x7_head
+	MOVQ            dst_base+40(FP), BX
+	MOVQ            (BX), SI
+	VMOVDQU8        Z1, K1, (SI)(CX*1)
+	MOVQ            24(BX), SI
+	VMOVDQU8        Z2, K1, (SI)(CX*1)
+	MOVQ            48(BX), SI
+	VMOVDQU8        Z3, K1, (SI)(CX*1)
+	MOVQ            72(BX), SI
+	VMOVDQU8        Z4, K1, (SI)(CX*1)
+	MOVQ            96(BX), SI
+	VMOVDQU8        Z5, K1, (SI)(CX*1)
+	MOVQ            120(BX), SI
+	VMOVDQU8        Z6, K1, (SI)(CX*1)
+	MOVQ            144(BX), BX
+	VMOVDQU8        Z7, K1, (BX)(CX*1)
+	ADDQ            DX, CX
+	SUBQ            DX, AX
 
 dotAddAVX512x7_loop:
 	CMPQ      AX, $0x00000080
 	JB        dotAddAVX512x7_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
@@ -8431,11 +9822,11 @@ dotAddAVX512x7_loop:
 	MOVQ      144(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z13
 	VMOVDQU64 64(DX)(CX*1), Z14
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x7_u2:
 	MOVQ            (DX), R9
@@ -8528,7 +9919,7 @@ dotAddAVX512x7_u2:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x7_u2
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -8557,7 +9948,7 @@ dotAddAVX512x7_u2:
 dotAddAVX512x7_tail:
 	CMPQ      AX, $0x00000040
 	JB        dotAddAVX512x7_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	MOVQ      24(DX), BX
@@ -8572,11 +9963,11 @@ dotAddAVX512x7_tail:
 	VMOVDQU64 (BX)(CX*1), Z6
 	MOVQ      144(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z7
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x7_u1:
 	MOVQ            (DX), R9
@@ -8644,7 +10035,7 @@ dotAddAVX512x7_u1:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x7_u1
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	MOVQ            24(DX), BX
@@ -8668,7 +10059,7 @@ dotAddAVX512x7_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z1
 	MOVQ       24(AX), DX
@@ -8683,13 +10074,13 @@ dotAddAVX512x7_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z6
 	MOVQ       144(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z7
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·nibble8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddAVX512x7_u1m:
+dotAddAVX512x7_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z8
 	VPSRLQ          $0x04, Z8, Z9
@@ -8754,8 +10145,8 @@ dotAddAVX512x7_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAddAVX512x7_u1m
-	MOVQ            dst_base+48(FP), AX
+	JNZ             dotAddAVX512x7_tail1
+	MOVQ            dst_base+40(FP), AX
 	MOVQ            (AX), DX
 	VMOVDQU8        Z1, K1, (DX)(CX*1)
 	MOVQ            24(AX), DX
@@ -8775,22 +10166,207 @@ dotAddAVX512x7_done:
 	VZEROUPPER
 	RET
 
-// func dotAVX512x8(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAVX512x8(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
-	XORQ         CX, CX
-	MOVL         $0x0f0f0f0f, DX
-	VPBROADCASTD DX, Z0
+// func dotAVX512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAVX512x8(SB), NOSPLIT, $0-72
+	MOVQ            n+64(FP), AX
+	XORQ            CX, CX
+	MOVL            $0x0f0f0f0f, DX
+	VPBROADCASTD    DX, Z0
+	MOVQ            dst_base+40(FP), DX
+	MOVQ            (DX), DX
+	MOVQ            DX, DX
+	NEGQ            DX
+	ANDQ            $0x3f, DX
+	JZ              dotAVX512x8_loop
+	CMPQ            DX, AX
+	CMOVQGT         AX, DX
+	MOVQ            $-1, BX
+	BZHIQ           DX, BX, BX
+	KMOVQ           BX, K1
+	MOVQ            src_base+16(FP), BX
+	MOVQ            coef+0(FP), SI
+	MOVQ            k+8(FP), DI
+	LEAQ            ·nibble8+0(SB), R8
+	MOVQ            k+8(FP), R9
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z1
+	VPSRLQ          $0x04, Z1, Z2
+	VPANDQ          Z0, Z2, Z2
+	VPANDQ          Z0, Z1, Z1
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z3
+	VBROADCASTI32X4 16(R8)(R11*1), Z4
+	VPSHUFB         Z1, Z3, Z3
+	VPSHUFB         Z2, Z4, Z4
+	VPXORQ          Z4, Z3, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z4
+	VBROADCASTI32X4 16(R8)(R11*1), Z5
+	VPSHUFB         Z1, Z4, Z4
+	VPSHUFB         Z2, Z5, Z5
+	VPXORQ          Z5, Z4, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z5
+	VBROADCASTI32X4 16(R8)(R11*1), Z6
+	VPSHUFB         Z1, Z5, Z5
+	VPSHUFB         Z2, Z6, Z6
+	VPXORQ          Z6, Z5, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z6
+	VBROADCASTI32X4 16(R8)(R11*1), Z7
+	VPSHUFB         Z1, Z6, Z6
+	VPSHUFB         Z2, Z7, Z7
+	VPXORQ          Z7, Z6, Z6
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z7
+	VBROADCASTI32X4 16(R8)(R11*1), Z8
+	VPSHUFB         Z1, Z7, Z7
+	VPSHUFB         Z2, Z8, Z8
+	VPXORQ          Z8, Z7, Z7
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z8
+	VBROADCASTI32X4 16(R8)(R11*1), Z9
+	VPSHUFB         Z1, Z8, Z8
+	VPSHUFB         Z2, Z9, Z9
+	VPXORQ          Z9, Z8, Z8
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z9
+	VBROADCASTI32X4 16(R8)(R11*1), Z10
+	VPSHUFB         Z1, Z9, Z9
+	VPSHUFB         Z2, Z10, Z10
+	VPXORQ          Z10, Z9, Z9
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z10
+	VBROADCASTI32X4 16(R8)(R10*1), Z11
+	VPSHUFB         Z1, Z10, Z1
+	VPSHUFB         Z2, Z11, Z2
+	VPXORQ          Z2, Z1, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JZ              dotAVX512x8_head_store
+
+dotAVX512x8_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z2
+	VPSRLQ          $0x04, Z2, Z10
+	VPANDQ          Z0, Z10, Z10
+	VPANDQ          Z0, Z2, Z2
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z2, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z2, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z2, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z2, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z6
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z2, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z7
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z2, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z8
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z2, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z9
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z11
+	VBROADCASTI32X4 16(R8)(R10*1), Z12
+	VPSHUFB         Z2, Z11, Z2
+	VPSHUFB         Z10, Z12, Z10
+	VPTERNLOGQ      $0x96, Z10, Z2, Z1
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAVX512x8_head
+
+dotAVX512x8_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z5, K1, (SI)(CX*1)
+	MOVQ     72(BX), SI
+	VMOVDQU8 Z6, K1, (SI)(CX*1)
+	MOVQ     96(BX), SI
+	VMOVDQU8 Z7, K1, (SI)(CX*1)
+	MOVQ     120(BX), SI
+	VMOVDQU8 Z8, K1, (SI)(CX*1)
+	MOVQ     144(BX), SI
+	VMOVDQU8 Z9, K1, (SI)(CX*1)
+	MOVQ     168(BX), BX
+	VMOVDQU8 Z1, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotAVX512x8_loop:
 	CMPQ            AX, $0x00000080
 	JB              dotAVX512x8_tail
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -8997,7 +10573,7 @@ dotAVX512x8_u2:
 	JNZ             dotAVX512x8_u2
 
 dotAVX512x8_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z7, (BX)(CX*1)
 	VMOVDQU64 Z5, 64(BX)(CX*1)
@@ -9029,11 +10605,11 @@ dotAVX512x8_u2_store:
 dotAVX512x8_tail:
 	CMPQ            AX, $0x00000040
 	JB              dotAVX512x8_skip1
-	MOVQ            src_base+24(FP), DX
-	MOVQ            coef+8(FP), BX
-	MOVQ            k+16(FP), SI
-	MOVQ            tab+0(FP), DI
-	MOVQ            k+16(FP), R8
+	MOVQ            src_base+16(FP), DX
+	MOVQ            coef+0(FP), BX
+	MOVQ            k+8(FP), SI
+	LEAQ            ·nibble8+0(SB), DI
+	MOVQ            k+8(FP), R8
 	MOVQ            (DX), R9
 	VMOVDQU64       (R9)(CX*1), Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -9184,7 +10760,7 @@ dotAVX512x8_u1:
 	JNZ             dotAVX512x8_u1
 
 dotAVX512x8_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -9210,11 +10786,11 @@ dotAVX512x8_skip1:
 	MOVQ            $-1, DX
 	BZHIQ           AX, DX, DX
 	KMOVQ           DX, K1
-	MOVQ            src_base+24(FP), AX
-	MOVQ            coef+8(FP), DX
-	MOVQ            k+16(FP), BX
-	MOVQ            tab+0(FP), SI
-	MOVQ            k+16(FP), DI
+	MOVQ            src_base+16(FP), AX
+	MOVQ            coef+0(FP), DX
+	MOVQ            k+8(FP), BX
+	LEAQ            ·nibble8+0(SB), SI
+	MOVQ            k+8(FP), DI
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z1
 	VPSRLQ          $0x04, Z1, Z2
@@ -9287,9 +10863,9 @@ dotAVX512x8_skip1:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JZ              dotAVX512x8_u1m_store
+	JZ              dotAVX512x8_tail1_store
 
-dotAVX512x8_u1m:
+dotAVX512x8_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z2
 	VPSRLQ          $0x04, Z2, Z10
@@ -9362,10 +10938,10 @@ dotAVX512x8_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAVX512x8_u1m
+	JNZ             dotAVX512x8_tail1
 
-dotAVX512x8_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotAVX512x8_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z3, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -9387,18 +10963,145 @@ dotAVX512x8_done:
 	VZEROUPPER
 	RET
 
-// func dotAddAVX512x8(tab *[256][32]byte, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2
-TEXT ·dotAddAVX512x8(SB), NOSPLIT, $0-80
-	MOVQ         n+72(FP), AX
+// func dotAddAVX512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·dotAddAVX512x8(SB), NOSPLIT, $0-72
+	MOVQ         n+64(FP), AX
 	XORQ         CX, CX
 	MOVL         $0x0f0f0f0f, DX
 	VPBROADCASTD DX, Z0
+	MOVQ         dst_base+40(FP), DX
+	MOVQ         (DX), DX
+	MOVQ         DX, DX
+	NEGQ         DX
+	ANDQ         $0x3f, DX
+	JZ           dotAddAVX512x8_loop
+	CMPQ         DX, AX
+	CMOVQGT      AX, DX
+	MOVQ         $-1, BX
+	BZHIQ        DX, BX, BX
+	KMOVQ        BX, K1
+	MOVQ         dst_base+40(FP), BX
+	MOVQ         (BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z1
+	MOVQ         24(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z2
+	MOVQ         48(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z3
+	MOVQ         72(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z4
+	MOVQ         96(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z5
+	MOVQ         120(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z6
+	MOVQ         144(BX), SI
+	VMOVDQU8.Z   (SI)(CX*1), K1, Z7
+	MOVQ         168(BX), BX
+	VMOVDQU8.Z   (BX)(CX*1), K1, Z8
+	MOVQ         src_base+16(FP), BX
+	MOVQ         coef+0(FP), SI
+	MOVQ         k+8(FP), DI
+	LEAQ         ·nibble8+0(SB), R8
+	MOVQ         k+8(FP), R9
+
+dotAddAVX512x8_head:
+	MOVQ            (BX), R10
+	VMOVDQU8.Z      (R10)(CX*1), K1, Z9
+	VPSRLQ          $0x04, Z9, Z10
+	VPANDQ          Z0, Z10, Z10
+	VPANDQ          Z0, Z9, Z9
+	MOVQ            SI, R10
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z9, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z1
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z9, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z2
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z9, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z3
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z9, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z4
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z9, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z5
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z9, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z6
+	MOVBQZX         (R10), R11
+	ADDQ            R9, R10
+	SHLQ            $0x05, R11
+	VBROADCASTI32X4 (R8)(R11*1), Z11
+	VBROADCASTI32X4 16(R8)(R11*1), Z12
+	VPSHUFB         Z9, Z11, Z11
+	VPSHUFB         Z10, Z12, Z12
+	VPTERNLOGQ      $0x96, Z12, Z11, Z7
+	MOVBQZX         (R10), R10
+	SHLQ            $0x05, R10
+	VBROADCASTI32X4 (R8)(R10*1), Z11
+	VBROADCASTI32X4 16(R8)(R10*1), Z12
+	VPSHUFB         Z9, Z11, Z9
+	VPSHUFB         Z10, Z12, Z10
+	VPTERNLOGQ      $0x96, Z10, Z9, Z8
+	ADDQ            $0x18, BX
+	INCQ            SI
+	DECQ            DI
+	JNZ             dotAddAVX512x8_head
+	MOVQ            dst_base+40(FP), BX
+	MOVQ            (BX), SI
+	VMOVDQU8        Z1, K1, (SI)(CX*1)
+	MOVQ            24(BX), SI
+	VMOVDQU8        Z2, K1, (SI)(CX*1)
+	MOVQ            48(BX), SI
+	VMOVDQU8        Z3, K1, (SI)(CX*1)
+	MOVQ            72(BX), SI
+	VMOVDQU8        Z4, K1, (SI)(CX*1)
+	MOVQ            96(BX), SI
+	VMOVDQU8        Z5, K1, (SI)(CX*1)
+	MOVQ            120(BX), SI
+	VMOVDQU8        Z6, K1, (SI)(CX*1)
+	MOVQ            144(BX), SI
+	VMOVDQU8        Z7, K1, (SI)(CX*1)
+	MOVQ            168(BX), BX
+	VMOVDQU8        Z8, K1, (BX)(CX*1)
+	ADDQ            DX, CX
+	SUBQ            DX, AX
 
 dotAddAVX512x8_loop:
 	CMPQ      AX, $0x00000080
 	JB        dotAddAVX512x8_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	VMOVDQU64 64(BX)(CX*1), Z2
@@ -9423,11 +11126,11 @@ dotAddAVX512x8_loop:
 	MOVQ      168(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z15
 	VMOVDQU64 64(DX)(CX*1), Z16
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x8_u2:
 	MOVQ            (DX), R9
@@ -9531,7 +11234,7 @@ dotAddAVX512x8_u2:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x8_u2
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	VMOVDQU64       Z2, 64(BX)(CX*1)
@@ -9563,7 +11266,7 @@ dotAddAVX512x8_u2:
 dotAddAVX512x8_tail:
 	CMPQ      AX, $0x00000040
 	JB        dotAddAVX512x8_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	MOVQ      24(DX), BX
@@ -9580,11 +11283,11 @@ dotAddAVX512x8_tail:
 	VMOVDQU64 (BX)(CX*1), Z7
 	MOVQ      168(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z8
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·nibble8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddAVX512x8_u1:
 	MOVQ            (DX), R9
@@ -9660,7 +11363,7 @@ dotAddAVX512x8_u1:
 	INCQ            BX
 	DECQ            SI
 	JNZ             dotAddAVX512x8_u1
-	MOVQ            dst_base+48(FP), DX
+	MOVQ            dst_base+40(FP), DX
 	MOVQ            (DX), BX
 	VMOVDQU64       Z1, (BX)(CX*1)
 	MOVQ            24(DX), BX
@@ -9686,7 +11389,7 @@ dotAddAVX512x8_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z1
 	MOVQ       24(AX), DX
@@ -9703,13 +11406,13 @@ dotAddAVX512x8_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z7
 	MOVQ       168(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z8
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·nibble8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddAVX512x8_u1m:
+dotAddAVX512x8_tail1:
 	MOVQ            (AX), R8
 	VMOVDQU8.Z      (R8)(CX*1), K1, Z9
 	VPSRLQ          $0x04, Z9, Z10
@@ -9782,8 +11485,8 @@ dotAddAVX512x8_u1m:
 	ADDQ            $0x18, AX
 	INCQ            DX
 	DECQ            BX
-	JNZ             dotAddAVX512x8_u1m
-	MOVQ            dst_base+48(FP), AX
+	JNZ             dotAddAVX512x8_tail1
+	MOVQ            dst_base+40(FP), AX
 	MOVQ            (AX), DX
 	VMOVDQU8        Z1, K1, (DX)(CX*1)
 	MOVQ            24(AX), DX
@@ -9805,202 +11508,204 @@ dotAddAVX512x8_done:
 	VZEROUPPER
 	RET
 
-// func mulGFNI(tbl *uint64, dst []byte, src []byte)
+// func mulGFNI(dst []byte, src []byte, c byte)
 // Requires: AVX, AVX2, GFNI
-TEXT ·mulGFNI(SB), NOSPLIT, $0-56
-	MOVQ         tbl+0(FP), AX
-	MOVQ         dst_base+8(FP), CX
-	MOVQ         src_base+32(FP), DX
-	MOVQ         src_len+40(FP), BX
-	VPBROADCASTQ (AX), Y0
-	XORQ         AX, AX
+TEXT ·mulGFNI(SB), NOSPLIT, $0-49
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         src_len+32(FP), DX
+	MOVBQZX      c+48(FP), BX
+	LEAQ         ·gfniMat8+0(SB), SI
+	VPBROADCASTQ (SI)(BX*8), Y0
+	XORQ         BX, BX
 
 mulGFNI_loop:
-	CMPQ           BX, $0x00000100
+	CMPQ           DX, $0x00000100
 	JB             mulGFNI_tail
-	VMOVDQU        (DX)(AX*1), Y1
-	VMOVDQU        32(DX)(AX*1), Y2
-	VMOVDQU        64(DX)(AX*1), Y3
-	VMOVDQU        96(DX)(AX*1), Y4
-	VMOVDQU        128(DX)(AX*1), Y5
-	VMOVDQU        160(DX)(AX*1), Y6
-	VMOVDQU        192(DX)(AX*1), Y7
-	VMOVDQU        224(DX)(AX*1), Y8
+	VMOVDQU        (CX)(BX*1), Y1
+	VMOVDQU        32(CX)(BX*1), Y2
+	VMOVDQU        64(CX)(BX*1), Y3
+	VMOVDQU        96(CX)(BX*1), Y4
+	VMOVDQU        128(CX)(BX*1), Y5
+	VMOVDQU        160(CX)(BX*1), Y6
+	VMOVDQU        192(CX)(BX*1), Y7
+	VMOVDQU        224(CX)(BX*1), Y8
 	VGF2P8AFFINEQB $0x00, Y0, Y1, Y1
-	VMOVDQU        Y1, (CX)(AX*1)
+	VMOVDQU        Y1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y2, Y1
-	VMOVDQU        Y1, 32(CX)(AX*1)
+	VMOVDQU        Y1, 32(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y3, Y1
-	VMOVDQU        Y1, 64(CX)(AX*1)
+	VMOVDQU        Y1, 64(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y4, Y1
-	VMOVDQU        Y1, 96(CX)(AX*1)
+	VMOVDQU        Y1, 96(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y5, Y1
-	VMOVDQU        Y1, 128(CX)(AX*1)
+	VMOVDQU        Y1, 128(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y6, Y1
-	VMOVDQU        Y1, 160(CX)(AX*1)
+	VMOVDQU        Y1, 160(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y7, Y1
-	VMOVDQU        Y1, 192(CX)(AX*1)
+	VMOVDQU        Y1, 192(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y8, Y1
-	VMOVDQU        Y1, 224(CX)(AX*1)
-	ADDQ           $0x00000100, AX
-	SUBQ           $0x00000100, BX
+	VMOVDQU        Y1, 224(AX)(BX*1)
+	ADDQ           $0x00000100, BX
+	SUBQ           $0x00000100, DX
 	JMP            mulGFNI_loop
 
 mulGFNI_tail:
-	CMPQ           BX, $0x00000080
+	CMPQ           DX, $0x00000080
 	JB             mulGFNI_skip4
-	VMOVDQU        (DX)(AX*1), Y1
-	VMOVDQU        32(DX)(AX*1), Y2
-	VMOVDQU        64(DX)(AX*1), Y3
-	VMOVDQU        96(DX)(AX*1), Y4
+	VMOVDQU        (CX)(BX*1), Y1
+	VMOVDQU        32(CX)(BX*1), Y2
+	VMOVDQU        64(CX)(BX*1), Y3
+	VMOVDQU        96(CX)(BX*1), Y4
 	VGF2P8AFFINEQB $0x00, Y0, Y1, Y1
-	VMOVDQU        Y1, (CX)(AX*1)
+	VMOVDQU        Y1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y2, Y1
-	VMOVDQU        Y1, 32(CX)(AX*1)
+	VMOVDQU        Y1, 32(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y3, Y1
-	VMOVDQU        Y1, 64(CX)(AX*1)
+	VMOVDQU        Y1, 64(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y4, Y1
-	VMOVDQU        Y1, 96(CX)(AX*1)
-	ADDQ           $0x00000080, AX
-	SUBQ           $0x00000080, BX
+	VMOVDQU        Y1, 96(AX)(BX*1)
+	ADDQ           $0x00000080, BX
+	SUBQ           $0x00000080, DX
 
 mulGFNI_skip4:
-	CMPQ           BX, $0x00000040
+	CMPQ           DX, $0x00000040
 	JB             mulGFNI_skip2
-	VMOVDQU        (DX)(AX*1), Y1
-	VMOVDQU        32(DX)(AX*1), Y2
+	VMOVDQU        (CX)(BX*1), Y1
+	VMOVDQU        32(CX)(BX*1), Y2
 	VGF2P8AFFINEQB $0x00, Y0, Y1, Y1
-	VMOVDQU        Y1, (CX)(AX*1)
+	VMOVDQU        Y1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y2, Y1
-	VMOVDQU        Y1, 32(CX)(AX*1)
-	ADDQ           $0x00000040, AX
-	SUBQ           $0x00000040, BX
+	VMOVDQU        Y1, 32(AX)(BX*1)
+	ADDQ           $0x00000040, BX
+	SUBQ           $0x00000040, DX
 
 mulGFNI_skip2:
-	CMPQ           BX, $0x00000020
+	CMPQ           DX, $0x00000020
 	JB             mulGFNI_skip1
-	VMOVDQU        (DX)(AX*1), Y1
+	VMOVDQU        (CX)(BX*1), Y1
 	VGF2P8AFFINEQB $0x00, Y0, Y1, Y0
-	VMOVDQU        Y0, (CX)(AX*1)
-	ADDQ           $0x00000020, AX
-	SUBQ           $0x00000020, BX
+	VMOVDQU        Y0, (AX)(BX*1)
+	ADDQ           $0x00000020, BX
+	SUBQ           $0x00000020, DX
 
 mulGFNI_skip1:
 	VZEROUPPER
 	RET
 
-// func mulAddGFNI(tbl *uint64, dst []byte, src []byte)
+// func mulAddGFNI(dst []byte, src []byte, c byte)
 // Requires: AVX, AVX2, GFNI
-TEXT ·mulAddGFNI(SB), NOSPLIT, $0-56
-	MOVQ         tbl+0(FP), AX
-	MOVQ         dst_base+8(FP), CX
-	MOVQ         src_base+32(FP), DX
-	MOVQ         src_len+40(FP), BX
-	VPBROADCASTQ (AX), Y0
-	XORQ         AX, AX
+TEXT ·mulAddGFNI(SB), NOSPLIT, $0-49
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         src_len+32(FP), DX
+	MOVBQZX      c+48(FP), BX
+	LEAQ         ·gfniMat8+0(SB), SI
+	VPBROADCASTQ (SI)(BX*8), Y0
+	XORQ         BX, BX
 
 mulAddGFNI_loop:
-	CMPQ           BX, $0x00000100
+	CMPQ           DX, $0x00000100
 	JB             mulAddGFNI_tail
-	VMOVDQU        (DX)(AX*1), Y1
-	VMOVDQU        32(DX)(AX*1), Y2
-	VMOVDQU        64(DX)(AX*1), Y3
-	VMOVDQU        96(DX)(AX*1), Y4
-	VMOVDQU        128(DX)(AX*1), Y5
-	VMOVDQU        160(DX)(AX*1), Y6
-	VMOVDQU        192(DX)(AX*1), Y7
-	VMOVDQU        224(DX)(AX*1), Y8
+	VMOVDQU        (CX)(BX*1), Y1
+	VMOVDQU        32(CX)(BX*1), Y2
+	VMOVDQU        64(CX)(BX*1), Y3
+	VMOVDQU        96(CX)(BX*1), Y4
+	VMOVDQU        128(CX)(BX*1), Y5
+	VMOVDQU        160(CX)(BX*1), Y6
+	VMOVDQU        192(CX)(BX*1), Y7
+	VMOVDQU        224(CX)(BX*1), Y8
 	VGF2P8AFFINEQB $0x00, Y0, Y1, Y1
-	VPXOR          (CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, (CX)(AX*1)
+	VPXOR          (AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y2, Y1
-	VPXOR          32(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 32(CX)(AX*1)
+	VPXOR          32(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 32(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y3, Y1
-	VPXOR          64(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 64(CX)(AX*1)
+	VPXOR          64(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 64(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y4, Y1
-	VPXOR          96(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 96(CX)(AX*1)
+	VPXOR          96(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 96(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y5, Y1
-	VPXOR          128(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 128(CX)(AX*1)
+	VPXOR          128(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 128(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y6, Y1
-	VPXOR          160(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 160(CX)(AX*1)
+	VPXOR          160(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 160(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y7, Y1
-	VPXOR          192(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 192(CX)(AX*1)
+	VPXOR          192(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 192(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y8, Y1
-	VPXOR          224(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 224(CX)(AX*1)
-	ADDQ           $0x00000100, AX
-	SUBQ           $0x00000100, BX
+	VPXOR          224(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 224(AX)(BX*1)
+	ADDQ           $0x00000100, BX
+	SUBQ           $0x00000100, DX
 	JMP            mulAddGFNI_loop
 
 mulAddGFNI_tail:
-	CMPQ           BX, $0x00000080
+	CMPQ           DX, $0x00000080
 	JB             mulAddGFNI_skip4
-	VMOVDQU        (DX)(AX*1), Y1
-	VMOVDQU        32(DX)(AX*1), Y2
-	VMOVDQU        64(DX)(AX*1), Y3
-	VMOVDQU        96(DX)(AX*1), Y4
+	VMOVDQU        (CX)(BX*1), Y1
+	VMOVDQU        32(CX)(BX*1), Y2
+	VMOVDQU        64(CX)(BX*1), Y3
+	VMOVDQU        96(CX)(BX*1), Y4
 	VGF2P8AFFINEQB $0x00, Y0, Y1, Y1
-	VPXOR          (CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, (CX)(AX*1)
+	VPXOR          (AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y2, Y1
-	VPXOR          32(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 32(CX)(AX*1)
+	VPXOR          32(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 32(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y3, Y1
-	VPXOR          64(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 64(CX)(AX*1)
+	VPXOR          64(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 64(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y4, Y1
-	VPXOR          96(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 96(CX)(AX*1)
-	ADDQ           $0x00000080, AX
-	SUBQ           $0x00000080, BX
+	VPXOR          96(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 96(AX)(BX*1)
+	ADDQ           $0x00000080, BX
+	SUBQ           $0x00000080, DX
 
 mulAddGFNI_skip4:
-	CMPQ           BX, $0x00000040
+	CMPQ           DX, $0x00000040
 	JB             mulAddGFNI_skip2
-	VMOVDQU        (DX)(AX*1), Y1
-	VMOVDQU        32(DX)(AX*1), Y2
+	VMOVDQU        (CX)(BX*1), Y1
+	VMOVDQU        32(CX)(BX*1), Y2
 	VGF2P8AFFINEQB $0x00, Y0, Y1, Y1
-	VPXOR          (CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, (CX)(AX*1)
+	VPXOR          (AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Y0, Y2, Y1
-	VPXOR          32(CX)(AX*1), Y1, Y1
-	VMOVDQU        Y1, 32(CX)(AX*1)
-	ADDQ           $0x00000040, AX
-	SUBQ           $0x00000040, BX
+	VPXOR          32(AX)(BX*1), Y1, Y1
+	VMOVDQU        Y1, 32(AX)(BX*1)
+	ADDQ           $0x00000040, BX
+	SUBQ           $0x00000040, DX
 
 mulAddGFNI_skip2:
-	CMPQ           BX, $0x00000020
+	CMPQ           DX, $0x00000020
 	JB             mulAddGFNI_skip1
-	VMOVDQU        (DX)(AX*1), Y1
+	VMOVDQU        (CX)(BX*1), Y1
 	VGF2P8AFFINEQB $0x00, Y0, Y1, Y0
-	VPXOR          (CX)(AX*1), Y0, Y0
-	VMOVDQU        Y0, (CX)(AX*1)
-	ADDQ           $0x00000020, AX
-	SUBQ           $0x00000020, BX
+	VPXOR          (AX)(BX*1), Y0, Y0
+	VMOVDQU        Y0, (AX)(BX*1)
+	ADDQ           $0x00000020, BX
+	SUBQ           $0x00000020, DX
 
 mulAddGFNI_skip1:
 	VZEROUPPER
 	RET
 
-// func dotGFNIx1(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotGFNIx1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, GFNI
-TEXT ·dotGFNIx1(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
+TEXT ·dotGFNIx1(SB), NOSPLIT, $0-72
+	MOVQ n+64(FP), AX
 	XORQ CX, CX
 
 dotGFNIx1_loop:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNIx1_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
 	MOVQ           (DX), R8
 	VMOVDQU        (R8)(CX*1), Y0
 	VMOVDQU        32(R8)(CX*1), Y1
@@ -10039,7 +11744,7 @@ dotGFNIx1_u4:
 	JNZ            dotGFNIx1_u4
 
 dotGFNIx1_u4_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU Y0, (DX)(CX*1)
 	VMOVDQU Y1, 32(DX)(CX*1)
@@ -10052,10 +11757,10 @@ dotGFNIx1_u4_store:
 dotGFNIx1_tail:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNIx1_skip2
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
 	MOVQ           (DX), R8
 	VMOVDQU        (R8)(CX*1), Y0
 	VMOVDQU        32(R8)(CX*1), Y1
@@ -10084,7 +11789,7 @@ dotGFNIx1_u2:
 	JNZ            dotGFNIx1_u2
 
 dotGFNIx1_u2_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU Y0, (DX)(CX*1)
 	VMOVDQU Y1, 32(DX)(CX*1)
@@ -10094,10 +11799,10 @@ dotGFNIx1_u2_store:
 dotGFNIx1_skip2:
 	CMPQ           AX, $0x00000020
 	JB             dotGFNIx1_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
 	MOVQ           (DX), R8
 	VMOVDQU        (R8)(CX*1), Y0
 	MOVBQZX        (BX), R8
@@ -10121,7 +11826,7 @@ dotGFNIx1_u1:
 	JNZ            dotGFNIx1_u1
 
 dotGFNIx1_u1_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU Y0, (DX)(CX*1)
 	ADDQ    $0x00000020, CX
@@ -10131,25 +11836,25 @@ dotGFNIx1_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNIx1(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddGFNIx1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, GFNI
-TEXT ·dotAddGFNIx1(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
+TEXT ·dotAddGFNIx1(SB), NOSPLIT, $0-72
+	MOVQ n+64(FP), AX
 	XORQ CX, CX
 
 dotAddGFNIx1_loop:
 	CMPQ    AX, $0x00000080
 	JB      dotAddGFNIx1_tail
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU (DX)(CX*1), Y0
 	VMOVDQU 32(DX)(CX*1), Y1
 	VMOVDQU 64(DX)(CX*1), Y2
 	VMOVDQU 96(DX)(CX*1), Y3
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
 
 dotAddGFNIx1_u4:
 	MOVQ           (DX), R8
@@ -10171,7 +11876,7 @@ dotAddGFNIx1_u4:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx1_u4
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), DX
 	VMOVDQU        Y0, (DX)(CX*1)
 	VMOVDQU        Y1, 32(DX)(CX*1)
@@ -10184,14 +11889,14 @@ dotAddGFNIx1_u4:
 dotAddGFNIx1_tail:
 	CMPQ    AX, $0x00000040
 	JB      dotAddGFNIx1_skip2
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU (DX)(CX*1), Y0
 	VMOVDQU 32(DX)(CX*1), Y1
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
 
 dotAddGFNIx1_u2:
 	MOVQ           (DX), R8
@@ -10207,7 +11912,7 @@ dotAddGFNIx1_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx1_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), DX
 	VMOVDQU        Y0, (DX)(CX*1)
 	VMOVDQU        Y1, 32(DX)(CX*1)
@@ -10217,13 +11922,13 @@ dotAddGFNIx1_u2:
 dotAddGFNIx1_skip2:
 	CMPQ    AX, $0x00000020
 	JB      dotAddGFNIx1_skip1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), DX
 	VMOVDQU (DX)(CX*1), Y0
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
 
 dotAddGFNIx1_u1:
 	MOVQ           (DX), R8
@@ -10236,7 +11941,7 @@ dotAddGFNIx1_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx1_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), DX
 	VMOVDQU        Y0, (DX)(CX*1)
 	ADDQ           $0x00000020, CX
@@ -10246,20 +11951,20 @@ dotAddGFNIx1_skip1:
 	VZEROUPPER
 	RET
 
-// func dotGFNIx2(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotGFNIx2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, GFNI
-TEXT ·dotGFNIx2(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
+TEXT ·dotGFNIx2(SB), NOSPLIT, $0-72
+	MOVQ n+64(FP), AX
 	XORQ CX, CX
 
 dotGFNIx2_loop:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNIx2_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y0
 	VMOVDQU        32(R9)(CX*1), Y1
@@ -10318,7 +12023,7 @@ dotGFNIx2_u4:
 	JNZ            dotGFNIx2_u4
 
 dotGFNIx2_u4_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y5, (BX)(CX*1)
 	VMOVDQU Y6, 32(BX)(CX*1)
@@ -10336,11 +12041,11 @@ dotGFNIx2_u4_store:
 dotGFNIx2_tail:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNIx2_skip2
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y0
 	VMOVDQU        32(R9)(CX*1), Y1
@@ -10383,7 +12088,7 @@ dotGFNIx2_u2:
 	JNZ            dotGFNIx2_u2
 
 dotGFNIx2_u2_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y3, (BX)(CX*1)
 	VMOVDQU Y2, 32(BX)(CX*1)
@@ -10396,11 +12101,11 @@ dotGFNIx2_u2_store:
 dotGFNIx2_skip2:
 	CMPQ           AX, $0x00000020
 	JB             dotGFNIx2_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y0
 	MOVQ           BX, R9
@@ -10435,7 +12140,7 @@ dotGFNIx2_u1:
 	JNZ            dotGFNIx2_u1
 
 dotGFNIx2_u1_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y1, (BX)(CX*1)
 	MOVQ    24(DX), DX
@@ -10447,16 +12152,16 @@ dotGFNIx2_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNIx2(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddGFNIx2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, GFNI
-TEXT ·dotAddGFNIx2(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
+TEXT ·dotAddGFNIx2(SB), NOSPLIT, $0-72
+	MOVQ n+64(FP), AX
 	XORQ CX, CX
 
 dotAddGFNIx2_loop:
 	CMPQ    AX, $0x00000080
 	JB      dotAddGFNIx2_tail
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y0
 	VMOVDQU 32(BX)(CX*1), Y1
@@ -10467,11 +12172,11 @@ dotAddGFNIx2_loop:
 	VMOVDQU 32(DX)(CX*1), Y5
 	VMOVDQU 64(DX)(CX*1), Y6
 	VMOVDQU 96(DX)(CX*1), Y7
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddGFNIx2_u4:
 	MOVQ           (DX), R9
@@ -10505,7 +12210,7 @@ dotAddGFNIx2_u4:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx2_u4
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y0, (BX)(CX*1)
 	VMOVDQU        Y1, 32(BX)(CX*1)
@@ -10523,18 +12228,18 @@ dotAddGFNIx2_u4:
 dotAddGFNIx2_tail:
 	CMPQ    AX, $0x00000040
 	JB      dotAddGFNIx2_skip2
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y0
 	VMOVDQU 32(BX)(CX*1), Y1
 	MOVQ    24(DX), DX
 	VMOVDQU (DX)(CX*1), Y2
 	VMOVDQU 32(DX)(CX*1), Y3
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddGFNIx2_u2:
 	MOVQ           (DX), R9
@@ -10558,7 +12263,7 @@ dotAddGFNIx2_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx2_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y0, (BX)(CX*1)
 	VMOVDQU        Y1, 32(BX)(CX*1)
@@ -10571,16 +12276,16 @@ dotAddGFNIx2_u2:
 dotAddGFNIx2_skip2:
 	CMPQ    AX, $0x00000020
 	JB      dotAddGFNIx2_skip1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y0
 	MOVQ    24(DX), DX
 	VMOVDQU (DX)(CX*1), Y1
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddGFNIx2_u1:
 	MOVQ           (DX), R9
@@ -10599,7 +12304,7 @@ dotAddGFNIx2_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx2_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y0, (BX)(CX*1)
 	MOVQ           24(DX), DX
@@ -10611,20 +12316,20 @@ dotAddGFNIx2_skip1:
 	VZEROUPPER
 	RET
 
-// func dotGFNIx3(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotGFNIx3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, GFNI
-TEXT ·dotGFNIx3(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
+TEXT ·dotGFNIx3(SB), NOSPLIT, $0-72
+	MOVQ n+64(FP), AX
 	XORQ CX, CX
 
 dotGFNIx3_loop:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNIx3_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y0
 	VMOVDQU        32(R9)(CX*1), Y1
@@ -10679,7 +12384,7 @@ dotGFNIx3_u2:
 	JNZ            dotGFNIx3_u2
 
 dotGFNIx3_u2_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y3, (BX)(CX*1)
 	VMOVDQU Y2, 32(BX)(CX*1)
@@ -10696,11 +12401,11 @@ dotGFNIx3_u2_store:
 dotGFNIx3_tail:
 	CMPQ           AX, $0x00000020
 	JB             dotGFNIx3_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y0
 	MOVQ           BX, R9
@@ -10744,7 +12449,7 @@ dotGFNIx3_u1:
 	JNZ            dotGFNIx3_u1
 
 dotGFNIx3_u1_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y1, (BX)(CX*1)
 	MOVQ    24(DX), BX
@@ -10758,16 +12463,16 @@ dotGFNIx3_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNIx3(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddGFNIx3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, GFNI
-TEXT ·dotAddGFNIx3(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
+TEXT ·dotAddGFNIx3(SB), NOSPLIT, $0-72
+	MOVQ n+64(FP), AX
 	XORQ CX, CX
 
 dotAddGFNIx3_loop:
 	CMPQ    AX, $0x00000040
 	JB      dotAddGFNIx3_tail
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y0
 	VMOVDQU 32(BX)(CX*1), Y1
@@ -10777,11 +12482,11 @@ dotAddGFNIx3_loop:
 	MOVQ    48(DX), DX
 	VMOVDQU (DX)(CX*1), Y4
 	VMOVDQU 32(DX)(CX*1), Y5
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddGFNIx3_u2:
 	MOVQ           (DX), R9
@@ -10812,7 +12517,7 @@ dotAddGFNIx3_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx3_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y0, (BX)(CX*1)
 	VMOVDQU        Y1, 32(BX)(CX*1)
@@ -10829,18 +12534,18 @@ dotAddGFNIx3_u2:
 dotAddGFNIx3_tail:
 	CMPQ    AX, $0x00000020
 	JB      dotAddGFNIx3_skip1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y0
 	MOVQ    24(DX), BX
 	VMOVDQU (BX)(CX*1), Y1
 	MOVQ    48(DX), DX
 	VMOVDQU (DX)(CX*1), Y2
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddGFNIx3_u1:
 	MOVQ           (DX), R9
@@ -10864,7 +12569,7 @@ dotAddGFNIx3_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx3_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y0, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -10878,20 +12583,20 @@ dotAddGFNIx3_skip1:
 	VZEROUPPER
 	RET
 
-// func dotGFNIx4(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotGFNIx4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, GFNI
-TEXT ·dotGFNIx4(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
+TEXT ·dotGFNIx4(SB), NOSPLIT, $0-72
+	MOVQ n+64(FP), AX
 	XORQ CX, CX
 
 dotGFNIx4_loop:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNIx4_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y0
 	VMOVDQU        32(R9)(CX*1), Y1
@@ -10958,7 +12663,7 @@ dotGFNIx4_u2:
 	JNZ            dotGFNIx4_u2
 
 dotGFNIx4_u2_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y3, (BX)(CX*1)
 	VMOVDQU Y2, 32(BX)(CX*1)
@@ -10978,11 +12683,11 @@ dotGFNIx4_u2_store:
 dotGFNIx4_tail:
 	CMPQ           AX, $0x00000020
 	JB             dotGFNIx4_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU        (R9)(CX*1), Y0
 	MOVQ           BX, R9
@@ -11035,7 +12740,7 @@ dotGFNIx4_u1:
 	JNZ            dotGFNIx4_u1
 
 dotGFNIx4_u1_store:
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU Y1, (BX)(CX*1)
 	MOVQ    24(DX), BX
@@ -11051,16 +12756,16 @@ dotGFNIx4_skip1:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNIx4(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// func dotAddGFNIx4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 // Requires: AVX, AVX2, GFNI
-TEXT ·dotAddGFNIx4(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
+TEXT ·dotAddGFNIx4(SB), NOSPLIT, $0-72
+	MOVQ n+64(FP), AX
 	XORQ CX, CX
 
 dotAddGFNIx4_loop:
 	CMPQ    AX, $0x00000040
 	JB      dotAddGFNIx4_tail
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y0
 	VMOVDQU 32(BX)(CX*1), Y1
@@ -11073,11 +12778,11 @@ dotAddGFNIx4_loop:
 	MOVQ    72(DX), DX
 	VMOVDQU (DX)(CX*1), Y6
 	VMOVDQU 32(DX)(CX*1), Y7
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddGFNIx4_u2:
 	MOVQ           (DX), R9
@@ -11115,7 +12820,7 @@ dotAddGFNIx4_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx4_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y0, (BX)(CX*1)
 	VMOVDQU        Y1, 32(BX)(CX*1)
@@ -11135,7 +12840,7 @@ dotAddGFNIx4_u2:
 dotAddGFNIx4_tail:
 	CMPQ    AX, $0x00000020
 	JB      dotAddGFNIx4_skip1
-	MOVQ    dst_base+48(FP), DX
+	MOVQ    dst_base+40(FP), DX
 	MOVQ    (DX), BX
 	VMOVDQU (BX)(CX*1), Y0
 	MOVQ    24(DX), BX
@@ -11144,11 +12849,11 @@ dotAddGFNIx4_tail:
 	VMOVDQU (BX)(CX*1), Y2
 	MOVQ    72(DX), DX
 	VMOVDQU (DX)(CX*1), Y3
-	MOVQ    src_base+24(FP), DX
-	MOVQ    coef+8(FP), BX
-	MOVQ    k+16(FP), SI
-	MOVQ    tab+0(FP), DI
-	MOVQ    k+16(FP), R8
+	MOVQ    src_base+16(FP), DX
+	MOVQ    coef+0(FP), BX
+	MOVQ    k+8(FP), SI
+	LEAQ    ·gfniMat8+0(SB), DI
+	MOVQ    k+8(FP), R8
 
 dotAddGFNIx4_u1:
 	MOVQ           (DX), R9
@@ -11177,7 +12882,7 @@ dotAddGFNIx4_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNIx4_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU        Y0, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -11193,224 +12898,299 @@ dotAddGFNIx4_skip1:
 	VZEROUPPER
 	RET
 
-// func mulGFNI512(tbl *uint64, dst []byte, src []byte)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·mulGFNI512(SB), NOSPLIT, $0-56
-	MOVQ         tbl+0(FP), AX
-	MOVQ         dst_base+8(FP), CX
-	MOVQ         src_base+32(FP), DX
-	MOVQ         src_len+40(FP), BX
-	VPBROADCASTQ (AX), Z0
-	XORQ         AX, AX
+// func mulGFNI512(dst []byte, src []byte, c byte)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·mulGFNI512(SB), NOSPLIT, $0-49
+	MOVQ           dst_base+0(FP), AX
+	MOVQ           src_base+24(FP), CX
+	MOVQ           src_len+32(FP), DX
+	MOVBQZX        c+48(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
+	VPBROADCASTQ   (SI)(BX*8), Z0
+	XORQ           BX, BX
+	MOVQ           AX, SI
+	NEGQ           SI
+	ANDQ           $0x3f, SI
+	JZ             mulGFNI512_loop
+	CMPQ           SI, DX
+	CMOVQGT        DX, SI
+	MOVQ           $-1, DI
+	BZHIQ          SI, DI, DI
+	KMOVQ          DI, K1
+	VMOVDQU8.Z     (CX)(BX*1), K1, Z1
+	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
+	VMOVDQU8       Z1, K1, (AX)(BX*1)
+	ADDQ           SI, BX
+	SUBQ           SI, DX
 
 mulGFNI512_loop:
-	CMPQ           BX, $0x00000200
+	CMPQ           DX, $0x00000200
 	JB             mulGFNI512_tail
-	VMOVDQU64      (DX)(AX*1), Z1
-	VMOVDQU64      64(DX)(AX*1), Z2
-	VMOVDQU64      128(DX)(AX*1), Z3
-	VMOVDQU64      192(DX)(AX*1), Z4
-	VMOVDQU64      256(DX)(AX*1), Z5
-	VMOVDQU64      320(DX)(AX*1), Z6
-	VMOVDQU64      384(DX)(AX*1), Z7
-	VMOVDQU64      448(DX)(AX*1), Z8
+	VMOVDQU64      (CX)(BX*1), Z1
+	VMOVDQU64      64(CX)(BX*1), Z2
+	VMOVDQU64      128(CX)(BX*1), Z3
+	VMOVDQU64      192(CX)(BX*1), Z4
+	VMOVDQU64      256(CX)(BX*1), Z5
+	VMOVDQU64      320(CX)(BX*1), Z6
+	VMOVDQU64      384(CX)(BX*1), Z7
+	VMOVDQU64      448(CX)(BX*1), Z8
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
-	VMOVDQU64      Z1, (CX)(AX*1)
+	VMOVDQU64      Z1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z2, Z1
-	VMOVDQU64      Z1, 64(CX)(AX*1)
+	VMOVDQU64      Z1, 64(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z3, Z1
-	VMOVDQU64      Z1, 128(CX)(AX*1)
+	VMOVDQU64      Z1, 128(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z4, Z1
-	VMOVDQU64      Z1, 192(CX)(AX*1)
+	VMOVDQU64      Z1, 192(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z5, Z1
-	VMOVDQU64      Z1, 256(CX)(AX*1)
+	VMOVDQU64      Z1, 256(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z6, Z1
-	VMOVDQU64      Z1, 320(CX)(AX*1)
+	VMOVDQU64      Z1, 320(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z7, Z1
-	VMOVDQU64      Z1, 384(CX)(AX*1)
+	VMOVDQU64      Z1, 384(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z8, Z1
-	VMOVDQU64      Z1, 448(CX)(AX*1)
-	ADDQ           $0x00000200, AX
-	SUBQ           $0x00000200, BX
+	VMOVDQU64      Z1, 448(AX)(BX*1)
+	ADDQ           $0x00000200, BX
+	SUBQ           $0x00000200, DX
 	JMP            mulGFNI512_loop
 
 mulGFNI512_tail:
-	CMPQ           BX, $0x00000100
+	CMPQ           DX, $0x00000100
 	JB             mulGFNI512_skip4
-	VMOVDQU64      (DX)(AX*1), Z1
-	VMOVDQU64      64(DX)(AX*1), Z2
-	VMOVDQU64      128(DX)(AX*1), Z3
-	VMOVDQU64      192(DX)(AX*1), Z4
+	VMOVDQU64      (CX)(BX*1), Z1
+	VMOVDQU64      64(CX)(BX*1), Z2
+	VMOVDQU64      128(CX)(BX*1), Z3
+	VMOVDQU64      192(CX)(BX*1), Z4
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
-	VMOVDQU64      Z1, (CX)(AX*1)
+	VMOVDQU64      Z1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z2, Z1
-	VMOVDQU64      Z1, 64(CX)(AX*1)
+	VMOVDQU64      Z1, 64(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z3, Z1
-	VMOVDQU64      Z1, 128(CX)(AX*1)
+	VMOVDQU64      Z1, 128(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z4, Z1
-	VMOVDQU64      Z1, 192(CX)(AX*1)
-	ADDQ           $0x00000100, AX
-	SUBQ           $0x00000100, BX
+	VMOVDQU64      Z1, 192(AX)(BX*1)
+	ADDQ           $0x00000100, BX
+	SUBQ           $0x00000100, DX
 
 mulGFNI512_skip4:
-	CMPQ           BX, $0x00000080
+	CMPQ           DX, $0x00000080
 	JB             mulGFNI512_skip2
-	VMOVDQU64      (DX)(AX*1), Z1
-	VMOVDQU64      64(DX)(AX*1), Z2
+	VMOVDQU64      (CX)(BX*1), Z1
+	VMOVDQU64      64(CX)(BX*1), Z2
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
-	VMOVDQU64      Z1, (CX)(AX*1)
+	VMOVDQU64      Z1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z2, Z1
-	VMOVDQU64      Z1, 64(CX)(AX*1)
-	ADDQ           $0x00000080, AX
-	SUBQ           $0x00000080, BX
+	VMOVDQU64      Z1, 64(AX)(BX*1)
+	ADDQ           $0x00000080, BX
+	SUBQ           $0x00000080, DX
 
 mulGFNI512_skip2:
-	CMPQ           BX, $0x00000040
+	CMPQ           DX, $0x00000040
 	JB             mulGFNI512_skip1
-	VMOVDQU64      (DX)(AX*1), Z1
+	VMOVDQU64      (CX)(BX*1), Z1
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
-	VMOVDQU64      Z1, (CX)(AX*1)
-	ADDQ           $0x00000040, AX
-	SUBQ           $0x00000040, BX
+	VMOVDQU64      Z1, (AX)(BX*1)
+	ADDQ           $0x00000040, BX
+	SUBQ           $0x00000040, DX
 
 mulGFNI512_skip1:
-	TESTQ          BX, BX
+	TESTQ          DX, DX
 	JZ             mulGFNI512_done
 	MOVQ           $-1, SI
-	BZHIQ          BX, SI, SI
+	BZHIQ          DX, SI, SI
 	KMOVQ          SI, K1
-	VMOVDQU8.Z     (DX)(AX*1), K1, Z1
+	VMOVDQU8.Z     (CX)(BX*1), K1, Z1
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z0
-	VMOVDQU8       Z0, K1, (CX)(AX*1)
+	VMOVDQU8       Z0, K1, (AX)(BX*1)
 
 mulGFNI512_done:
 	VZEROUPPER
 	RET
 
-// func mulAddGFNI512(tbl *uint64, dst []byte, src []byte)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·mulAddGFNI512(SB), NOSPLIT, $0-56
-	MOVQ         tbl+0(FP), AX
-	MOVQ         dst_base+8(FP), CX
-	MOVQ         src_base+32(FP), DX
-	MOVQ         src_len+40(FP), BX
-	VPBROADCASTQ (AX), Z0
-	XORQ         AX, AX
+// func mulAddGFNI512(dst []byte, src []byte, c byte)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·mulAddGFNI512(SB), NOSPLIT, $0-49
+	MOVQ           dst_base+0(FP), AX
+	MOVQ           src_base+24(FP), CX
+	MOVQ           src_len+32(FP), DX
+	MOVBQZX        c+48(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
+	VPBROADCASTQ   (SI)(BX*8), Z0
+	XORQ           BX, BX
+	MOVQ           AX, SI
+	NEGQ           SI
+	ANDQ           $0x3f, SI
+	JZ             mulAddGFNI512_loop
+	CMPQ           SI, DX
+	CMOVQGT        DX, SI
+	MOVQ           $-1, DI
+	BZHIQ          SI, DI, DI
+	KMOVQ          DI, K1
+	VMOVDQU8.Z     (CX)(BX*1), K1, Z1
+	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
+	VMOVDQU8.Z     (AX)(BX*1), K1, Z2
+	VPXORQ         Z2, Z1, Z1
+	VMOVDQU8       Z1, K1, (AX)(BX*1)
+	ADDQ           SI, BX
+	SUBQ           SI, DX
 
 mulAddGFNI512_loop:
-	CMPQ           BX, $0x00000200
+	CMPQ           DX, $0x00000200
 	JB             mulAddGFNI512_tail
-	VMOVDQU64      (DX)(AX*1), Z1
-	VMOVDQU64      64(DX)(AX*1), Z2
-	VMOVDQU64      128(DX)(AX*1), Z3
-	VMOVDQU64      192(DX)(AX*1), Z4
-	VMOVDQU64      256(DX)(AX*1), Z5
-	VMOVDQU64      320(DX)(AX*1), Z6
-	VMOVDQU64      384(DX)(AX*1), Z7
-	VMOVDQU64      448(DX)(AX*1), Z8
+	VMOVDQU64      (CX)(BX*1), Z1
+	VMOVDQU64      64(CX)(BX*1), Z2
+	VMOVDQU64      128(CX)(BX*1), Z3
+	VMOVDQU64      192(CX)(BX*1), Z4
+	VMOVDQU64      256(CX)(BX*1), Z5
+	VMOVDQU64      320(CX)(BX*1), Z6
+	VMOVDQU64      384(CX)(BX*1), Z7
+	VMOVDQU64      448(CX)(BX*1), Z8
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
-	VPXORQ         (CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, (CX)(AX*1)
+	VPXORQ         (AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z2, Z1
-	VPXORQ         64(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 64(CX)(AX*1)
+	VPXORQ         64(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 64(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z3, Z1
-	VPXORQ         128(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 128(CX)(AX*1)
+	VPXORQ         128(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 128(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z4, Z1
-	VPXORQ         192(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 192(CX)(AX*1)
+	VPXORQ         192(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 192(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z5, Z1
-	VPXORQ         256(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 256(CX)(AX*1)
+	VPXORQ         256(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 256(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z6, Z1
-	VPXORQ         320(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 320(CX)(AX*1)
+	VPXORQ         320(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 320(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z7, Z1
-	VPXORQ         384(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 384(CX)(AX*1)
+	VPXORQ         384(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 384(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z8, Z1
-	VPXORQ         448(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 448(CX)(AX*1)
-	ADDQ           $0x00000200, AX
-	SUBQ           $0x00000200, BX
+	VPXORQ         448(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 448(AX)(BX*1)
+	ADDQ           $0x00000200, BX
+	SUBQ           $0x00000200, DX
 	JMP            mulAddGFNI512_loop
 
 mulAddGFNI512_tail:
-	CMPQ           BX, $0x00000100
+	CMPQ           DX, $0x00000100
 	JB             mulAddGFNI512_skip4
-	VMOVDQU64      (DX)(AX*1), Z1
-	VMOVDQU64      64(DX)(AX*1), Z2
-	VMOVDQU64      128(DX)(AX*1), Z3
-	VMOVDQU64      192(DX)(AX*1), Z4
+	VMOVDQU64      (CX)(BX*1), Z1
+	VMOVDQU64      64(CX)(BX*1), Z2
+	VMOVDQU64      128(CX)(BX*1), Z3
+	VMOVDQU64      192(CX)(BX*1), Z4
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
-	VPXORQ         (CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, (CX)(AX*1)
+	VPXORQ         (AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z2, Z1
-	VPXORQ         64(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 64(CX)(AX*1)
+	VPXORQ         64(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 64(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z3, Z1
-	VPXORQ         128(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 128(CX)(AX*1)
+	VPXORQ         128(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 128(AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z4, Z1
-	VPXORQ         192(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 192(CX)(AX*1)
-	ADDQ           $0x00000100, AX
-	SUBQ           $0x00000100, BX
+	VPXORQ         192(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 192(AX)(BX*1)
+	ADDQ           $0x00000100, BX
+	SUBQ           $0x00000100, DX
 
 mulAddGFNI512_skip4:
-	CMPQ           BX, $0x00000080
+	CMPQ           DX, $0x00000080
 	JB             mulAddGFNI512_skip2
-	VMOVDQU64      (DX)(AX*1), Z1
-	VMOVDQU64      64(DX)(AX*1), Z2
+	VMOVDQU64      (CX)(BX*1), Z1
+	VMOVDQU64      64(CX)(BX*1), Z2
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
-	VPXORQ         (CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, (CX)(AX*1)
+	VPXORQ         (AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, (AX)(BX*1)
 	VGF2P8AFFINEQB $0x00, Z0, Z2, Z1
-	VPXORQ         64(CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, 64(CX)(AX*1)
-	ADDQ           $0x00000080, AX
-	SUBQ           $0x00000080, BX
+	VPXORQ         64(AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, 64(AX)(BX*1)
+	ADDQ           $0x00000080, BX
+	SUBQ           $0x00000080, DX
 
 mulAddGFNI512_skip2:
-	CMPQ           BX, $0x00000040
+	CMPQ           DX, $0x00000040
 	JB             mulAddGFNI512_skip1
-	VMOVDQU64      (DX)(AX*1), Z1
+	VMOVDQU64      (CX)(BX*1), Z1
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z1
-	VPXORQ         (CX)(AX*1), Z1, Z1
-	VMOVDQU64      Z1, (CX)(AX*1)
-	ADDQ           $0x00000040, AX
-	SUBQ           $0x00000040, BX
+	VPXORQ         (AX)(BX*1), Z1, Z1
+	VMOVDQU64      Z1, (AX)(BX*1)
+	ADDQ           $0x00000040, BX
+	SUBQ           $0x00000040, DX
 
 mulAddGFNI512_skip1:
-	TESTQ          BX, BX
+	TESTQ          DX, DX
 	JZ             mulAddGFNI512_done
 	MOVQ           $-1, SI
-	BZHIQ          BX, SI, SI
+	BZHIQ          DX, SI, SI
 	KMOVQ          SI, K1
-	VMOVDQU8.Z     (DX)(AX*1), K1, Z1
+	VMOVDQU8.Z     (CX)(BX*1), K1, Z1
 	VGF2P8AFFINEQB $0x00, Z0, Z1, Z0
-	VMOVDQU8.Z     (CX)(AX*1), K1, Z1
+	VMOVDQU8.Z     (AX)(BX*1), K1, Z1
 	VPXORQ         Z1, Z0, Z0
-	VMOVDQU8       Z0, K1, (CX)(AX*1)
+	VMOVDQU8       Z0, K1, (AX)(BX*1)
 
 mulAddGFNI512_done:
 	VZEROUPPER
 	RET
 
-// func dotGFNI512x1(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotGFNI512x1(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotGFNI512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotGFNI512x1(SB), NOSPLIT, $0-72
+	MOVQ           n+64(FP), AX
+	XORQ           CX, CX
+	MOVQ           dst_base+40(FP), DX
+	MOVQ           (DX), DX
+	MOVQ           DX, DX
+	NEGQ           DX
+	ANDQ           $0x3f, DX
+	JZ             dotGFNI512x1_loop
+	CMPQ           DX, AX
+	CMOVQGT        AX, DX
+	MOVQ           $-1, BX
+	BZHIQ          DX, BX, BX
+	KMOVQ          BX, K1
+	MOVQ           src_base+16(FP), BX
+	MOVQ           coef+0(FP), SI
+	MOVQ           k+8(FP), DI
+	LEAQ           ·gfniMat8+0(SB), R8
+	MOVQ           (BX), R9
+	VMOVDQU8.Z     (R9)(CX*1), K1, Z0
+	MOVBQZX        (SI), R9
+	VPBROADCASTQ   (R8)(R9*8), Z1
+	VGF2P8AFFINEQB $0x00, Z1, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JZ             dotGFNI512x1_head_store
+
+dotGFNI512x1_head:
+	MOVQ           (BX), R9
+	VMOVDQU8.Z     (R9)(CX*1), K1, Z1
+	MOVBQZX        (SI), R9
+	VPBROADCASTQ   (R8)(R9*8), Z2
+	VGF2P8AFFINEQB $0x00, Z2, Z1, Z1
+	VPXORQ         Z1, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotGFNI512x1_head
+
+dotGFNI512x1_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), BX
+	VMOVDQU8 Z0, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotGFNI512x1_loop:
 	CMPQ           AX, $0x00000200
 	JB             dotGFNI512x1_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
 	MOVQ           (DX), R8
 	VMOVDQU64      (R8)(CX*1), Z0
 	VMOVDQU64      64(R8)(CX*1), Z1
@@ -11469,7 +13249,7 @@ dotGFNI512x1_u8:
 	JNZ            dotGFNI512x1_u8
 
 dotGFNI512x1_u8_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 Z0, (DX)(CX*1)
 	VMOVDQU64 Z1, 64(DX)(CX*1)
@@ -11486,10 +13266,10 @@ dotGFNI512x1_u8_store:
 dotGFNI512x1_tail:
 	CMPQ           AX, $0x00000100
 	JB             dotGFNI512x1_skip4
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
 	MOVQ           (DX), R8
 	VMOVDQU64      (R8)(CX*1), Z0
 	VMOVDQU64      64(R8)(CX*1), Z1
@@ -11528,7 +13308,7 @@ dotGFNI512x1_u4:
 	JNZ            dotGFNI512x1_u4
 
 dotGFNI512x1_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 Z0, (DX)(CX*1)
 	VMOVDQU64 Z1, 64(DX)(CX*1)
@@ -11540,10 +13320,10 @@ dotGFNI512x1_u4_store:
 dotGFNI512x1_skip4:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNI512x1_skip2
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
 	MOVQ           (DX), R8
 	VMOVDQU64      (R8)(CX*1), Z0
 	VMOVDQU64      64(R8)(CX*1), Z1
@@ -11572,7 +13352,7 @@ dotGFNI512x1_u2:
 	JNZ            dotGFNI512x1_u2
 
 dotGFNI512x1_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 Z0, (DX)(CX*1)
 	VMOVDQU64 Z1, 64(DX)(CX*1)
@@ -11582,10 +13362,10 @@ dotGFNI512x1_u2_store:
 dotGFNI512x1_skip2:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNI512x1_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
 	MOVQ           (DX), R8
 	VMOVDQU64      (R8)(CX*1), Z0
 	MOVBQZX        (BX), R8
@@ -11609,7 +13389,7 @@ dotGFNI512x1_u1:
 	JNZ            dotGFNI512x1_u1
 
 dotGFNI512x1_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 Z0, (DX)(CX*1)
 	ADDQ      $0x00000040, CX
@@ -11621,10 +13401,10 @@ dotGFNI512x1_skip1:
 	MOVQ           $-1, DX
 	BZHIQ          AX, DX, DX
 	KMOVQ          DX, K1
-	MOVQ           src_base+24(FP), AX
-	MOVQ           coef+8(FP), DX
-	MOVQ           k+16(FP), BX
-	MOVQ           tab+0(FP), SI
+	MOVQ           src_base+16(FP), AX
+	MOVQ           coef+0(FP), DX
+	MOVQ           k+8(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
 	MOVQ           (AX), DI
 	VMOVDQU8.Z     (DI)(CX*1), K1, Z0
 	MOVBQZX        (DX), DI
@@ -11633,9 +13413,9 @@ dotGFNI512x1_skip1:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JZ             dotGFNI512x1_u1m_store
+	JZ             dotGFNI512x1_tail1_store
 
-dotGFNI512x1_u1m:
+dotGFNI512x1_tail1:
 	MOVQ           (AX), DI
 	VMOVDQU8.Z     (DI)(CX*1), K1, Z1
 	MOVBQZX        (DX), DI
@@ -11645,10 +13425,10 @@ dotGFNI512x1_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotGFNI512x1_u1m
+	JNZ            dotGFNI512x1_tail1
 
-dotGFNI512x1_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotGFNI512x1_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), AX
 	VMOVDQU8 Z0, K1, (AX)(CX*1)
 
@@ -11656,16 +13436,51 @@ dotGFNI512x1_done:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNI512x1(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotAddGFNI512x1(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotAddGFNI512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotAddGFNI512x1(SB), NOSPLIT, $0-72
+	MOVQ       n+64(FP), AX
+	XORQ       CX, CX
+	MOVQ       dst_base+40(FP), DX
+	MOVQ       (DX), DX
+	MOVQ       DX, DX
+	NEGQ       DX
+	ANDQ       $0x3f, DX
+	JZ         dotAddGFNI512x1_loop
+	CMPQ       DX, AX
+	CMOVQGT    AX, DX
+	MOVQ       $-1, BX
+	BZHIQ      DX, BX, BX
+	KMOVQ      BX, K1
+	MOVQ       dst_base+40(FP), BX
+	MOVQ       (BX), BX
+	VMOVDQU8.Z (BX)(CX*1), K1, Z0
+	MOVQ       src_base+16(FP), BX
+	MOVQ       coef+0(FP), SI
+	MOVQ       k+8(FP), DI
+	LEAQ       ·gfniMat8+0(SB), R8
+
+dotAddGFNI512x1_head:
+	MOVQ           (BX), R9
+	VMOVDQU8.Z     (R9)(CX*1), K1, Z1
+	MOVBQZX        (SI), R9
+	VPBROADCASTQ   (R8)(R9*8), Z2
+	VGF2P8AFFINEQB $0x00, Z2, Z1, Z1
+	VPXORQ         Z1, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotAddGFNI512x1_head
+	MOVQ           dst_base+40(FP), BX
+	MOVQ           (BX), BX
+	VMOVDQU8       Z0, K1, (BX)(CX*1)
+	ADDQ           DX, CX
+	SUBQ           DX, AX
 
 dotAddGFNI512x1_loop:
 	CMPQ      AX, $0x00000200
 	JB        dotAddGFNI512x1_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 (DX)(CX*1), Z0
 	VMOVDQU64 64(DX)(CX*1), Z1
@@ -11675,10 +13490,10 @@ dotAddGFNI512x1_loop:
 	VMOVDQU64 320(DX)(CX*1), Z5
 	VMOVDQU64 384(DX)(CX*1), Z6
 	VMOVDQU64 448(DX)(CX*1), Z7
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
 
 dotAddGFNI512x1_u8:
 	MOVQ           (DX), R8
@@ -11712,7 +13527,7 @@ dotAddGFNI512x1_u8:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x1_u8
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), DX
 	VMOVDQU64      Z0, (DX)(CX*1)
 	VMOVDQU64      Z1, 64(DX)(CX*1)
@@ -11729,16 +13544,16 @@ dotAddGFNI512x1_u8:
 dotAddGFNI512x1_tail:
 	CMPQ      AX, $0x00000100
 	JB        dotAddGFNI512x1_skip4
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 (DX)(CX*1), Z0
 	VMOVDQU64 64(DX)(CX*1), Z1
 	VMOVDQU64 128(DX)(CX*1), Z2
 	VMOVDQU64 192(DX)(CX*1), Z3
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
 
 dotAddGFNI512x1_u4:
 	MOVQ           (DX), R8
@@ -11760,7 +13575,7 @@ dotAddGFNI512x1_u4:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x1_u4
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), DX
 	VMOVDQU64      Z0, (DX)(CX*1)
 	VMOVDQU64      Z1, 64(DX)(CX*1)
@@ -11772,14 +13587,14 @@ dotAddGFNI512x1_u4:
 dotAddGFNI512x1_skip4:
 	CMPQ      AX, $0x00000080
 	JB        dotAddGFNI512x1_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 (DX)(CX*1), Z0
 	VMOVDQU64 64(DX)(CX*1), Z1
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
 
 dotAddGFNI512x1_u2:
 	MOVQ           (DX), R8
@@ -11795,7 +13610,7 @@ dotAddGFNI512x1_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x1_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), DX
 	VMOVDQU64      Z0, (DX)(CX*1)
 	VMOVDQU64      Z1, 64(DX)(CX*1)
@@ -11805,13 +13620,13 @@ dotAddGFNI512x1_u2:
 dotAddGFNI512x1_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddGFNI512x1_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), DX
 	VMOVDQU64 (DX)(CX*1), Z0
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
 
 dotAddGFNI512x1_u1:
 	MOVQ           (DX), R8
@@ -11824,7 +13639,7 @@ dotAddGFNI512x1_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x1_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), DX
 	VMOVDQU64      Z0, (DX)(CX*1)
 	ADDQ           $0x00000040, CX
@@ -11836,15 +13651,15 @@ dotAddGFNI512x1_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z0
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·gfniMat8+0(SB), SI
 
-dotAddGFNI512x1_u1m:
+dotAddGFNI512x1_tail1:
 	MOVQ           (AX), DI
 	VMOVDQU8.Z     (DI)(CX*1), K1, Z1
 	MOVBQZX        (DX), DI
@@ -11854,8 +13669,8 @@ dotAddGFNI512x1_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotAddGFNI512x1_u1m
-	MOVQ           dst_base+48(FP), AX
+	JNZ            dotAddGFNI512x1_tail1
+	MOVQ           dst_base+40(FP), AX
 	MOVQ           (AX), AX
 	VMOVDQU8       Z0, K1, (AX)(CX*1)
 
@@ -11863,20 +13678,77 @@ dotAddGFNI512x1_done:
 	VZEROUPPER
 	RET
 
-// func dotGFNI512x2(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotGFNI512x2(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotGFNI512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotGFNI512x2(SB), NOSPLIT, $0-72
+	MOVQ           n+64(FP), AX
+	XORQ           CX, CX
+	MOVQ           dst_base+40(FP), DX
+	MOVQ           (DX), DX
+	MOVQ           DX, DX
+	NEGQ           DX
+	ANDQ           $0x3f, DX
+	JZ             dotGFNI512x2_loop
+	CMPQ           DX, AX
+	CMOVQGT        AX, DX
+	MOVQ           $-1, BX
+	BZHIQ          DX, BX, BX
+	KMOVQ          BX, K1
+	MOVQ           src_base+16(FP), BX
+	MOVQ           coef+0(FP), SI
+	MOVQ           k+8(FP), DI
+	LEAQ           ·gfniMat8+0(SB), R8
+	MOVQ           k+8(FP), R9
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z0
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z1
+	VGF2P8AFFINEQB $0x00, Z1, Z0, Z1
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z2
+	VGF2P8AFFINEQB $0x00, Z2, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JZ             dotGFNI512x2_head_store
+
+dotGFNI512x2_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z2
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z2, Z3
+	VPXORQ         Z3, Z1, Z1
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z2, Z2
+	VPXORQ         Z2, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotGFNI512x2_head
+
+dotGFNI512x2_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z1, K1, (SI)(CX*1)
+	MOVQ     24(BX), BX
+	VMOVDQU8 Z0, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotGFNI512x2_loop:
 	CMPQ           AX, $0x00000200
 	JB             dotGFNI512x2_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -11967,7 +13839,7 @@ dotGFNI512x2_u8:
 	JNZ            dotGFNI512x2_u8
 
 dotGFNI512x2_u8_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z9, (BX)(CX*1)
 	VMOVDQU64 Z10, 64(BX)(CX*1)
@@ -11993,11 +13865,11 @@ dotGFNI512x2_u8_store:
 dotGFNI512x2_tail:
 	CMPQ           AX, $0x00000100
 	JB             dotGFNI512x2_skip4
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -12056,7 +13928,7 @@ dotGFNI512x2_u4:
 	JNZ            dotGFNI512x2_u4
 
 dotGFNI512x2_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z5, (BX)(CX*1)
 	VMOVDQU64 Z6, 64(BX)(CX*1)
@@ -12073,11 +13945,11 @@ dotGFNI512x2_u4_store:
 dotGFNI512x2_skip4:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNI512x2_skip2
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -12120,7 +13992,7 @@ dotGFNI512x2_u2:
 	JNZ            dotGFNI512x2_u2
 
 dotGFNI512x2_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	VMOVDQU64 Z2, 64(BX)(CX*1)
@@ -12133,11 +14005,11 @@ dotGFNI512x2_u2_store:
 dotGFNI512x2_skip2:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNI512x2_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	MOVQ           BX, R9
@@ -12172,7 +14044,7 @@ dotGFNI512x2_u1:
 	JNZ            dotGFNI512x2_u1
 
 dotGFNI512x2_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z1, (BX)(CX*1)
 	MOVQ      24(DX), DX
@@ -12186,11 +14058,11 @@ dotGFNI512x2_skip1:
 	MOVQ           $-1, DX
 	BZHIQ          AX, DX, DX
 	KMOVQ          DX, K1
-	MOVQ           src_base+24(FP), AX
-	MOVQ           coef+8(FP), DX
-	MOVQ           k+16(FP), BX
-	MOVQ           tab+0(FP), SI
-	MOVQ           k+16(FP), DI
+	MOVQ           src_base+16(FP), AX
+	MOVQ           coef+0(FP), DX
+	MOVQ           k+8(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
+	MOVQ           k+8(FP), DI
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z0
 	MOVQ           DX, R8
@@ -12204,9 +14076,9 @@ dotGFNI512x2_skip1:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JZ             dotGFNI512x2_u1m_store
+	JZ             dotGFNI512x2_tail1_store
 
-dotGFNI512x2_u1m:
+dotGFNI512x2_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z2
 	MOVQ           DX, R8
@@ -12222,10 +14094,10 @@ dotGFNI512x2_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotGFNI512x2_u1m
+	JNZ            dotGFNI512x2_tail1
 
-dotGFNI512x2_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotGFNI512x2_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z1, K1, (DX)(CX*1)
 	MOVQ     24(AX), AX
@@ -12235,16 +14107,62 @@ dotGFNI512x2_done:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNI512x2(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotAddGFNI512x2(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotAddGFNI512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotAddGFNI512x2(SB), NOSPLIT, $0-72
+	MOVQ       n+64(FP), AX
+	XORQ       CX, CX
+	MOVQ       dst_base+40(FP), DX
+	MOVQ       (DX), DX
+	MOVQ       DX, DX
+	NEGQ       DX
+	ANDQ       $0x3f, DX
+	JZ         dotAddGFNI512x2_loop
+	CMPQ       DX, AX
+	CMOVQGT    AX, DX
+	MOVQ       $-1, BX
+	BZHIQ      DX, BX, BX
+	KMOVQ      BX, K1
+	MOVQ       dst_base+40(FP), BX
+	MOVQ       (BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z0
+	MOVQ       24(BX), BX
+	VMOVDQU8.Z (BX)(CX*1), K1, Z1
+	MOVQ       src_base+16(FP), BX
+	MOVQ       coef+0(FP), SI
+	MOVQ       k+8(FP), DI
+	LEAQ       ·gfniMat8+0(SB), R8
+	MOVQ       k+8(FP), R9
+
+dotAddGFNI512x2_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z2
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z2, Z3
+	VPXORQ         Z3, Z0, Z0
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z2, Z2
+	VPXORQ         Z2, Z1, Z1
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotAddGFNI512x2_head
+	MOVQ           dst_base+40(FP), BX
+	MOVQ           (BX), SI
+	VMOVDQU8       Z0, K1, (SI)(CX*1)
+	MOVQ           24(BX), BX
+	VMOVDQU8       Z1, K1, (BX)(CX*1)
+	ADDQ           DX, CX
+	SUBQ           DX, AX
 
 dotAddGFNI512x2_loop:
 	CMPQ      AX, $0x00000200
 	JB        dotAddGFNI512x2_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -12263,11 +14181,11 @@ dotAddGFNI512x2_loop:
 	VMOVDQU64 320(DX)(CX*1), Z13
 	VMOVDQU64 384(DX)(CX*1), Z14
 	VMOVDQU64 448(DX)(CX*1), Z15
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x2_u8:
 	MOVQ           (DX), R9
@@ -12321,7 +14239,7 @@ dotAddGFNI512x2_u8:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x2_u8
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -12347,7 +14265,7 @@ dotAddGFNI512x2_u8:
 dotAddGFNI512x2_tail:
 	CMPQ      AX, $0x00000100
 	JB        dotAddGFNI512x2_skip4
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -12358,11 +14276,11 @@ dotAddGFNI512x2_tail:
 	VMOVDQU64 64(DX)(CX*1), Z5
 	VMOVDQU64 128(DX)(CX*1), Z6
 	VMOVDQU64 192(DX)(CX*1), Z7
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x2_u4:
 	MOVQ           (DX), R9
@@ -12396,7 +14314,7 @@ dotAddGFNI512x2_u4:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x2_u4
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -12413,18 +14331,18 @@ dotAddGFNI512x2_u4:
 dotAddGFNI512x2_skip4:
 	CMPQ      AX, $0x00000080
 	JB        dotAddGFNI512x2_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
 	MOVQ      24(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z2
 	VMOVDQU64 64(DX)(CX*1), Z3
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x2_u2:
 	MOVQ           (DX), R9
@@ -12448,7 +14366,7 @@ dotAddGFNI512x2_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x2_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -12461,16 +14379,16 @@ dotAddGFNI512x2_u2:
 dotAddGFNI512x2_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddGFNI512x2_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	MOVQ      24(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z1
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x2_u1:
 	MOVQ           (DX), R9
@@ -12489,7 +14407,7 @@ dotAddGFNI512x2_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x2_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	MOVQ           24(DX), DX
@@ -12503,18 +14421,18 @@ dotAddGFNI512x2_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z0
 	MOVQ       24(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z1
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·gfniMat8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddGFNI512x2_u1m:
+dotAddGFNI512x2_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z2
 	MOVQ           DX, R8
@@ -12530,8 +14448,8 @@ dotAddGFNI512x2_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotAddGFNI512x2_u1m
-	MOVQ           dst_base+48(FP), AX
+	JNZ            dotAddGFNI512x2_tail1
+	MOVQ           dst_base+40(FP), AX
 	MOVQ           (AX), DX
 	VMOVDQU8       Z0, K1, (DX)(CX*1)
 	MOVQ           24(AX), AX
@@ -12541,20 +14459,88 @@ dotAddGFNI512x2_done:
 	VZEROUPPER
 	RET
 
-// func dotGFNI512x3(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotGFNI512x3(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotGFNI512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotGFNI512x3(SB), NOSPLIT, $0-72
+	MOVQ           n+64(FP), AX
+	XORQ           CX, CX
+	MOVQ           dst_base+40(FP), DX
+	MOVQ           (DX), DX
+	MOVQ           DX, DX
+	NEGQ           DX
+	ANDQ           $0x3f, DX
+	JZ             dotGFNI512x3_loop
+	CMPQ           DX, AX
+	CMOVQGT        AX, DX
+	MOVQ           $-1, BX
+	BZHIQ          DX, BX, BX
+	KMOVQ          BX, K1
+	MOVQ           src_base+16(FP), BX
+	MOVQ           coef+0(FP), SI
+	MOVQ           k+8(FP), DI
+	LEAQ           ·gfniMat8+0(SB), R8
+	MOVQ           k+8(FP), R9
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z0
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z1
+	VGF2P8AFFINEQB $0x00, Z1, Z0, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z2
+	VGF2P8AFFINEQB $0x00, Z2, Z0, Z2
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JZ             dotGFNI512x3_head_store
+
+dotGFNI512x3_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z3
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z3, Z4
+	VPXORQ         Z4, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z3, Z4
+	VPXORQ         Z4, Z2, Z2
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z3, Z3
+	VPXORQ         Z3, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotGFNI512x3_head
+
+dotGFNI512x3_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z1, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z2, K1, (SI)(CX*1)
+	MOVQ     48(BX), BX
+	VMOVDQU8 Z0, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotGFNI512x3_loop:
 	CMPQ           AX, $0x00000100
 	JB             dotGFNI512x3_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -12631,7 +14617,7 @@ dotGFNI512x3_u4:
 	JNZ            dotGFNI512x3_u4
 
 dotGFNI512x3_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z5, (BX)(CX*1)
 	VMOVDQU64 Z6, 64(BX)(CX*1)
@@ -12654,11 +14640,11 @@ dotGFNI512x3_u4_store:
 dotGFNI512x3_tail:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNI512x3_skip2
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -12713,7 +14699,7 @@ dotGFNI512x3_u2:
 	JNZ            dotGFNI512x3_u2
 
 dotGFNI512x3_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	VMOVDQU64 Z2, 64(BX)(CX*1)
@@ -12729,11 +14715,11 @@ dotGFNI512x3_u2_store:
 dotGFNI512x3_skip2:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNI512x3_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	MOVQ           BX, R9
@@ -12777,7 +14763,7 @@ dotGFNI512x3_u1:
 	JNZ            dotGFNI512x3_u1
 
 dotGFNI512x3_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z1, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -12793,11 +14779,11 @@ dotGFNI512x3_skip1:
 	MOVQ           $-1, DX
 	BZHIQ          AX, DX, DX
 	KMOVQ          DX, K1
-	MOVQ           src_base+24(FP), AX
-	MOVQ           coef+8(FP), DX
-	MOVQ           k+16(FP), BX
-	MOVQ           tab+0(FP), SI
-	MOVQ           k+16(FP), DI
+	MOVQ           src_base+16(FP), AX
+	MOVQ           coef+0(FP), DX
+	MOVQ           k+8(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
+	MOVQ           k+8(FP), DI
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z0
 	MOVQ           DX, R8
@@ -12815,9 +14801,9 @@ dotGFNI512x3_skip1:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JZ             dotGFNI512x3_u1m_store
+	JZ             dotGFNI512x3_tail1_store
 
-dotGFNI512x3_u1m:
+dotGFNI512x3_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z3
 	MOVQ           DX, R8
@@ -12838,10 +14824,10 @@ dotGFNI512x3_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotGFNI512x3_u1m
+	JNZ            dotGFNI512x3_tail1
 
-dotGFNI512x3_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotGFNI512x3_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z1, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -12853,16 +14839,71 @@ dotGFNI512x3_done:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNI512x3(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotAddGFNI512x3(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotAddGFNI512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotAddGFNI512x3(SB), NOSPLIT, $0-72
+	MOVQ       n+64(FP), AX
+	XORQ       CX, CX
+	MOVQ       dst_base+40(FP), DX
+	MOVQ       (DX), DX
+	MOVQ       DX, DX
+	NEGQ       DX
+	ANDQ       $0x3f, DX
+	JZ         dotAddGFNI512x3_loop
+	CMPQ       DX, AX
+	CMOVQGT    AX, DX
+	MOVQ       $-1, BX
+	BZHIQ      DX, BX, BX
+	KMOVQ      BX, K1
+	MOVQ       dst_base+40(FP), BX
+	MOVQ       (BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z0
+	MOVQ       24(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z1
+	MOVQ       48(BX), BX
+	VMOVDQU8.Z (BX)(CX*1), K1, Z2
+	MOVQ       src_base+16(FP), BX
+	MOVQ       coef+0(FP), SI
+	MOVQ       k+8(FP), DI
+	LEAQ       ·gfniMat8+0(SB), R8
+	MOVQ       k+8(FP), R9
+
+dotAddGFNI512x3_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z3
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z3, Z4
+	VPXORQ         Z4, Z0, Z0
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z3, Z4
+	VPXORQ         Z4, Z1, Z1
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z3, Z3
+	VPXORQ         Z3, Z2, Z2
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotAddGFNI512x3_head
+	MOVQ           dst_base+40(FP), BX
+	MOVQ           (BX), SI
+	VMOVDQU8       Z0, K1, (SI)(CX*1)
+	MOVQ           24(BX), SI
+	VMOVDQU8       Z1, K1, (SI)(CX*1)
+	MOVQ           48(BX), BX
+	VMOVDQU8       Z2, K1, (BX)(CX*1)
+	ADDQ           DX, CX
+	SUBQ           DX, AX
 
 dotAddGFNI512x3_loop:
 	CMPQ      AX, $0x00000100
 	JB        dotAddGFNI512x3_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -12878,11 +14919,11 @@ dotAddGFNI512x3_loop:
 	VMOVDQU64 64(DX)(CX*1), Z9
 	VMOVDQU64 128(DX)(CX*1), Z10
 	VMOVDQU64 192(DX)(CX*1), Z11
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x3_u4:
 	MOVQ           (DX), R9
@@ -12927,7 +14968,7 @@ dotAddGFNI512x3_u4:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x3_u4
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -12950,7 +14991,7 @@ dotAddGFNI512x3_u4:
 dotAddGFNI512x3_tail:
 	CMPQ      AX, $0x00000080
 	JB        dotAddGFNI512x3_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -12960,11 +15001,11 @@ dotAddGFNI512x3_tail:
 	MOVQ      48(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z4
 	VMOVDQU64 64(DX)(CX*1), Z5
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x3_u2:
 	MOVQ           (DX), R9
@@ -12995,7 +15036,7 @@ dotAddGFNI512x3_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x3_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -13011,18 +15052,18 @@ dotAddGFNI512x3_u2:
 dotAddGFNI512x3_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddGFNI512x3_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	MOVQ      24(DX), BX
 	VMOVDQU64 (BX)(CX*1), Z1
 	MOVQ      48(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z2
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x3_u1:
 	MOVQ           (DX), R9
@@ -13046,7 +15087,7 @@ dotAddGFNI512x3_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x3_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -13062,20 +15103,20 @@ dotAddGFNI512x3_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z0
 	MOVQ       24(AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z1
 	MOVQ       48(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z2
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·gfniMat8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddGFNI512x3_u1m:
+dotAddGFNI512x3_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z3
 	MOVQ           DX, R8
@@ -13096,8 +15137,8 @@ dotAddGFNI512x3_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotAddGFNI512x3_u1m
-	MOVQ           dst_base+48(FP), AX
+	JNZ            dotAddGFNI512x3_tail1
+	MOVQ           dst_base+40(FP), AX
 	MOVQ           (AX), DX
 	VMOVDQU8       Z0, K1, (DX)(CX*1)
 	MOVQ           24(AX), DX
@@ -13109,20 +15150,99 @@ dotAddGFNI512x3_done:
 	VZEROUPPER
 	RET
 
-// func dotGFNI512x4(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotGFNI512x4(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotGFNI512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotGFNI512x4(SB), NOSPLIT, $0-72
+	MOVQ           n+64(FP), AX
+	XORQ           CX, CX
+	MOVQ           dst_base+40(FP), DX
+	MOVQ           (DX), DX
+	MOVQ           DX, DX
+	NEGQ           DX
+	ANDQ           $0x3f, DX
+	JZ             dotGFNI512x4_loop
+	CMPQ           DX, AX
+	CMOVQGT        AX, DX
+	MOVQ           $-1, BX
+	BZHIQ          DX, BX, BX
+	KMOVQ          BX, K1
+	MOVQ           src_base+16(FP), BX
+	MOVQ           coef+0(FP), SI
+	MOVQ           k+8(FP), DI
+	LEAQ           ·gfniMat8+0(SB), R8
+	MOVQ           k+8(FP), R9
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z0
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z1
+	VGF2P8AFFINEQB $0x00, Z1, Z0, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z2
+	VGF2P8AFFINEQB $0x00, Z2, Z0, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z0, Z3
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JZ             dotGFNI512x4_head_store
+
+dotGFNI512x4_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z4
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z4, Z5
+	VPXORQ         Z5, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z4, Z5
+	VPXORQ         Z5, Z2, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z4, Z5
+	VPXORQ         Z5, Z3, Z3
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z4, Z4
+	VPXORQ         Z4, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotGFNI512x4_head
+
+dotGFNI512x4_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z1, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z2, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     72(BX), BX
+	VMOVDQU8 Z0, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotGFNI512x4_loop:
 	CMPQ           AX, $0x00000100
 	JB             dotGFNI512x4_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -13217,7 +15337,7 @@ dotGFNI512x4_u4:
 	JNZ            dotGFNI512x4_u4
 
 dotGFNI512x4_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z5, (BX)(CX*1)
 	VMOVDQU64 Z6, 64(BX)(CX*1)
@@ -13245,11 +15365,11 @@ dotGFNI512x4_u4_store:
 dotGFNI512x4_tail:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNI512x4_skip2
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -13316,7 +15436,7 @@ dotGFNI512x4_u2:
 	JNZ            dotGFNI512x4_u2
 
 dotGFNI512x4_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	VMOVDQU64 Z2, 64(BX)(CX*1)
@@ -13335,11 +15455,11 @@ dotGFNI512x4_u2_store:
 dotGFNI512x4_skip2:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNI512x4_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	MOVQ           BX, R9
@@ -13392,7 +15512,7 @@ dotGFNI512x4_u1:
 	JNZ            dotGFNI512x4_u1
 
 dotGFNI512x4_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z1, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -13410,11 +15530,11 @@ dotGFNI512x4_skip1:
 	MOVQ           $-1, DX
 	BZHIQ          AX, DX, DX
 	KMOVQ          DX, K1
-	MOVQ           src_base+24(FP), AX
-	MOVQ           coef+8(FP), DX
-	MOVQ           k+16(FP), BX
-	MOVQ           tab+0(FP), SI
-	MOVQ           k+16(FP), DI
+	MOVQ           src_base+16(FP), AX
+	MOVQ           coef+0(FP), DX
+	MOVQ           k+8(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
+	MOVQ           k+8(FP), DI
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z0
 	MOVQ           DX, R8
@@ -13436,9 +15556,9 @@ dotGFNI512x4_skip1:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JZ             dotGFNI512x4_u1m_store
+	JZ             dotGFNI512x4_tail1_store
 
-dotGFNI512x4_u1m:
+dotGFNI512x4_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z4
 	MOVQ           DX, R8
@@ -13464,10 +15584,10 @@ dotGFNI512x4_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotGFNI512x4_u1m
+	JNZ            dotGFNI512x4_tail1
 
-dotGFNI512x4_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotGFNI512x4_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z1, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -13481,16 +15601,80 @@ dotGFNI512x4_done:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNI512x4(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotAddGFNI512x4(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotAddGFNI512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotAddGFNI512x4(SB), NOSPLIT, $0-72
+	MOVQ       n+64(FP), AX
+	XORQ       CX, CX
+	MOVQ       dst_base+40(FP), DX
+	MOVQ       (DX), DX
+	MOVQ       DX, DX
+	NEGQ       DX
+	ANDQ       $0x3f, DX
+	JZ         dotAddGFNI512x4_loop
+	CMPQ       DX, AX
+	CMOVQGT    AX, DX
+	MOVQ       $-1, BX
+	BZHIQ      DX, BX, BX
+	KMOVQ      BX, K1
+	MOVQ       dst_base+40(FP), BX
+	MOVQ       (BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z0
+	MOVQ       24(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z1
+	MOVQ       48(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z2
+	MOVQ       72(BX), BX
+	VMOVDQU8.Z (BX)(CX*1), K1, Z3
+	MOVQ       src_base+16(FP), BX
+	MOVQ       coef+0(FP), SI
+	MOVQ       k+8(FP), DI
+	LEAQ       ·gfniMat8+0(SB), R8
+	MOVQ       k+8(FP), R9
+
+dotAddGFNI512x4_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z4
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z4, Z5
+	VPXORQ         Z5, Z0, Z0
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z4, Z5
+	VPXORQ         Z5, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z4, Z5
+	VPXORQ         Z5, Z2, Z2
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z4, Z4
+	VPXORQ         Z4, Z3, Z3
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotAddGFNI512x4_head
+	MOVQ           dst_base+40(FP), BX
+	MOVQ           (BX), SI
+	VMOVDQU8       Z0, K1, (SI)(CX*1)
+	MOVQ           24(BX), SI
+	VMOVDQU8       Z1, K1, (SI)(CX*1)
+	MOVQ           48(BX), SI
+	VMOVDQU8       Z2, K1, (SI)(CX*1)
+	MOVQ           72(BX), BX
+	VMOVDQU8       Z3, K1, (BX)(CX*1)
+	ADDQ           DX, CX
+	SUBQ           DX, AX
 
 dotAddGFNI512x4_loop:
 	CMPQ      AX, $0x00000100
 	JB        dotAddGFNI512x4_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -13511,11 +15695,11 @@ dotAddGFNI512x4_loop:
 	VMOVDQU64 64(DX)(CX*1), Z13
 	VMOVDQU64 128(DX)(CX*1), Z14
 	VMOVDQU64 192(DX)(CX*1), Z15
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x4_u4:
 	MOVQ           (DX), R9
@@ -13571,7 +15755,7 @@ dotAddGFNI512x4_u4:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x4_u4
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -13599,7 +15783,7 @@ dotAddGFNI512x4_u4:
 dotAddGFNI512x4_tail:
 	CMPQ      AX, $0x00000080
 	JB        dotAddGFNI512x4_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -13612,11 +15796,11 @@ dotAddGFNI512x4_tail:
 	MOVQ      72(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z6
 	VMOVDQU64 64(DX)(CX*1), Z7
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x4_u2:
 	MOVQ           (DX), R9
@@ -13654,7 +15838,7 @@ dotAddGFNI512x4_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x4_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -13673,7 +15857,7 @@ dotAddGFNI512x4_u2:
 dotAddGFNI512x4_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddGFNI512x4_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	MOVQ      24(DX), BX
@@ -13682,11 +15866,11 @@ dotAddGFNI512x4_skip2:
 	VMOVDQU64 (BX)(CX*1), Z2
 	MOVQ      72(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z3
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x4_u1:
 	MOVQ           (DX), R9
@@ -13715,7 +15899,7 @@ dotAddGFNI512x4_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x4_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -13733,7 +15917,7 @@ dotAddGFNI512x4_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z0
 	MOVQ       24(AX), DX
@@ -13742,13 +15926,13 @@ dotAddGFNI512x4_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z2
 	MOVQ       72(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z3
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·gfniMat8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddGFNI512x4_u1m:
+dotAddGFNI512x4_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z4
 	MOVQ           DX, R8
@@ -13774,8 +15958,8 @@ dotAddGFNI512x4_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotAddGFNI512x4_u1m
-	MOVQ           dst_base+48(FP), AX
+	JNZ            dotAddGFNI512x4_tail1
+	MOVQ           dst_base+40(FP), AX
 	MOVQ           (AX), DX
 	VMOVDQU8       Z0, K1, (DX)(CX*1)
 	MOVQ           24(AX), DX
@@ -13789,20 +15973,110 @@ dotAddGFNI512x4_done:
 	VZEROUPPER
 	RET
 
-// func dotGFNI512x5(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotGFNI512x5(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotGFNI512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotGFNI512x5(SB), NOSPLIT, $0-72
+	MOVQ           n+64(FP), AX
+	XORQ           CX, CX
+	MOVQ           dst_base+40(FP), DX
+	MOVQ           (DX), DX
+	MOVQ           DX, DX
+	NEGQ           DX
+	ANDQ           $0x3f, DX
+	JZ             dotGFNI512x5_loop
+	CMPQ           DX, AX
+	CMOVQGT        AX, DX
+	MOVQ           $-1, BX
+	BZHIQ          DX, BX, BX
+	KMOVQ          BX, K1
+	MOVQ           src_base+16(FP), BX
+	MOVQ           coef+0(FP), SI
+	MOVQ           k+8(FP), DI
+	LEAQ           ·gfniMat8+0(SB), R8
+	MOVQ           k+8(FP), R9
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z0
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z1
+	VGF2P8AFFINEQB $0x00, Z1, Z0, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z2
+	VGF2P8AFFINEQB $0x00, Z2, Z0, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z0, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z0, Z4
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JZ             dotGFNI512x5_head_store
+
+dotGFNI512x5_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z5
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z6
+	VPXORQ         Z6, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z6
+	VPXORQ         Z6, Z2, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z6
+	VPXORQ         Z6, Z3, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z6
+	VPXORQ         Z6, Z4, Z4
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z5
+	VPXORQ         Z5, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotGFNI512x5_head
+
+dotGFNI512x5_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z1, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z2, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     72(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     96(BX), BX
+	VMOVDQU8 Z0, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotGFNI512x5_loop:
 	CMPQ           AX, $0x00000100
 	JB             dotGFNI512x5_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -13915,7 +16189,7 @@ dotGFNI512x5_u4:
 	JNZ            dotGFNI512x5_u4
 
 dotGFNI512x5_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z5, (BX)(CX*1)
 	VMOVDQU64 Z6, 64(BX)(CX*1)
@@ -13948,11 +16222,11 @@ dotGFNI512x5_u4_store:
 dotGFNI512x5_tail:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNI512x5_skip2
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -14031,7 +16305,7 @@ dotGFNI512x5_u2:
 	JNZ            dotGFNI512x5_u2
 
 dotGFNI512x5_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	VMOVDQU64 Z2, 64(BX)(CX*1)
@@ -14053,11 +16327,11 @@ dotGFNI512x5_u2_store:
 dotGFNI512x5_skip2:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNI512x5_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	MOVQ           BX, R9
@@ -14119,7 +16393,7 @@ dotGFNI512x5_u1:
 	JNZ            dotGFNI512x5_u1
 
 dotGFNI512x5_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z1, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -14139,11 +16413,11 @@ dotGFNI512x5_skip1:
 	MOVQ           $-1, DX
 	BZHIQ          AX, DX, DX
 	KMOVQ          DX, K1
-	MOVQ           src_base+24(FP), AX
-	MOVQ           coef+8(FP), DX
-	MOVQ           k+16(FP), BX
-	MOVQ           tab+0(FP), SI
-	MOVQ           k+16(FP), DI
+	MOVQ           src_base+16(FP), AX
+	MOVQ           coef+0(FP), DX
+	MOVQ           k+8(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
+	MOVQ           k+8(FP), DI
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z0
 	MOVQ           DX, R8
@@ -14169,9 +16443,9 @@ dotGFNI512x5_skip1:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JZ             dotGFNI512x5_u1m_store
+	JZ             dotGFNI512x5_tail1_store
 
-dotGFNI512x5_u1m:
+dotGFNI512x5_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z5
 	MOVQ           DX, R8
@@ -14202,10 +16476,10 @@ dotGFNI512x5_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotGFNI512x5_u1m
+	JNZ            dotGFNI512x5_tail1
 
-dotGFNI512x5_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotGFNI512x5_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z1, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -14221,16 +16495,89 @@ dotGFNI512x5_done:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNI512x5(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotAddGFNI512x5(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotAddGFNI512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotAddGFNI512x5(SB), NOSPLIT, $0-72
+	MOVQ       n+64(FP), AX
+	XORQ       CX, CX
+	MOVQ       dst_base+40(FP), DX
+	MOVQ       (DX), DX
+	MOVQ       DX, DX
+	NEGQ       DX
+	ANDQ       $0x3f, DX
+	JZ         dotAddGFNI512x5_loop
+	CMPQ       DX, AX
+	CMOVQGT    AX, DX
+	MOVQ       $-1, BX
+	BZHIQ      DX, BX, BX
+	KMOVQ      BX, K1
+	MOVQ       dst_base+40(FP), BX
+	MOVQ       (BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z0
+	MOVQ       24(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z1
+	MOVQ       48(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z2
+	MOVQ       72(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z3
+	MOVQ       96(BX), BX
+	VMOVDQU8.Z (BX)(CX*1), K1, Z4
+	MOVQ       src_base+16(FP), BX
+	MOVQ       coef+0(FP), SI
+	MOVQ       k+8(FP), DI
+	LEAQ       ·gfniMat8+0(SB), R8
+	MOVQ       k+8(FP), R9
+
+dotAddGFNI512x5_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z5
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z6
+	VPXORQ         Z6, Z0, Z0
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z6
+	VPXORQ         Z6, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z6
+	VPXORQ         Z6, Z2, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z6
+	VPXORQ         Z6, Z3, Z3
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z5, Z5
+	VPXORQ         Z5, Z4, Z4
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotAddGFNI512x5_head
+	MOVQ           dst_base+40(FP), BX
+	MOVQ           (BX), SI
+	VMOVDQU8       Z0, K1, (SI)(CX*1)
+	MOVQ           24(BX), SI
+	VMOVDQU8       Z1, K1, (SI)(CX*1)
+	MOVQ           48(BX), SI
+	VMOVDQU8       Z2, K1, (SI)(CX*1)
+	MOVQ           72(BX), SI
+	VMOVDQU8       Z3, K1, (SI)(CX*1)
+	MOVQ           96(BX), BX
+	VMOVDQU8       Z4, K1, (BX)(CX*1)
+	ADDQ           DX, CX
+	SUBQ           DX, AX
 
 dotAddGFNI512x5_loop:
 	CMPQ      AX, $0x00000100
 	JB        dotAddGFNI512x5_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -14256,11 +16603,11 @@ dotAddGFNI512x5_loop:
 	VMOVDQU64 64(DX)(CX*1), Z17
 	VMOVDQU64 128(DX)(CX*1), Z18
 	VMOVDQU64 192(DX)(CX*1), Z19
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x5_u4:
 	MOVQ           (DX), R9
@@ -14327,7 +16674,7 @@ dotAddGFNI512x5_u4:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x5_u4
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -14360,7 +16707,7 @@ dotAddGFNI512x5_u4:
 dotAddGFNI512x5_tail:
 	CMPQ      AX, $0x00000080
 	JB        dotAddGFNI512x5_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -14376,11 +16723,11 @@ dotAddGFNI512x5_tail:
 	MOVQ      96(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z8
 	VMOVDQU64 64(DX)(CX*1), Z9
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x5_u2:
 	MOVQ           (DX), R9
@@ -14425,7 +16772,7 @@ dotAddGFNI512x5_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x5_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -14447,7 +16794,7 @@ dotAddGFNI512x5_u2:
 dotAddGFNI512x5_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddGFNI512x5_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	MOVQ      24(DX), BX
@@ -14458,11 +16805,11 @@ dotAddGFNI512x5_skip2:
 	VMOVDQU64 (BX)(CX*1), Z3
 	MOVQ      96(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z4
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x5_u1:
 	MOVQ           (DX), R9
@@ -14496,7 +16843,7 @@ dotAddGFNI512x5_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x5_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -14516,7 +16863,7 @@ dotAddGFNI512x5_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z0
 	MOVQ       24(AX), DX
@@ -14527,13 +16874,13 @@ dotAddGFNI512x5_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z3
 	MOVQ       96(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z4
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·gfniMat8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddGFNI512x5_u1m:
+dotAddGFNI512x5_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z5
 	MOVQ           DX, R8
@@ -14564,8 +16911,8 @@ dotAddGFNI512x5_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotAddGFNI512x5_u1m
-	MOVQ           dst_base+48(FP), AX
+	JNZ            dotAddGFNI512x5_tail1
+	MOVQ           dst_base+40(FP), AX
 	MOVQ           (AX), DX
 	VMOVDQU8       Z0, K1, (DX)(CX*1)
 	MOVQ           24(AX), DX
@@ -14581,20 +16928,121 @@ dotAddGFNI512x5_done:
 	VZEROUPPER
 	RET
 
-// func dotGFNI512x6(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotGFNI512x6(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotGFNI512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotGFNI512x6(SB), NOSPLIT, $0-72
+	MOVQ           n+64(FP), AX
+	XORQ           CX, CX
+	MOVQ           dst_base+40(FP), DX
+	MOVQ           (DX), DX
+	MOVQ           DX, DX
+	NEGQ           DX
+	ANDQ           $0x3f, DX
+	JZ             dotGFNI512x6_loop
+	CMPQ           DX, AX
+	CMOVQGT        AX, DX
+	MOVQ           $-1, BX
+	BZHIQ          DX, BX, BX
+	KMOVQ          BX, K1
+	MOVQ           src_base+16(FP), BX
+	MOVQ           coef+0(FP), SI
+	MOVQ           k+8(FP), DI
+	LEAQ           ·gfniMat8+0(SB), R8
+	MOVQ           k+8(FP), R9
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z0
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z1
+	VGF2P8AFFINEQB $0x00, Z1, Z0, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z2
+	VGF2P8AFFINEQB $0x00, Z2, Z0, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z0, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z0, Z4
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z0, Z5
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JZ             dotGFNI512x6_head_store
+
+dotGFNI512x6_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z6
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z2, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z3, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z4, Z4
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z5, Z5
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z6
+	VPXORQ         Z6, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotGFNI512x6_head
+
+dotGFNI512x6_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z1, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z2, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     72(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     96(BX), SI
+	VMOVDQU8 Z5, K1, (SI)(CX*1)
+	MOVQ     120(BX), BX
+	VMOVDQU8 Z0, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotGFNI512x6_loop:
 	CMPQ           AX, $0x00000100
 	JB             dotGFNI512x6_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -14725,7 +17173,7 @@ dotGFNI512x6_u4:
 	JNZ            dotGFNI512x6_u4
 
 dotGFNI512x6_u4_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z5, (BX)(CX*1)
 	VMOVDQU64 Z6, 64(BX)(CX*1)
@@ -14763,11 +17211,11 @@ dotGFNI512x6_u4_store:
 dotGFNI512x6_tail:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNI512x6_skip2
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -14858,7 +17306,7 @@ dotGFNI512x6_u2:
 	JNZ            dotGFNI512x6_u2
 
 dotGFNI512x6_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	VMOVDQU64 Z2, 64(BX)(CX*1)
@@ -14883,11 +17331,11 @@ dotGFNI512x6_u2_store:
 dotGFNI512x6_skip2:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNI512x6_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	MOVQ           BX, R9
@@ -14958,7 +17406,7 @@ dotGFNI512x6_u1:
 	JNZ            dotGFNI512x6_u1
 
 dotGFNI512x6_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z1, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -14980,11 +17428,11 @@ dotGFNI512x6_skip1:
 	MOVQ           $-1, DX
 	BZHIQ          AX, DX, DX
 	KMOVQ          DX, K1
-	MOVQ           src_base+24(FP), AX
-	MOVQ           coef+8(FP), DX
-	MOVQ           k+16(FP), BX
-	MOVQ           tab+0(FP), SI
-	MOVQ           k+16(FP), DI
+	MOVQ           src_base+16(FP), AX
+	MOVQ           coef+0(FP), DX
+	MOVQ           k+8(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
+	MOVQ           k+8(FP), DI
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z0
 	MOVQ           DX, R8
@@ -15014,9 +17462,9 @@ dotGFNI512x6_skip1:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JZ             dotGFNI512x6_u1m_store
+	JZ             dotGFNI512x6_tail1_store
 
-dotGFNI512x6_u1m:
+dotGFNI512x6_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z6
 	MOVQ           DX, R8
@@ -15052,10 +17500,10 @@ dotGFNI512x6_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotGFNI512x6_u1m
+	JNZ            dotGFNI512x6_tail1
 
-dotGFNI512x6_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotGFNI512x6_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z1, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -15073,16 +17521,98 @@ dotGFNI512x6_done:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNI512x6(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotAddGFNI512x6(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotAddGFNI512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotAddGFNI512x6(SB), NOSPLIT, $0-72
+	MOVQ       n+64(FP), AX
+	XORQ       CX, CX
+	MOVQ       dst_base+40(FP), DX
+	MOVQ       (DX), DX
+	MOVQ       DX, DX
+	NEGQ       DX
+	ANDQ       $0x3f, DX
+	JZ         dotAddGFNI512x6_loop
+	CMPQ       DX, AX
+	CMOVQGT    AX, DX
+	MOVQ       $-1, BX
+	BZHIQ      DX, BX, BX
+	KMOVQ      BX, K1
+	MOVQ       dst_base+40(FP), BX
+	MOVQ       (BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z0
+	MOVQ       24(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z1
+	MOVQ       48(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z2
+	MOVQ       72(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z3
+	MOVQ       96(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z4
+	MOVQ       120(BX), BX
+	VMOVDQU8.Z (BX)(CX*1), K1, Z5
+	MOVQ       src_base+16(FP), BX
+	MOVQ       coef+0(FP), SI
+	MOVQ       k+8(FP), DI
+	LEAQ       ·gfniMat8+0(SB), R8
+	MOVQ       k+8(FP), R9
+
+dotAddGFNI512x6_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z6
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z0, Z0
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z2, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z3, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z7
+	VPXORQ         Z7, Z4, Z4
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z6, Z6
+	VPXORQ         Z6, Z5, Z5
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotAddGFNI512x6_head
+	MOVQ           dst_base+40(FP), BX
+	MOVQ           (BX), SI
+	VMOVDQU8       Z0, K1, (SI)(CX*1)
+	MOVQ           24(BX), SI
+	VMOVDQU8       Z1, K1, (SI)(CX*1)
+	MOVQ           48(BX), SI
+	VMOVDQU8       Z2, K1, (SI)(CX*1)
+	MOVQ           72(BX), SI
+	VMOVDQU8       Z3, K1, (SI)(CX*1)
+	MOVQ           96(BX), SI
+	VMOVDQU8       Z4, K1, (SI)(CX*1)
+	MOVQ           120(BX), BX
+	VMOVDQU8       Z5, K1, (BX)(CX*1)
+	ADDQ           DX, CX
+	SUBQ           DX, AX
 
 dotAddGFNI512x6_loop:
 	CMPQ      AX, $0x00000100
 	JB        dotAddGFNI512x6_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -15113,11 +17643,11 @@ dotAddGFNI512x6_loop:
 	VMOVDQU64 64(DX)(CX*1), Z21
 	VMOVDQU64 128(DX)(CX*1), Z22
 	VMOVDQU64 192(DX)(CX*1), Z23
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x6_u4:
 	MOVQ           (DX), R9
@@ -15195,7 +17725,7 @@ dotAddGFNI512x6_u4:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x6_u4
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -15233,7 +17763,7 @@ dotAddGFNI512x6_u4:
 dotAddGFNI512x6_tail:
 	CMPQ      AX, $0x00000080
 	JB        dotAddGFNI512x6_skip2
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -15252,11 +17782,11 @@ dotAddGFNI512x6_tail:
 	MOVQ      120(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z10
 	VMOVDQU64 64(DX)(CX*1), Z11
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x6_u2:
 	MOVQ           (DX), R9
@@ -15308,7 +17838,7 @@ dotAddGFNI512x6_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x6_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -15333,7 +17863,7 @@ dotAddGFNI512x6_u2:
 dotAddGFNI512x6_skip2:
 	CMPQ      AX, $0x00000040
 	JB        dotAddGFNI512x6_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	MOVQ      24(DX), BX
@@ -15346,11 +17876,11 @@ dotAddGFNI512x6_skip2:
 	VMOVDQU64 (BX)(CX*1), Z4
 	MOVQ      120(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z5
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x6_u1:
 	MOVQ           (DX), R9
@@ -15389,7 +17919,7 @@ dotAddGFNI512x6_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x6_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -15411,7 +17941,7 @@ dotAddGFNI512x6_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z0
 	MOVQ       24(AX), DX
@@ -15424,13 +17954,13 @@ dotAddGFNI512x6_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z4
 	MOVQ       120(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z5
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·gfniMat8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddGFNI512x6_u1m:
+dotAddGFNI512x6_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z6
 	MOVQ           DX, R8
@@ -15466,8 +17996,8 @@ dotAddGFNI512x6_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotAddGFNI512x6_u1m
-	MOVQ           dst_base+48(FP), AX
+	JNZ            dotAddGFNI512x6_tail1
+	MOVQ           dst_base+40(FP), AX
 	MOVQ           (AX), DX
 	VMOVDQU8       Z0, K1, (DX)(CX*1)
 	MOVQ           24(AX), DX
@@ -15485,20 +18015,132 @@ dotAddGFNI512x6_done:
 	VZEROUPPER
 	RET
 
-// func dotGFNI512x7(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotGFNI512x7(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotGFNI512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotGFNI512x7(SB), NOSPLIT, $0-72
+	MOVQ           n+64(FP), AX
+	XORQ           CX, CX
+	MOVQ           dst_base+40(FP), DX
+	MOVQ           (DX), DX
+	MOVQ           DX, DX
+	NEGQ           DX
+	ANDQ           $0x3f, DX
+	JZ             dotGFNI512x7_loop
+	CMPQ           DX, AX
+	CMOVQGT        AX, DX
+	MOVQ           $-1, BX
+	BZHIQ          DX, BX, BX
+	KMOVQ          BX, K1
+	MOVQ           src_base+16(FP), BX
+	MOVQ           coef+0(FP), SI
+	MOVQ           k+8(FP), DI
+	LEAQ           ·gfniMat8+0(SB), R8
+	MOVQ           k+8(FP), R9
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z0
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z1
+	VGF2P8AFFINEQB $0x00, Z1, Z0, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z2
+	VGF2P8AFFINEQB $0x00, Z2, Z0, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z0, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z0, Z4
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z0, Z5
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z0, Z6
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JZ             dotGFNI512x7_head_store
+
+dotGFNI512x7_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z7
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z2, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z3, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z4, Z4
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z5, Z5
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z6, Z6
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z7
+	VPXORQ         Z7, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotGFNI512x7_head
+
+dotGFNI512x7_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z1, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z2, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     72(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     96(BX), SI
+	VMOVDQU8 Z5, K1, (SI)(CX*1)
+	MOVQ     120(BX), SI
+	VMOVDQU8 Z6, K1, (SI)(CX*1)
+	MOVQ     144(BX), BX
+	VMOVDQU8 Z0, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotGFNI512x7_loop:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNI512x7_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -15601,7 +18243,7 @@ dotGFNI512x7_u2:
 	JNZ            dotGFNI512x7_u2
 
 dotGFNI512x7_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	VMOVDQU64 Z2, 64(BX)(CX*1)
@@ -15630,11 +18272,11 @@ dotGFNI512x7_u2_store:
 dotGFNI512x7_tail:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNI512x7_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	MOVQ           BX, R9
@@ -15714,7 +18356,7 @@ dotGFNI512x7_u1:
 	JNZ            dotGFNI512x7_u1
 
 dotGFNI512x7_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z1, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -15738,11 +18380,11 @@ dotGFNI512x7_skip1:
 	MOVQ           $-1, DX
 	BZHIQ          AX, DX, DX
 	KMOVQ          DX, K1
-	MOVQ           src_base+24(FP), AX
-	MOVQ           coef+8(FP), DX
-	MOVQ           k+16(FP), BX
-	MOVQ           tab+0(FP), SI
-	MOVQ           k+16(FP), DI
+	MOVQ           src_base+16(FP), AX
+	MOVQ           coef+0(FP), DX
+	MOVQ           k+8(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
+	MOVQ           k+8(FP), DI
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z0
 	MOVQ           DX, R8
@@ -15776,9 +18418,9 @@ dotGFNI512x7_skip1:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JZ             dotGFNI512x7_u1m_store
+	JZ             dotGFNI512x7_tail1_store
 
-dotGFNI512x7_u1m:
+dotGFNI512x7_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z7
 	MOVQ           DX, R8
@@ -15819,10 +18461,10 @@ dotGFNI512x7_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotGFNI512x7_u1m
+	JNZ            dotGFNI512x7_tail1
 
-dotGFNI512x7_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotGFNI512x7_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z1, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -15842,16 +18484,107 @@ dotGFNI512x7_done:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNI512x7(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotAddGFNI512x7(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotAddGFNI512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotAddGFNI512x7(SB), NOSPLIT, $0-72
+	MOVQ       n+64(FP), AX
+	XORQ       CX, CX
+	MOVQ       dst_base+40(FP), DX
+	MOVQ       (DX), DX
+	MOVQ       DX, DX
+	NEGQ       DX
+	ANDQ       $0x3f, DX
+	JZ         dotAddGFNI512x7_loop
+	CMPQ       DX, AX
+	CMOVQGT    AX, DX
+	MOVQ       $-1, BX
+	BZHIQ      DX, BX, BX
+	KMOVQ      BX, K1
+	MOVQ       dst_base+40(FP), BX
+	MOVQ       (BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z0
+	MOVQ       24(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z1
+	MOVQ       48(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z2
+	MOVQ       72(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z3
+	MOVQ       96(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z4
+	MOVQ       120(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z5
+	MOVQ       144(BX), BX
+	VMOVDQU8.Z (BX)(CX*1), K1, Z6
+	MOVQ       src_base+16(FP), BX
+	MOVQ       coef+0(FP), SI
+	MOVQ       k+8(FP), DI
+	LEAQ       ·gfniMat8+0(SB), R8
+	MOVQ       k+8(FP), R9
+
+dotAddGFNI512x7_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z7
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z0, Z0
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z2, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z3, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z4, Z4
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z8
+	VPXORQ         Z8, Z5, Z5
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z7, Z7
+	VPXORQ         Z7, Z6, Z6
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotAddGFNI512x7_head
+	MOVQ           dst_base+40(FP), BX
+	MOVQ           (BX), SI
+	VMOVDQU8       Z0, K1, (SI)(CX*1)
+	MOVQ           24(BX), SI
+	VMOVDQU8       Z1, K1, (SI)(CX*1)
+	MOVQ           48(BX), SI
+	VMOVDQU8       Z2, K1, (SI)(CX*1)
+	MOVQ           72(BX), SI
+	VMOVDQU8       Z3, K1, (SI)(CX*1)
+	MOVQ           96(BX), SI
+	VMOVDQU8       Z4, K1, (SI)(CX*1)
+	MOVQ           120(BX), SI
+	VMOVDQU8       Z5, K1, (SI)(CX*1)
+	MOVQ           144(BX), BX
+	VMOVDQU8       Z6, K1, (BX)(CX*1)
+	ADDQ           DX, CX
+	SUBQ           DX, AX
 
 dotAddGFNI512x7_loop:
 	CMPQ      AX, $0x00000080
 	JB        dotAddGFNI512x7_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -15873,11 +18606,11 @@ dotAddGFNI512x7_loop:
 	MOVQ      144(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z12
 	VMOVDQU64 64(DX)(CX*1), Z13
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x7_u2:
 	MOVQ           (DX), R9
@@ -15936,7 +18669,7 @@ dotAddGFNI512x7_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x7_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -15965,7 +18698,7 @@ dotAddGFNI512x7_u2:
 dotAddGFNI512x7_tail:
 	CMPQ      AX, $0x00000040
 	JB        dotAddGFNI512x7_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	MOVQ      24(DX), BX
@@ -15980,11 +18713,11 @@ dotAddGFNI512x7_tail:
 	VMOVDQU64 (BX)(CX*1), Z5
 	MOVQ      144(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z6
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x7_u1:
 	MOVQ           (DX), R9
@@ -16028,7 +18761,7 @@ dotAddGFNI512x7_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x7_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -16052,7 +18785,7 @@ dotAddGFNI512x7_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z0
 	MOVQ       24(AX), DX
@@ -16067,13 +18800,13 @@ dotAddGFNI512x7_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z5
 	MOVQ       144(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z6
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·gfniMat8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddGFNI512x7_u1m:
+dotAddGFNI512x7_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z7
 	MOVQ           DX, R8
@@ -16114,8 +18847,8 @@ dotAddGFNI512x7_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotAddGFNI512x7_u1m
-	MOVQ           dst_base+48(FP), AX
+	JNZ            dotAddGFNI512x7_tail1
+	MOVQ           dst_base+40(FP), AX
 	MOVQ           (AX), DX
 	VMOVDQU8       Z0, K1, (DX)(CX*1)
 	MOVQ           24(AX), DX
@@ -16135,20 +18868,143 @@ dotAddGFNI512x7_done:
 	VZEROUPPER
 	RET
 
-// func dotGFNI512x8(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotGFNI512x8(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotGFNI512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotGFNI512x8(SB), NOSPLIT, $0-72
+	MOVQ           n+64(FP), AX
+	XORQ           CX, CX
+	MOVQ           dst_base+40(FP), DX
+	MOVQ           (DX), DX
+	MOVQ           DX, DX
+	NEGQ           DX
+	ANDQ           $0x3f, DX
+	JZ             dotGFNI512x8_loop
+	CMPQ           DX, AX
+	CMOVQGT        AX, DX
+	MOVQ           $-1, BX
+	BZHIQ          DX, BX, BX
+	KMOVQ          BX, K1
+	MOVQ           src_base+16(FP), BX
+	MOVQ           coef+0(FP), SI
+	MOVQ           k+8(FP), DI
+	LEAQ           ·gfniMat8+0(SB), R8
+	MOVQ           k+8(FP), R9
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z0
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z1
+	VGF2P8AFFINEQB $0x00, Z1, Z0, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z2
+	VGF2P8AFFINEQB $0x00, Z2, Z0, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z3
+	VGF2P8AFFINEQB $0x00, Z3, Z0, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z4
+	VGF2P8AFFINEQB $0x00, Z4, Z0, Z4
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z5
+	VGF2P8AFFINEQB $0x00, Z5, Z0, Z5
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z6
+	VGF2P8AFFINEQB $0x00, Z6, Z0, Z6
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z7
+	VGF2P8AFFINEQB $0x00, Z7, Z0, Z7
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z8
+	VGF2P8AFFINEQB $0x00, Z8, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JZ             dotGFNI512x8_head_store
+
+dotGFNI512x8_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z8
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z2, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z3, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z4, Z4
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z5, Z5
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z6, Z6
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z7, Z7
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z8
+	VPXORQ         Z8, Z0, Z0
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotGFNI512x8_head
+
+dotGFNI512x8_head_store:
+	MOVQ     dst_base+40(FP), BX
+	MOVQ     (BX), SI
+	VMOVDQU8 Z1, K1, (SI)(CX*1)
+	MOVQ     24(BX), SI
+	VMOVDQU8 Z2, K1, (SI)(CX*1)
+	MOVQ     48(BX), SI
+	VMOVDQU8 Z3, K1, (SI)(CX*1)
+	MOVQ     72(BX), SI
+	VMOVDQU8 Z4, K1, (SI)(CX*1)
+	MOVQ     96(BX), SI
+	VMOVDQU8 Z5, K1, (SI)(CX*1)
+	MOVQ     120(BX), SI
+	VMOVDQU8 Z6, K1, (SI)(CX*1)
+	MOVQ     144(BX), SI
+	VMOVDQU8 Z7, K1, (SI)(CX*1)
+	MOVQ     168(BX), BX
+	VMOVDQU8 Z0, K1, (BX)(CX*1)
+	ADDQ     DX, CX
+	SUBQ     DX, AX
 
 dotGFNI512x8_loop:
 	CMPQ           AX, $0x00000080
 	JB             dotGFNI512x8_tail
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	VMOVDQU64      64(R9)(CX*1), Z1
@@ -16263,7 +19119,7 @@ dotGFNI512x8_u2:
 	JNZ            dotGFNI512x8_u2
 
 dotGFNI512x8_u2_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z3, (BX)(CX*1)
 	VMOVDQU64 Z2, 64(BX)(CX*1)
@@ -16295,11 +19151,11 @@ dotGFNI512x8_u2_store:
 dotGFNI512x8_tail:
 	CMPQ           AX, $0x00000040
 	JB             dotGFNI512x8_skip1
-	MOVQ           src_base+24(FP), DX
-	MOVQ           coef+8(FP), BX
-	MOVQ           k+16(FP), SI
-	MOVQ           tab+0(FP), DI
-	MOVQ           k+16(FP), R8
+	MOVQ           src_base+16(FP), DX
+	MOVQ           coef+0(FP), BX
+	MOVQ           k+8(FP), SI
+	LEAQ           ·gfniMat8+0(SB), DI
+	MOVQ           k+8(FP), R8
 	MOVQ           (DX), R9
 	VMOVDQU64      (R9)(CX*1), Z0
 	MOVQ           BX, R9
@@ -16388,7 +19244,7 @@ dotGFNI512x8_u1:
 	JNZ            dotGFNI512x8_u1
 
 dotGFNI512x8_u1_store:
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 Z1, (BX)(CX*1)
 	MOVQ      24(DX), BX
@@ -16414,11 +19270,11 @@ dotGFNI512x8_skip1:
 	MOVQ           $-1, DX
 	BZHIQ          AX, DX, DX
 	KMOVQ          DX, K1
-	MOVQ           src_base+24(FP), AX
-	MOVQ           coef+8(FP), DX
-	MOVQ           k+16(FP), BX
-	MOVQ           tab+0(FP), SI
-	MOVQ           k+16(FP), DI
+	MOVQ           src_base+16(FP), AX
+	MOVQ           coef+0(FP), DX
+	MOVQ           k+8(FP), BX
+	LEAQ           ·gfniMat8+0(SB), SI
+	MOVQ           k+8(FP), DI
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z0
 	MOVQ           DX, R8
@@ -16456,9 +19312,9 @@ dotGFNI512x8_skip1:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JZ             dotGFNI512x8_u1m_store
+	JZ             dotGFNI512x8_tail1_store
 
-dotGFNI512x8_u1m:
+dotGFNI512x8_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z8
 	MOVQ           DX, R8
@@ -16504,10 +19360,10 @@ dotGFNI512x8_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotGFNI512x8_u1m
+	JNZ            dotGFNI512x8_tail1
 
-dotGFNI512x8_u1m_store:
-	MOVQ     dst_base+48(FP), AX
+dotGFNI512x8_tail1_store:
+	MOVQ     dst_base+40(FP), AX
 	MOVQ     (AX), DX
 	VMOVDQU8 Z1, K1, (DX)(CX*1)
 	MOVQ     24(AX), DX
@@ -16529,16 +19385,116 @@ dotGFNI512x8_done:
 	VZEROUPPER
 	RET
 
-// func dotAddGFNI512x8(tab *[256]uint64, coef *byte, k int, src [][]byte, dst [][]byte, n int)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, GFNI
-TEXT ·dotAddGFNI512x8(SB), NOSPLIT, $0-80
-	MOVQ n+72(FP), AX
-	XORQ CX, CX
+// func dotAddGFNI512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, GFNI
+TEXT ·dotAddGFNI512x8(SB), NOSPLIT, $0-72
+	MOVQ       n+64(FP), AX
+	XORQ       CX, CX
+	MOVQ       dst_base+40(FP), DX
+	MOVQ       (DX), DX
+	MOVQ       DX, DX
+	NEGQ       DX
+	ANDQ       $0x3f, DX
+	JZ         dotAddGFNI512x8_loop
+	CMPQ       DX, AX
+	CMOVQGT    AX, DX
+	MOVQ       $-1, BX
+	BZHIQ      DX, BX, BX
+	KMOVQ      BX, K1
+	MOVQ       dst_base+40(FP), BX
+	MOVQ       (BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z0
+	MOVQ       24(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z1
+	MOVQ       48(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z2
+	MOVQ       72(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z3
+	MOVQ       96(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z4
+	MOVQ       120(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z5
+	MOVQ       144(BX), SI
+	VMOVDQU8.Z (SI)(CX*1), K1, Z6
+	MOVQ       168(BX), BX
+	VMOVDQU8.Z (BX)(CX*1), K1, Z7
+	MOVQ       src_base+16(FP), BX
+	MOVQ       coef+0(FP), SI
+	MOVQ       k+8(FP), DI
+	LEAQ       ·gfniMat8+0(SB), R8
+	MOVQ       k+8(FP), R9
+
+dotAddGFNI512x8_head:
+	MOVQ           (BX), R10
+	VMOVDQU8.Z     (R10)(CX*1), K1, Z8
+	MOVQ           SI, R10
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z0, Z0
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z1, Z1
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z2, Z2
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z3, Z3
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z4, Z4
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z5, Z5
+	MOVBQZX        (R10), R11
+	ADDQ           R9, R10
+	VPBROADCASTQ   (R8)(R11*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z9
+	VPXORQ         Z9, Z6, Z6
+	MOVBQZX        (R10), R10
+	VPBROADCASTQ   (R8)(R10*8), Z9
+	VGF2P8AFFINEQB $0x00, Z9, Z8, Z8
+	VPXORQ         Z8, Z7, Z7
+	ADDQ           $0x18, BX
+	INCQ           SI
+	DECQ           DI
+	JNZ            dotAddGFNI512x8_head
+	MOVQ           dst_base+40(FP), BX
+	MOVQ           (BX), SI
+	VMOVDQU8       Z0, K1, (SI)(CX*1)
+	MOVQ           24(BX), SI
+	VMOVDQU8       Z1, K1, (SI)(CX*1)
+	MOVQ           48(BX), SI
+	VMOVDQU8       Z2, K1, (SI)(CX*1)
+	MOVQ           72(BX), SI
+	VMOVDQU8       Z3, K1, (SI)(CX*1)
+	MOVQ           96(BX), SI
+	VMOVDQU8       Z4, K1, (SI)(CX*1)
+	MOVQ           120(BX), SI
+	VMOVDQU8       Z5, K1, (SI)(CX*1)
+	MOVQ           144(BX), SI
+	VMOVDQU8       Z6, K1, (SI)(CX*1)
+	MOVQ           168(BX), BX
+	VMOVDQU8       Z7, K1, (BX)(CX*1)
+	ADDQ           DX, CX
+	SUBQ           DX, AX
 
 dotAddGFNI512x8_loop:
 	CMPQ      AX, $0x00000080
 	JB        dotAddGFNI512x8_tail
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	VMOVDQU64 64(BX)(CX*1), Z1
@@ -16563,11 +19519,11 @@ dotAddGFNI512x8_loop:
 	MOVQ      168(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z14
 	VMOVDQU64 64(DX)(CX*1), Z15
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x8_u2:
 	MOVQ           (DX), R9
@@ -16633,7 +19589,7 @@ dotAddGFNI512x8_u2:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x8_u2
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	VMOVDQU64      Z1, 64(BX)(CX*1)
@@ -16665,7 +19621,7 @@ dotAddGFNI512x8_u2:
 dotAddGFNI512x8_tail:
 	CMPQ      AX, $0x00000040
 	JB        dotAddGFNI512x8_skip1
-	MOVQ      dst_base+48(FP), DX
+	MOVQ      dst_base+40(FP), DX
 	MOVQ      (DX), BX
 	VMOVDQU64 (BX)(CX*1), Z0
 	MOVQ      24(DX), BX
@@ -16682,11 +19638,11 @@ dotAddGFNI512x8_tail:
 	VMOVDQU64 (BX)(CX*1), Z6
 	MOVQ      168(DX), DX
 	VMOVDQU64 (DX)(CX*1), Z7
-	MOVQ      src_base+24(FP), DX
-	MOVQ      coef+8(FP), BX
-	MOVQ      k+16(FP), SI
-	MOVQ      tab+0(FP), DI
-	MOVQ      k+16(FP), R8
+	MOVQ      src_base+16(FP), DX
+	MOVQ      coef+0(FP), BX
+	MOVQ      k+8(FP), SI
+	LEAQ      ·gfniMat8+0(SB), DI
+	MOVQ      k+8(FP), R8
 
 dotAddGFNI512x8_u1:
 	MOVQ           (DX), R9
@@ -16735,7 +19691,7 @@ dotAddGFNI512x8_u1:
 	INCQ           BX
 	DECQ           SI
 	JNZ            dotAddGFNI512x8_u1
-	MOVQ           dst_base+48(FP), DX
+	MOVQ           dst_base+40(FP), DX
 	MOVQ           (DX), BX
 	VMOVDQU64      Z0, (BX)(CX*1)
 	MOVQ           24(DX), BX
@@ -16761,7 +19717,7 @@ dotAddGFNI512x8_skip1:
 	MOVQ       $-1, DX
 	BZHIQ      AX, DX, DX
 	KMOVQ      DX, K1
-	MOVQ       dst_base+48(FP), AX
+	MOVQ       dst_base+40(FP), AX
 	MOVQ       (AX), DX
 	VMOVDQU8.Z (DX)(CX*1), K1, Z0
 	MOVQ       24(AX), DX
@@ -16778,13 +19734,13 @@ dotAddGFNI512x8_skip1:
 	VMOVDQU8.Z (DX)(CX*1), K1, Z6
 	MOVQ       168(AX), AX
 	VMOVDQU8.Z (AX)(CX*1), K1, Z7
-	MOVQ       src_base+24(FP), AX
-	MOVQ       coef+8(FP), DX
-	MOVQ       k+16(FP), BX
-	MOVQ       tab+0(FP), SI
-	MOVQ       k+16(FP), DI
+	MOVQ       src_base+16(FP), AX
+	MOVQ       coef+0(FP), DX
+	MOVQ       k+8(FP), BX
+	LEAQ       ·gfniMat8+0(SB), SI
+	MOVQ       k+8(FP), DI
 
-dotAddGFNI512x8_u1m:
+dotAddGFNI512x8_tail1:
 	MOVQ           (AX), R8
 	VMOVDQU8.Z     (R8)(CX*1), K1, Z8
 	MOVQ           DX, R8
@@ -16830,8 +19786,8 @@ dotAddGFNI512x8_u1m:
 	ADDQ           $0x18, AX
 	INCQ           DX
 	DECQ           BX
-	JNZ            dotAddGFNI512x8_u1m
-	MOVQ           dst_base+48(FP), AX
+	JNZ            dotAddGFNI512x8_tail1
+	MOVQ           dst_base+40(FP), AX
 	MOVQ           (AX), DX
 	VMOVDQU8       Z0, K1, (DX)(CX*1)
 	MOVQ           24(AX), DX

@@ -2,15 +2,8 @@
 
 package gf
 
-// Without assembly only LevelGeneric exists.
+// Without assembly only LevelGeneric exists: kern8 has it already.
 
 func detectCPU(*[numLevels]bool) {}
-
-func mulRegion(_ Level, dst, src []byte, c byte)    { mulGeneric(dst, src, c) }
-func mulAddRegion(_ Level, dst, src []byte, c byte) { mulAddGeneric(dst, src, c) }
-
-func dotRegion(_ Level, dst, src [][]byte, coef []byte, n int, add bool) {
-	dotGeneric(dst, src, coef, 0, n, add)
-}
 
 func initArch8() {}

@@ -154,6 +154,7 @@ func sweepLengths(t *testing.T, src, dst0, coefs []byte, offs []int) {
 	const max, canary = 4096, 0x5A
 	mulWant := make([]byte, max)
 	addWant := make([]byte, max)
+	canaries := bytes.Repeat([]byte{canary}, max)
 	bufs := make([]*guarded8, 0, len(offs))
 	for _, off := range offs {
 		bufs = append(bufs, newGuarded8(off, max, canary))
@@ -185,13 +186,236 @@ func sweepLengths(t *testing.T, src, dst0, coefs []byte, offs []int) {
 					if !bytes.Equal(d, addWant[:n]) || past(full, n) {
 						t.Fatalf("MulAdd level=%v c=%#x n=%d off=%d: wrong result or wrote past n", l, c, n, g.off)
 					}
-					// Back to the canary, so the next n sees writes past its end.
-					for i := range d {
-						d[i] = canary
-					}
+					copy(d, canaries) // so the next n sees writes past its end
 				}
 				g.check(t, fmt.Sprintf("level=%v c=%#x off=%d", l, c, g.off))
 			}
 		})
 	}
+}
+
+// refDot is the dot product by the reference MulAdd, one source at a time.
+func refDot(dst, src [][]byte, coef []byte, n int, add bool) {
+	k := len(src)
+	for j, d := range dst {
+		if !add {
+			clear(d[:n])
+		}
+		for i, s := range src {
+			refMul(d[:n], s[:n], coef[j*k+i], true)
+		}
+	}
+}
+
+// TestDotShapes: MulMulti and MulAddMulti for 1…64 sources and 1…17
+// destinations (so more than one kernel pass), odd lengths, buffers of
+// unequal lengths (n is the shortest), at every level.
+func TestDotShapes(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	ks := []int{1, 2, 3, 5, 8, 13, 32, 33, 64}
+	ms := []int{1, 2, 3, 4, 5, 7, 8, 9, 17}
+	ns := []int{0, 1, 17, 64, 65, 129, 513, 1408, 1409}
+	for _, k := range ks {
+		for _, m := range ms {
+			for _, n := range ns {
+				checkDot(t, r, k, m, n)
+			}
+		}
+	}
+}
+
+func checkDot(t *testing.T, r *rand.Rand, k, m, n int) {
+	t.Helper()
+	src := make([][]byte, k)
+	for i := range src {
+		src[i] = randBuf8(r, n+i%3) // only src[0] and every third are exactly n
+	}
+	coef := randBuf8(r, m*k)
+	for i := range coef {
+		if r.IntN(8) == 0 {
+			coef[i] = byte(r.IntN(2)) // zeros and ones, which kernels may special-case
+		}
+	}
+	dst0 := make([][]byte, m)
+	for j := range dst0 {
+		dst0[j] = randBuf8(r, n+j%2)
+	}
+	for _, add := range []bool{false, true} {
+		want := make([][]byte, m)
+		for j := range want {
+			want[j] = bytes.Clone(dst0[j])
+		}
+		refDot(want, src, coef, n, add)
+		forLevels(t, func(l Level) {
+			gs := make([]*guarded8, m)
+			dst := make([][]byte, m)
+			for j := range dst {
+				gs[j] = newGuarded8(j%8, len(dst0[j]), 0x3C)
+				dst[j] = gs[j].data()
+				copy(dst[j], dst0[j])
+			}
+			what := fmt.Sprintf("level=%v k=%d m=%d n=%d add=%v", l, k, m, n, add)
+			if add {
+				MulAddMulti(dst, src, coef)
+			} else {
+				MulMulti(dst, src, coef)
+			}
+			for j := range dst {
+				if !bytes.Equal(dst[j], want[j]) {
+					for x := range dst[j] {
+						if dst[j][x] != want[j][x] {
+							t.Fatalf("%s: dst[%d][%d] = %#x, want %#x", what, j, x, dst[j][x], want[j][x])
+						}
+					}
+				}
+				gs[j].check(t, what)
+			}
+		})
+	}
+}
+
+func TestDotEdges(t *testing.T) {
+	a, b := []byte{1, 2, 3}, []byte{4, 5, 6}
+	// No sources: MulMulti zeroes, MulAddMulti leaves alone.
+	MulAddMulti([][]byte{a}, nil, nil)
+	if !bytes.Equal(a, []byte{1, 2, 3}) {
+		t.Fatal("MulAddMulti with no sources changed dst")
+	}
+	MulMulti([][]byte{a}, nil, nil)
+	if !bytes.Equal(a, []byte{0, 0, 0}) {
+		t.Fatal("MulMulti with no sources did not zero dst")
+	}
+	// No destinations: nothing to do, not even reading coef.
+	MulMulti(nil, [][]byte{b}, nil)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("short coef did not panic")
+		}
+	}()
+	MulMulti([][]byte{a, a}, [][]byte{b}, []byte{1})
+}
+
+// TestInPlace: Mul and MulAdd with dst and src the same slice.
+func TestInPlace(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	src := randBuf8(r, 1409)
+	forLevels(t, func(l Level) {
+		for _, c := range []byte{0, 1, 2, 0xFF} {
+			buf := bytes.Clone(src)
+			want := make([]byte, len(src))
+			refMul(want, src, c, false)
+			Mul(buf, buf, c)
+			if !bytes.Equal(buf, want) {
+				t.Fatalf("in-place Mul level=%v c=%#x", l, c)
+			}
+			buf = bytes.Clone(src)
+			MulAdd(buf, buf, c)
+			refMul(want, src, c^1, false) // x ^ c·x = (c+1)·x
+			if !bytes.Equal(buf, want) {
+				t.Fatalf("in-place MulAdd level=%v c=%#x", l, c)
+			}
+		}
+	})
+}
+
+func TestRegionAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	src := make([][]byte, 32)
+	for i := range src {
+		src[i] = randBuf8(r, 1408)
+	}
+	dst := [][]byte{make([]byte, 1408), make([]byte, 1408)}
+	coef := randBuf8(r, 64)
+	forLevels(t, func(l Level) {
+		allocs := testing.AllocsPerRun(20, func() {
+			Mul(dst[0], src[0], 7)
+			MulAdd(dst[0], src[1], 9)
+			MulMulti(dst, src, coef)
+			MulAddMulti(dst, src, coef)
+		})
+		if allocs != 0 {
+			t.Errorf("level %v: %v allocations per run", l, allocs)
+		}
+	})
+}
+
+// FuzzRegion8: random data, coefficient, level and offset; Mul and MulAdd
+// must equal the reference and stay inside dst.
+func FuzzRegion8(f *testing.F) {
+	f.Add([]byte("linerate"), byte(2), byte(0), byte(0))
+	f.Add(bytes.Repeat([]byte{0x80, 0x01, 0xFF}, 100), byte(0x1D), byte(5), byte(3))
+	f.Add(make([]byte, 1408), byte(0xFF), byte(4), byte(7))
+	levels := Levels()
+	f.Fuzz(func(t *testing.T, data []byte, c, lv, off byte) {
+		restore, err := SetLevel(levels[int(lv)%len(levels)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer restore()
+		o := int(off % 8)
+		if o > len(data) {
+			o = len(data)
+		}
+		src := data[o:]
+		dst0 := bytes.Clone(data[:len(src)])
+		checkRegion(t, CurrentLevel(), src, dst0, c, int(off/8)%8)
+	})
+}
+
+// FuzzDot8: random shape, coefficients and sources; MulMulti and
+// MulAddMulti at a random level must equal the reference.
+func FuzzDot8(f *testing.F) {
+	f.Add(bytes.Repeat([]byte("0123456789abcdef"), 64), byte(3), byte(2), byte(0))
+	f.Add(bytes.Repeat([]byte{0xFF, 0x00, 0x1D}, 400), byte(32), byte(1), byte(4))
+	f.Add(make([]byte, 300), byte(9), byte(9), byte(2))
+	levels := Levels()
+	f.Fuzz(func(t *testing.T, data []byte, kb, mb, lv byte) {
+		k, m := int(kb%65), int(mb%10)+1
+		if len(data) < m*k {
+			return
+		}
+		coef, rest := data[:m*k], data[m*k:]
+		n := 0
+		if k > 0 {
+			n = len(rest) / k
+		}
+		src := make([][]byte, k)
+		for i := range src {
+			src[i] = rest[i*n : (i+1)*n]
+		}
+		dst0 := make([][]byte, m)
+		for j := range dst0 {
+			dst0[j] = bytes.Clone(rest[:n])
+		}
+		if k == 0 {
+			n = len(rest)
+			for j := range dst0 {
+				dst0[j] = bytes.Clone(rest)
+			}
+		}
+		restore, err := SetLevel(levels[int(lv)%len(levels)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer restore()
+		for _, add := range []bool{false, true} {
+			want := make([][]byte, m)
+			got := make([][]byte, m)
+			for j := range want {
+				want[j] = bytes.Clone(dst0[j])
+				got[j] = bytes.Clone(dst0[j])
+			}
+			refDot(want, src, coef, n, add)
+			if add {
+				MulAddMulti(got, src, coef)
+			} else {
+				MulMulti(got, src, coef)
+			}
+			for j := range got {
+				if !bytes.Equal(got[j], want[j]) {
+					t.Fatalf("level=%v k=%d m=%d n=%d add=%v: dst[%d] differs", CurrentLevel(), k, m, n, add, j)
+				}
+			}
+		}
+	})
 }

@@ -293,45 +293,60 @@ func tailMask(rem reg.Register) reg.Register {
 	return k
 }
 
-// genSingle generates mul<L> or mulAdd<L>: one source, one destination,
-// the coefficient's table entry given by pointer.
+// table returns the level's per-coefficient table, a package variable of gf
+// built at init: gfniMat8 (8-byte matrices) or nibble8 (32-byte table pairs).
+func (l level) table() (sym Mem, entry int) {
+	if l.gfni {
+		return NewDataAddr(Symbol{Name: "·gfniMat8"}, 0), 8
+	}
+	return NewDataAddr(Symbol{Name: "·nibble8"}, 0), 32
+}
+
+// coefAddr returns the address of coefficient cb's table entry, tab being
+// the table's base address in a register. cb is clobbered for PSHUFB
+// entries, which are too large for a scaled index.
+func (l level) coefAddr(tab, cb reg.Register) Mem {
+	if _, entry := l.table(); entry == 8 {
+		return Mem{Base: tab, Index: cb, Scale: 8}
+	}
+	SHLQ(U8(5), cb)
+	return Mem{Base: tab, Index: cb, Scale: 1}
+}
+
+// genSingle generates mul<L> or mulAdd<L>: one source, one destination.
 func genSingle(l level, add bool) {
 	name, what := "mul"+l.name, "dst = c·src"
 	if add {
 		name, what = "mulAdd"+l.name, "dst ^= c·src"
 	}
-	tbl := "*[32]byte"
-	if l.gfni {
-		tbl = "*uint64"
-	}
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(tbl %s, dst, src []byte)", tbl))
+	TEXT(name, NOSPLIT, "func(dst, src []byte, c byte)")
 	Pragma("noescape")
 	if l.evex {
 		Doc(fmt.Sprintf("%s sets %s over len(src) bytes; len(dst) ≥ len(src).", name, what))
 	} else {
 		Doc(fmt.Sprintf("%s sets %s over len(src) rounded down to %d bytes; len(dst) ≥ len(src).", name, what, l.width))
 	}
-	tp := Load(Param("tbl"), GP64())
 	dp := Load(Param("dst").Base(), GP64())
 	sp := Load(Param("src").Base(), GP64())
 	n := Load(Param("src").Len(), GP64())
+	cb := Load(Param("c"), GP64())
+	tab := GP64()
+	sym, _ := l.table()
+	LEAQ(sym, tab)
 	var mask reg.VecVirtual
 	if !l.gfni {
 		mask = l.nibbleMask()
 	}
-	c := l.loadCoef(Mem{Base: tp})
+	c := l.loadCoef(l.coefAddr(tab, cb))
 
 	W := l.width
 	u := 8
-	if !l.gfni {
+	if !l.gfni && !l.evex {
 		u = 4
-		if l.nreg > 16 {
-			u = 8
-		}
 	}
 	off := GP64()
 	XORQ(off, off)
-	block := func(u int, k reg.Register) {
+	block := func(u int, k reg.Register, _ string) {
 		xs := make([]src, u)
 		for i := range xs {
 			x := l.vec()
@@ -366,22 +381,39 @@ func genSingle(l level, add bool) {
 			}
 		}
 	}
-	loopTail(name, l, u, n, off, block)
+	loopTail(name, l, u, n, off, dp, block)
 	RET()
 }
 
-// loopTail emits the main loop of u vectors per iteration over [off, n),
-// then single passes of u/2 … 1 vectors, then (AVX-512) a masked last
-// vector. block(u, k) emits the body for u vectors at off; k is the tail
-// mask or nil.
-func loopTail(name string, l level, u int, n, off reg.Register, block func(u int, k reg.Register)) {
+// loopTail emits the loops over [0, n) for a kernel. On the AVX-512 levels
+// a masked head first brings align (the destination) to a 64-byte boundary:
+// stores that split cache lines cost twice, and when source and destination
+// are equally misaligned, as payloads at the same offset in their packet
+// buffers are, the loads come out aligned as well. Then a main loop of u
+// vectors per iteration, single passes of u/2 … 1 vectors, and on the
+// AVX-512 levels a masked last vector. block(u, k, tag) emits the body for u
+// vectors at off; k is the byte mask or nil; tag names its labels uniquely.
+func loopTail(name string, l level, u int, n, off, align reg.Register, block func(u int, k reg.Register, tag string)) {
 	W := l.width
 	rem := GP64()
 	MOVQ(n, rem)
+	if l.evex {
+		head := GP64()
+		MOVQ(align, head)
+		NEGQ(head)
+		ANDQ(U8(63), head)
+		JZ(LabelRef(name + "_loop"))
+		CMPQ(head, rem)
+		CMOVQGT(rem, head)
+		k := tailMask(head)
+		block(1, k, "head")
+		ADDQ(head, off)
+		SUBQ(head, rem)
+	}
 	Label(name + "_loop")
 	CMPQ(rem, U32(u*W))
 	JB(LabelRef(name + "_tail"))
-	block(u, nil)
+	block(u, nil, fmt.Sprintf("u%d", u))
 	ADDQ(U32(u*W), off)
 	SUBQ(U32(u*W), rem)
 	JMP(LabelRef(name + "_loop"))
@@ -390,7 +422,7 @@ func loopTail(name string, l level, u int, n, off reg.Register, block func(u int
 		skip := fmt.Sprintf("%s_skip%d", name, v)
 		CMPQ(rem, U32(v*W))
 		JB(LabelRef(skip))
-		block(v, nil)
+		block(v, nil, fmt.Sprintf("u%d", v))
 		ADDQ(U32(v*W), off)
 		SUBQ(U32(v*W), rem)
 		Label(skip)
@@ -399,7 +431,7 @@ func loopTail(name string, l level, u int, n, off reg.Register, block func(u int
 		TESTQ(rem, rem)
 		JZ(LabelRef(name + "_done"))
 		k := tailMask(rem)
-		block(1, k)
+		block(1, k, "tail1")
 		Label(name + "_done")
 	}
 	if l.width > 16 {
@@ -408,9 +440,7 @@ func loopTail(name string, l level, u int, n, off reg.Register, block func(u int
 }
 
 // genDot generates dot<L>x<m> and dotAdd<L>x<m>: with k sources and m
-// destinations, dst[j][x] (^)= Σ_i coef[j*k+i]·src[i][x] for x < n. tab is the
-// per-coefficient table (matrices or nibble tables) indexed by the
-// coefficient byte.
+// destinations, dst[j][x] (^)= Σ_i coef[j*k+i]·src[i][x] for x < n.
 func genDot(l level, m int, add bool) {
 	name := fmt.Sprintf("dot%sx%d", l.name, m)
 	what := "="
@@ -418,11 +448,7 @@ func genDot(l level, m int, add bool) {
 		name = fmt.Sprintf("dotAdd%sx%d", l.name, m)
 		what = "^="
 	}
-	tabType, entry := "*[256][32]byte", 32
-	if l.gfni {
-		tabType, entry = "*[256]uint64", 8
-	}
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(tab %s, coef *byte, k int, src, dst [][]byte, n int)", tabType))
+	TEXT(name, NOSPLIT, "func(coef *byte, k int, src, dst [][]byte, n int)")
 	Pragma("noescape")
 	rounding := ""
 	if !l.evex {
@@ -438,12 +464,9 @@ func genDot(l level, m int, add bool) {
 		mask = l.nibbleMask()
 	}
 	W := l.width
-	scale := uint8(entry)
-	if entry == 32 {
-		scale = 1 // no ×32 addressing: the coefficient is shifted instead
-	}
+	sym, _ := l.table()
 
-	block := func(u int, km reg.Register) {
+	block := func(u int, km reg.Register, tag string) {
 		accs := make([][]reg.VecVirtual, m)
 		for j := range accs {
 			accs[j] = make([]reg.VecVirtual, u)
@@ -468,15 +491,13 @@ func genDot(l level, m int, add bool) {
 		sp := Load(Param("src").Base(), GP64())
 		cp := Load(Param("coef"), GP64())
 		cnt := Load(Param("k"), GP64())
-		tab := Load(Param("tab"), GP64())
+		tab := GP64()
+		LEAQ(sym, tab)
 		var kstride reg.Register
 		if m > 1 {
 			kstride = Load(Param("k"), GP64())
 		}
-		label := fmt.Sprintf("%s_u%d", name, u)
-		if km != nil {
-			label += "m"
-		}
+		label := name + "_" + tag
 		// step adds source *sp times column *cp of the coefficients to the
 		// accumulators; with first set (the overwriting kernel's first
 		// source) it defines them instead, so nothing needs zeroing.
@@ -505,10 +526,7 @@ func genDot(l level, m int, add bool) {
 				if j < m-1 {
 					ADDQ(kstride, row)
 				}
-				if entry == 32 {
-					SHLQ(U8(5), cb)
-				}
-				c := l.loadCoef(Mem{Base: tab, Index: cb, Scale: scale})
+				c := l.loadCoef(l.coefAddr(tab, cb))
 				for i, s := range xs {
 					if first {
 						accs[j][i] = l.product(c, s)
@@ -546,6 +564,14 @@ func genDot(l level, m int, add bool) {
 			}
 		}
 	}
-	loopTail(name, l, l.blocks(m), n, off, block)
+	var align reg.Register
+	if l.evex {
+		// Align on the first destination; in a coding generation all
+		// buffers usually share its offset.
+		dst := Load(Param("dst").Base(), GP64())
+		align = GP64()
+		MOVQ(Mem{Base: dst}, align)
+	}
+	loopTail(name, l, l.blocks(m), n, off, align, block)
 	RET()
 }
