@@ -29,11 +29,14 @@ type Echelon struct {
 	pivotOf []int32 // slot → its pivot column
 	slotOf  []int32 // column → slot whose pivot it is, or -1
 
-	// Scratch, sized at construction so Insert allocates nothing.
-	vec   []byte   // the incoming vector being reduced
-	srcs  [][]byte // fused-kernel sources
-	dsts  [][]byte // fused-kernel destinations
-	coefs []byte   // fused-kernel coefficients
+	// Scratch for the fused kernels, sized at construction so Insert
+	// allocates nothing: the rows a new vector is reduced by (coefficient
+	// and payload parts), the rows back-substitution updates, and factors.
+	vec         []byte
+	coefRows    [][]byte
+	payloadRows [][]byte
+	one         [][]byte
+	factors     []byte
 }
 
 // NewEchelon returns an empty decoder for generations of k source blocks of
@@ -43,16 +46,17 @@ func NewEchelon(k, payloadLen int) (*Echelon, error) {
 		return nil, fmt.Errorf("gf: NewEchelon(%d, %d): need k > 0 and payloadLen ≥ 0", k, payloadLen)
 	}
 	e := &Echelon{
-		k:       k,
-		n:       payloadLen,
-		coef:    make([]byte, k*k),
-		payload: make([]byte, k*payloadLen),
-		pivotOf: make([]int32, k),
-		slotOf:  make([]int32, k),
-		vec:     make([]byte, k),
-		srcs:    make([][]byte, 0, k+1),
-		dsts:    make([][]byte, 0, k),
-		coefs:   make([]byte, 0, k+1),
+		k:           k,
+		n:           payloadLen,
+		coef:        make([]byte, k*k),
+		payload:     make([]byte, k*payloadLen),
+		pivotOf:     make([]int32, k),
+		slotOf:      make([]int32, k),
+		vec:         make([]byte, k),
+		coefRows:    make([][]byte, 0, k),
+		payloadRows: make([][]byte, 0, k+1),
+		one:         make([][]byte, 1),
+		factors:     make([]byte, 0, k+1),
 	}
 	e.Reset()
 	return e, nil
@@ -93,21 +97,23 @@ func (e *Echelon) Insert(coeffs, payload []byte) (innovative bool, err error) {
 		return false, nil
 	}
 
-	// Reduce the coefficients against every row held, recording the
-	// (row, factor) pairs. In reduced form a row's pivot column is zero in
-	// all other rows, so one pass in any order clears every pivot column.
+	// Reduce the coefficients against every row held. In reduced form a
+	// row's pivot column is zero in every other row, so the factor of row s
+	// is the incoming coefficient at its pivot, known before any
+	// subtraction: the reduction is one fused dot product.
 	v := e.vec
 	copy(v, coeffs)
-	e.srcs, e.coefs = e.srcs[:1], e.coefs[:1] // slot 0 is for payload
+	e.coefRows, e.payloadRows = e.coefRows[:0], e.payloadRows[:1] // [0] is for payload
+	e.factors = e.factors[:1]
 	for s := 0; s < e.rank; s++ {
-		f := v[e.pivotOf[s]]
-		if f == 0 {
-			continue
+		if f := coeffs[e.pivotOf[s]]; f != 0 {
+			e.coefRows = append(e.coefRows, e.row(s))
+			e.payloadRows = append(e.payloadRows, e.payloadRow(s))
+			e.factors = append(e.factors, f)
 		}
-		mulAddSmall(v, e.row(s), f)
-		e.srcs = append(e.srcs, e.payloadRow(s))
-		e.coefs = append(e.coefs, f)
 	}
+	e.one[0] = v
+	MulAddMulti(e.one, e.coefRows, e.factors[1:])
 	q := -1
 	for j, c := range v {
 		if c != 0 {
@@ -126,43 +132,45 @@ func (e *Echelon) Insert(coeffs, payload []byte) (innovative bool, err error) {
 	inv := Inv8(v[q])
 	row := e.row(slot)
 	Mul(row, v, inv)
-	for i := 1; i < len(e.coefs); i++ {
-		e.coefs[i] = Mul8(e.coefs[i], inv)
-	}
 	if e.n > 0 {
+		f := e.factors
+		f[0] = inv
+		for i := 1; i < len(f); i++ {
+			f[i] = Mul8(f[i], inv)
+		}
 		dst := e.payloadRow(slot)
-		e.dsts = append(e.dsts[:0], dst[:len(payload)])
-		e.srcs[0], e.coefs[0] = payload, inv
-		MulMulti(e.dsts, e.srcs, e.coefs)
+		srcs := e.payloadRows
+		srcs[0] = payload
+		e.one[0] = dst[:len(payload)]
+		MulMulti(e.one, srcs, f)
 		if len(payload) < e.n {
 			// Past the caller's payload only the held rows contribute.
-			e.dsts[0] = dst[len(payload):]
-			for i := 1; i < len(e.srcs); i++ {
-				e.srcs[i] = e.srcs[i][len(payload):]
+			e.one[0] = dst[len(payload):]
+			for i := 1; i < len(srcs); i++ {
+				srcs[i] = srcs[i][len(payload):]
 			}
-			MulMulti(e.dsts, e.srcs[1:], e.coefs[1:])
+			MulMulti(e.one, srcs[1:], f[1:])
 		}
 	}
 
-	// Back-substitute: clear column q from every other row, coefficients
-	// and then payloads in one pass of the new payload.
-	e.dsts, e.coefs = e.dsts[:0], e.coefs[:0]
+	// Back-substitute: clear column q from every other row, in one pass of
+	// the new row over the coefficients, then one over the payloads.
+	e.coefRows, e.payloadRows, e.factors = e.coefRows[:0], e.payloadRows[:0], e.factors[:0]
 	for s := 0; s < e.rank; s++ {
-		r := e.row(s)
-		f := r[q]
-		if f == 0 {
-			continue
-		}
-		mulAddSmall(r, row, f)
-		if e.n > 0 {
-			e.dsts = append(e.dsts, e.payloadRow(s))
-			e.coefs = append(e.coefs, f)
+		if f := e.coef[s*e.k+q]; f != 0 {
+			e.coefRows = append(e.coefRows, e.row(s))
+			e.payloadRows = append(e.payloadRows, e.payloadRow(s))
+			e.factors = append(e.factors, f)
 		}
 	}
-	if len(e.dsts) > 0 {
-		e.srcs = append(e.srcs[:0], e.payloadRow(slot))
-		// coefs is the len(dsts)×1 matrix of factors: one source.
-		MulAddMulti(e.dsts, e.srcs, e.coefs)
+	if len(e.factors) > 0 {
+		// factors is the len×1 matrix of a single source.
+		e.one[0] = row
+		MulAddMulti(e.coefRows, e.one, e.factors)
+		if e.n > 0 {
+			e.one[0] = e.payloadRow(slot)
+			MulAddMulti(e.payloadRows, e.one, e.factors)
+		}
 	}
 	e.pivotOf[slot] = int32(q)
 	e.slotOf[q] = int32(slot)
@@ -205,18 +213,4 @@ func (e *Echelon) row(s int) []byte { return e.coef[s*e.k : (s+1)*e.k : (s+1)*e.
 
 func (e *Echelon) payloadRow(s int) []byte {
 	return e.payload[s*e.n : (s+1)*e.n : (s+1)*e.n]
-}
-
-// mulAddSmall is MulAdd for coefficient vectors: a generation has tens of
-// coefficients, too few to pay for a vector kernel's setup.
-func mulAddSmall(dst, src []byte, c byte) {
-	if len(dst) >= 64 {
-		MulAdd(dst, src, c)
-		return
-	}
-	t := &mul8[c]
-	src = src[:len(dst)]
-	for i, s := range src {
-		dst[i] ^= t[s]
-	}
 }

@@ -467,3 +467,32 @@ func FuzzEchelon(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkEchelon decodes one generation of k blocks of 1408 bytes from
+// k+2 dense coded packets (two of them redundant), reporting decoded
+// payload GB/s.
+func BenchmarkEchelon(b *testing.B) {
+	for _, k := range []int{8, 32, 64} {
+		b.Run(fmt.Sprintf("k=%d/size=1408", k), func(b *testing.B) {
+			const n = 1408
+			rng := rand.New(rand.NewPCG(8, 7))
+			g := newGeneration(rng, k, n)
+			var cos, pls [][]byte
+			for i := 0; i < k+2; i++ {
+				co := randWide(rng, k)
+				cos, pls = append(cos, co), append(pls, g.code(co))
+			}
+			e, _ := NewEchelon(k, n)
+			for b.Loop() {
+				e.Reset()
+				for i := range cos {
+					e.Insert(cos[i], pls[i])
+				}
+			}
+			if !e.Full() {
+				b.Fatal("generation not decoded")
+			}
+			b.ReportMetric(float64(k*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}

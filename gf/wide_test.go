@@ -175,7 +175,21 @@ func coefs16() []uint16 {
 	return cs
 }
 
-func TestRegion16Levels(t *testing.T) {
+func TestRegion16Levels(t *testing.T) { testRegion16(t, coefs16()) }
+
+// TestRegion16Long is the full sweep: every coefficient, behind -long.
+func TestRegion16Long(t *testing.T) {
+	if !*longSweep {
+		t.Skip("the sweep of all 65536 GF(2^16) coefficients runs with -long")
+	}
+	cs := make([]uint16, 1<<16)
+	for i := range cs {
+		cs[i] = uint16(i)
+	}
+	testRegion16(t, cs)
+}
+
+func testRegion16(t *testing.T, coefs []uint16) {
 	rng := rand.New(rand.NewPCG(16, 3))
 	maxN := lengths16[len(lengths16)-1]
 	src := randWide(rng, maxN)
@@ -183,7 +197,7 @@ func TestRegion16Levels(t *testing.T) {
 	want := make([]byte, maxN)
 	wantAdd := make([]byte, maxN)
 	levels := Levels()
-	for _, c := range coefs16() {
+	for _, c := range coefs {
 		// Every length is a prefix of the longest: one reference serves all.
 		for i := 0; i < maxN; i += 2 {
 			p := Mul16(c, uint16(src[i])<<8|uint16(src[i+1]))
