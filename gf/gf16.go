@@ -19,6 +19,12 @@ const (
 var (
 	log16 [1 << 16]uint16     // log16[0] is unused
 	exp16 [2 * order16]uint16 // doubled so that exp16[log a + log b] needs no modulo
+
+	// The tables and matrices of a coefficient are linear in it, so those of
+	// c are the XOR of those of its four nibbles n<<4k, precomputed here
+	// (10 KiB): a region call then sets up in a few ns instead of ~50.
+	pshufb16Nibble [4][16][16]uint64
+	gfni16Nibble   [4][16][4]uint64
 )
 
 func init() {
@@ -30,6 +36,13 @@ func init() {
 		x <<= 1
 		if x&(1<<16) != 0 {
 			x ^= Poly16
+		}
+	}
+	for k := 0; k < 4; k++ {
+		for n := 0; n < 16; n++ {
+			c := uint16(n) << (4 * k)
+			buildPshufbTables16(c, &pshufb16Nibble[k][n])
+			buildGFNIMatrices16(c, &gfni16Nibble[k][n])
 		}
 	}
 }
@@ -122,10 +135,18 @@ func (t *mulTable16) init(c uint16) {
 	}
 }
 
-// pshufbTables16 lays out the 8 PSHUFB tables of c: for nibble n3, n2, n1, n0
+// pshufbTables16 returns the 8 PSHUFB tables of c: for nibble n3, n2, n1, n0
 // of the element in turn, 16 bytes of the products' high bytes, then 16 of
 // their low bytes.
 func pshufbTables16(c uint16, out *[16]uint64) {
+	a, b := &pshufb16Nibble[0][c&15], &pshufb16Nibble[1][c>>4&15]
+	d, e := &pshufb16Nibble[2][c>>8&15], &pshufb16Nibble[3][c>>12]
+	for i := range out {
+		out[i] = a[i] ^ b[i] ^ d[i] ^ e[i]
+	}
+}
+
+func buildPshufbTables16(c uint16, out *[16]uint64) {
 	p := basis16(c)
 	for k := 0; k < 4; k++ {
 		b := p[4*(3-k) : 4*(3-k)+4]
@@ -191,6 +212,14 @@ func MulAddRegion16(dst, src []byte, c uint16) {
 // VGF2P8AFFINEQB: high input byte to high output byte, low to high, high to
 // low, low to low.
 func gfniMatrices16(c uint16, m *[4]uint64) {
+	a, b := &gfni16Nibble[0][c&15], &gfni16Nibble[1][c>>4&15]
+	d, e := &gfni16Nibble[2][c>>8&15], &gfni16Nibble[3][c>>12]
+	for i := range m {
+		m[i] = a[i] ^ b[i] ^ d[i] ^ e[i]
+	}
+}
+
+func buildGFNIMatrices16(c uint16, m *[4]uint64) {
 	p := basis16(c)
 	var hh, lh, hl, ll uint64 // byte j: the image of input bit j
 	for j := 0; j < 8; j++ {
