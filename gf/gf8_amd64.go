@@ -19,42 +19,42 @@ func mulSSSE3(dst []byte, src []byte, c byte)
 //go:noescape
 func mulAddSSSE3(dst []byte, src []byte, c byte)
 
-// dotSSSE3x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 16; k ≥ 1.
+// dotSSSE3x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 16; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotSSSE3x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddSSSE3x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 16; k ≥ 1.
+// dotAddSSSE3x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 16; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddSSSE3x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotSSSE3x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 16; k ≥ 1.
+// dotSSSE3x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 16; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotSSSE3x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddSSSE3x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 16; k ≥ 1.
+// dotAddSSSE3x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 16; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddSSSE3x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotSSSE3x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 16; k ≥ 1.
+// dotSSSE3x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 16; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotSSSE3x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddSSSE3x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 16; k ≥ 1.
+// dotAddSSSE3x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 16; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddSSSE3x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotSSSE3x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 16; k ≥ 1.
+// dotSSSE3x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 16; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotSSSE3x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddSSSE3x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 16; k ≥ 1.
+// dotAddSSSE3x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 16; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddSSSE3x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
@@ -69,45 +69,35 @@ func mulAVX2(dst []byte, src []byte, c byte)
 //go:noescape
 func mulAddAVX2(dst []byte, src []byte, c byte)
 
-// dotAVX2x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAVX2x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX2x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX2x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAddAVX2x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX2x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAVX2x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAVX2x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX2x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX2x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAddAVX2x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX2x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAVX2x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAVX2x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX2x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX2x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAddAVX2x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX2x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
-
-// dotAVX2x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1.
-//
-//go:noescape
-func dotAVX2x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
-
-// dotAddAVX2x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1.
-//
-//go:noescape
-func dotAddAVX2x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
 // mulAVX512 sets dst = c·src over len(src) bytes; len(dst) ≥ len(src).
 //
@@ -119,82 +109,82 @@ func mulAVX512(dst []byte, src []byte, c byte)
 //go:noescape
 func mulAddAVX512(dst []byte, src []byte, c byte)
 
-// dotAVX512x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1.
+// dotAVX512x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX512x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1.
+// dotAddAVX512x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAVX512x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1.
+// dotAVX512x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX512x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1.
+// dotAddAVX512x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAVX512x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1.
+// dotAVX512x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX512x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1.
+// dotAddAVX512x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAVX512x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1.
+// dotAVX512x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX512x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1.
+// dotAddAVX512x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAVX512x5 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1.
+// dotAVX512x5 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX512x5 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1.
+// dotAddAVX512x5 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAVX512x6 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1.
+// dotAVX512x6 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX512x6 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1.
+// dotAddAVX512x6 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAVX512x7 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1.
+// dotAVX512x7 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX512x7 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1.
+// dotAddAVX512x7 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAVX512x8 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1.
+// dotAVX512x8 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAVX512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddAVX512x8 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1.
+// dotAddAVX512x8 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddAVX512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
@@ -209,42 +199,42 @@ func mulGFNI(dst []byte, src []byte, c byte)
 //go:noescape
 func mulAddGFNI(dst []byte, src []byte, c byte)
 
-// dotGFNIx1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1.
+// dotGFNIx1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNIx1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNIx1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAddGFNIx1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNIx1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNIx2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1.
+// dotGFNIx2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNIx2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNIx2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAddGFNIx2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNIx2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNIx3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1.
+// dotGFNIx3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNIx3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNIx3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAddGFNIx3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNIx3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNIx4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1.
+// dotGFNIx4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNIx4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNIx4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1.
+// dotAddGFNIx4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n rounded down to 32; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNIx4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
@@ -259,82 +249,82 @@ func mulGFNI512(dst []byte, src []byte, c byte)
 //go:noescape
 func mulAddGFNI512(dst []byte, src []byte, c byte)
 
-// dotGFNI512x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1.
+// dotGFNI512x1 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNI512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNI512x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1.
+// dotAddGFNI512x1 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 1, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNI512x1(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNI512x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1.
+// dotGFNI512x2 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNI512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNI512x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1.
+// dotAddGFNI512x2 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 2, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNI512x2(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNI512x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1.
+// dotGFNI512x3 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNI512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNI512x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1.
+// dotAddGFNI512x3 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 3, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNI512x3(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNI512x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1.
+// dotGFNI512x4 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNI512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNI512x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1.
+// dotAddGFNI512x4 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 4, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNI512x4(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNI512x5 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1.
+// dotGFNI512x5 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNI512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNI512x5 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1.
+// dotAddGFNI512x5 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 5, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNI512x5(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNI512x6 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1.
+// dotGFNI512x6 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNI512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNI512x6 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1.
+// dotAddGFNI512x6 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 6, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNI512x6(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNI512x7 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1.
+// dotGFNI512x7 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNI512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNI512x7 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1.
+// dotAddGFNI512x7 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 7, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNI512x7(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotGFNI512x8 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1.
+// dotGFNI512x8 sets dst[j][x] = Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotGFNI512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)
 
-// dotAddGFNI512x8 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1.
+// dotAddGFNI512x8 sets dst[j][x] ^= Σ_i coef[j*k+i]·src[i][x] for j < 8, i < k, x < n; k ≥ 1, n ≥ 1.
 //
 //go:noescape
 func dotAddGFNI512x8(coef *byte, k int, src [][]byte, dst [][]byte, n int)

@@ -59,8 +59,8 @@ func init() {
 	}
 	kern8[LevelAVX2] = kernels8{
 		mul: mulAVX2, mulAdd: mulAddAVX2, rest: 31,
-		dot:    []dotKernel{dotAVX2x1, dotAVX2x2, dotAVX2x3, dotAVX2x4},
-		dotAdd: []dotKernel{dotAddAVX2x1, dotAddAVX2x2, dotAddAVX2x3, dotAddAVX2x4},
+		dot:    []dotKernel{dotAVX2x1, dotAVX2x2, dotAVX2x3},
+		dotAdd: []dotKernel{dotAddAVX2x1, dotAddAVX2x2, dotAddAVX2x3},
 	}
 	kern8[LevelAVX512] = kernels8{
 		mul: mulAVX512, mulAdd: mulAddAVX512,

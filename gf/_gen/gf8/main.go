@@ -48,7 +48,7 @@ type level struct {
 
 var levels = []level{
 	{name: "SSSE3", width: 16, nreg: 16, sse: true, maxDst: 4},
-	{name: "AVX2", width: 32, nreg: 16, maxDst: 4},
+	{name: "AVX2", width: 32, nreg: 16, maxDst: 3},
 	{name: "AVX512", width: 64, nreg: 32, evex: true, maxDst: 8},
 	{name: "GFNI", width: 32, nreg: 16, gfni: true, maxDst: 4},
 	{name: "GFNI512", width: 64, nreg: 32, gfni: true, evex: true, maxDst: 8},
@@ -268,19 +268,22 @@ func (l level) mulAcc(c coef, s src, acc reg.VecVirtual) {
 	}
 }
 
-// blocks returns the number of vectors per main-loop iteration for a kernel
-// with m destinations: the largest power of two that leaves registers for
-// the accumulators, the sources and the coefficient.
-func (l level) blocks(m int) int {
-	perU, fixed := m+1, 2 // accumulators + source; matrix, spare
-	if !l.gfni {
-		perU, fixed = m+2, 5 // + high nibbles; mask, two tables, two temps
+// passVectors returns how many vectors a dot-product pass with m
+// destinations holds in accumulators: what the registers allow after the
+// coefficients of one source (a matrix, or two tables, per destination) and
+// the temporaries, up to 24 (1536 bytes: a 1408-byte payload at any
+// alignment in one pass).
+func (l level) passVectors(m int) int {
+	var fixed int
+	switch {
+	case l.gfni:
+		fixed = m + 2 // matrices; source, product
+	case l.sse:
+		fixed = 5 // tables stay in memory; mask, low, high, two products
+	default:
+		fixed = 2*m + 5 // tables; mask, low, high, two products
 	}
-	u := 8
-	for u > 1 && perU*u+fixed > l.nreg {
-		u /= 2
-	}
-	return u
+	return min(24, (l.nreg-fixed)/m)
 }
 
 // tailMask sets k to the low rem bits (rem < 64).
@@ -441,6 +444,20 @@ func loopTail(name string, l level, u int, n, off, align reg.Register, block fun
 
 // genDot generates dot<L>x<m> and dotAdd<L>x<m>: with k sources and m
 // destinations, dst[j][x] (^)= Σ_i coef[j*k+i]·src[i][x] for x < n.
+//
+// The bytes are cut into passes of up to V vectors (passVectors); a pass
+// keeps m×V accumulators in registers and streams every source through them
+// once, so the per-source work of a pass (its pointer, its m coefficients)
+// is paid once per V vectors, and a 1408-byte payload with one destination
+// is a single pass. The last pass takes exactly the vectors left, so there
+// is no cascade of smaller passes each walking all sources again.
+//
+// On the AVX-512 levels the passes start at the 64-byte boundary at or below
+// dst[0]: the first vector is masked to leave out the bytes before the
+// buffers and the last to leave out those past n, so stores never split
+// cache lines and, when all buffers share dst[0]'s alignment (payloads at
+// the same offset in their packet buffers), no load does either. Masked-off
+// bytes are neither read nor written.
 func genDot(l level, m int, add bool) {
 	name := fmt.Sprintf("dot%sx%d", l.name, m)
 	what := "="
@@ -454,22 +471,57 @@ func genDot(l level, m int, add bool) {
 	if !l.evex {
 		rounding = fmt.Sprintf(" rounded down to %d", l.width)
 	}
-	Doc(fmt.Sprintf("%s sets dst[j][x] %s Σ_i coef[j*k+i]·src[i][x] for j < %d, i < k, x < n%s; k ≥ 1.", name, what, m, rounding))
+	Doc(fmt.Sprintf("%s sets dst[j][x] %s Σ_i coef[j*k+i]·src[i][x] for j < %d, i < k, x < n%s; k ≥ 1, n ≥ 1.", name, what, m, rounding))
 
-	n := Load(Param("n"), GP64())
-	off := GP64()
-	XORQ(off, off)
+	W := l.width
+	V := l.passVectors(m)
 	var mask reg.VecVirtual
 	if !l.gfni {
 		mask = l.nibbleMask()
 	}
-	W := l.width
 	sym, _ := l.table()
+	off, rem := GP64(), GP64()
+	Load(Param("n"), rem)
+	var kfirst reg.Register
+	if l.evex {
+		dst := Load(Param("dst").Base(), GP64())
+		mis := GP64()
+		MOVQ(Mem{Base: dst}, mis)
+		ANDQ(U8(63), mis)
+		MOVQ(mis, off)
+		NEGQ(off)
+		ADDQ(mis, rem)
+		t := GP64()
+		MOVQ(I64(-1), t)
+		SHLXQ(mis, t, t)
+		kfirst = K()
+		KMOVQ(t, kfirst)
+	} else {
+		XORQ(off, off)
+	}
 
-	block := func(u int, km reg.Register, tag string) {
+	// pass emits one pass over v vectors at off; kf and kl mask the first
+	// and last vector (nil: unmasked; the same register when v is 1).
+	pass := func(v int, kf, kl reg.Register, tag string) {
+		maskOf := func(i int) reg.Register {
+			switch {
+			case i == 0 && kf != nil:
+				return kf
+			case i == v-1 && kl != nil:
+				return kl
+			}
+			return nil
+		}
+		load := func(mem Mem, i int, x reg.VecVirtual) {
+			if k := maskOf(i); k != nil {
+				l.loadMasked(mem, k, x)
+			} else {
+				l.load(mem, x)
+			}
+		}
 		accs := make([][]reg.VecVirtual, m)
 		for j := range accs {
-			accs[j] = make([]reg.VecVirtual, u)
+			accs[j] = make([]reg.VecVirtual, v)
 		}
 		if add {
 			dst := Load(Param("dst").Base(), GP64())
@@ -477,14 +529,8 @@ func genDot(l level, m int, add bool) {
 				dp := GP64()
 				MOVQ(Mem{Base: dst, Disp: 24 * j}, dp)
 				for i := range accs[j] {
-					a := l.vec()
-					accs[j][i] = a
-					mem := Mem{Base: dp, Index: off, Scale: 1, Disp: i * W}
-					if km != nil {
-						l.loadMasked(mem, km, a)
-					} else {
-						l.load(mem, a)
-					}
+					accs[j][i] = l.vec()
+					load(Mem{Base: dp, Index: off, Scale: 1, Disp: i * W}, i, accs[j][i])
 				}
 			}
 		}
@@ -502,32 +548,27 @@ func genDot(l level, m int, add bool) {
 		// accumulators; with first set (the overwriting kernel's first
 		// source) it defines them instead, so nothing needs zeroing.
 		step := func(first bool) {
-			p := GP64()
-			MOVQ(Mem{Base: sp}, p)
-			xs := make([]src, u)
-			for i := range xs {
-				x := l.vec()
-				mem := Mem{Base: p, Index: off, Scale: 1, Disp: i * W}
-				if km != nil {
-					l.loadMasked(mem, km, x)
-				} else {
-					l.load(mem, x)
-				}
-				xs[i] = l.prep(x, mask)
-			}
+			cs := make([]coef, m)
 			row := cp
 			if m > 1 {
 				row = GP64()
 				MOVQ(cp, row)
 			}
-			for j := 0; j < m; j++ {
+			for j := range cs {
 				cb := GP64()
 				MOVBQZX(Mem{Base: row}, cb)
 				if j < m-1 {
 					ADDQ(kstride, row)
 				}
-				c := l.loadCoef(l.coefAddr(tab, cb))
-				for i, s := range xs {
+				cs[j] = l.loadCoef(l.coefAddr(tab, cb))
+			}
+			p := GP64()
+			MOVQ(Mem{Base: sp}, p)
+			for i := 0; i < v; i++ {
+				x := l.vec()
+				load(Mem{Base: p, Index: off, Scale: 1, Disp: i * W}, i, x)
+				s := l.prep(x, mask)
+				for j, c := range cs {
 					if first {
 						accs[j][i] = l.product(c, s)
 					} else {
@@ -549,29 +590,94 @@ func genDot(l level, m int, add bool) {
 		if !add {
 			Label(label + "_store")
 		}
-
 		dst := Load(Param("dst").Base(), GP64())
 		for j := range accs {
 			dp := GP64()
 			MOVQ(Mem{Base: dst, Disp: 24 * j}, dp)
 			for i, a := range accs[j] {
 				mem := Mem{Base: dp, Index: off, Scale: 1, Disp: i * W}
-				if km != nil {
-					l.storeMasked(a, km, mem)
+				if k := maskOf(i); k != nil {
+					l.storeMasked(a, k, mem)
 				} else {
 					l.store(a, mem)
 				}
 			}
 		}
 	}
-	var align reg.Register
+
+	// Full passes while more than one pass is left (AVX-512: the last pass,
+	// with its masked end, is taken below even when it is full).
+	Label(name + "_loop")
+	CMPQ(rem, U32(V*W))
 	if l.evex {
-		// Align on the first destination; in a coding generation all
-		// buffers usually share its offset.
-		dst := Load(Param("dst").Base(), GP64())
-		align = GP64()
-		MOVQ(Mem{Base: dst}, align)
+		JBE(LabelRef(name + "_last"))
+	} else {
+		JB(LabelRef(name + "_last"))
 	}
-	loopTail(name, l, l.blocks(m), n, off, align, block)
+	pass(V, kfirst, nil, "full")
+	ADDQ(U32(V*W), off)
+	SUBQ(U32(V*W), rem)
+	if l.evex {
+		KXNORQ(kfirst, kfirst, kfirst) // only the first pass starts before dst
+	}
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_last")
+	vs := GP64()
+	if l.evex {
+		// rem is 1…V·64: v = ⌈rem/64⌉ vectors, the last holding
+		// rem-(v-1)·64 bytes (BZHI of 64 leaves all ones).
+		MOVQ(rem, vs)
+		ADDQ(U8(63), vs)
+		SHRQ(U8(6), vs)
+		last := GP64()
+		MOVQ(vs, last)
+		SHLQ(U8(6), last)
+		SUBQ(U8(64), last)
+		NEGQ(last)
+		ADDQ(rem, last)
+		t := GP64()
+		MOVQ(I64(-1), t)
+		BZHIQ(last, t, t)
+		klast := K()
+		KMOVQ(t, klast)
+		for v := 1; v <= V; v++ {
+			next := fmt.Sprintf("%s_not%d", name, v)
+			CMPQ(vs, U8(v))
+			JNE(LabelRef(next))
+			if v == 1 {
+				both := K()
+				KANDQ(kfirst, klast, both)
+				pass(1, both, both, "v1")
+			} else {
+				pass(v, kfirst, klast, fmt.Sprintf("v%d", v))
+			}
+			JMP(LabelRef(name + "_done"))
+			Label(next)
+		}
+	} else {
+		MOVQ(rem, vs)
+		SHRQ(U8(bitsOf(W)), vs)
+		for v := 1; v < V; v++ {
+			next := fmt.Sprintf("%s_not%d", name, v)
+			CMPQ(vs, U8(v))
+			JNE(LabelRef(next))
+			pass(v, nil, nil, fmt.Sprintf("v%d", v))
+			JMP(LabelRef(name + "_done"))
+			Label(next)
+		}
+	}
+	Label(name + "_done")
+	if l.width > 16 {
+		VZEROUPPER()
+	}
 	RET()
+}
+
+func bitsOf(w int) int {
+	b := 0
+	for 1<<b < w {
+		b++
+	}
+	return b
 }
