@@ -75,6 +75,9 @@ type Engine struct {
 	done     chan struct{}
 	stopOnce sync.Once
 	closed   bool
+
+	// driverWarnings are what port drivers reported through Setup.Warn.
+	driverWarnings []string
 }
 
 type portEntry struct {
@@ -247,9 +250,11 @@ func (e *Engine) openPorts() error {
 			txq = len(e.lcores)
 		}
 		pe := &portEntry{id: uint16(i), name: pc.Name, driver: pc.Driver, pool: pool, poolID: pool.ID(), cfgPort: pc}
+		name := pc.Name
 		s := &ports.Setup{Name: pc.Name, Config: pc.Table, Pool: pool, RxQueues: pc.RxQueues, TxQueues: txq,
 			Clock: e.clock, Log: e.log.With("port", pc.Name), DryRun: e.opt.DryRun, Section: e.section,
-			Lcores: e.rt.lcoreCPUs}
+			Lcores: e.rt.lcoreCPUs, MTU: pc.MTU,
+			Warn: func(msg string) { e.driverWarnings = append(e.driverWarnings, fmt.Sprintf("port %q: %s", name, msg)) }}
 		p, err := ports.Open(pc.Driver, s)
 		if err != nil {
 			return fmt.Errorf("%s: port %q: %w", pc.Where(), pc.Name, err)
@@ -259,6 +264,14 @@ func (e *Engine) openPorts() error {
 		} else {
 			pe.port = p
 			pe.info = p.Info()
+			// A port with buffers of its own (DPDK mbufs) receives into them, and
+			// packets emitted towards it come from them.
+			if own := p.Pool(); own != nil && own != pool {
+				pe.pool, pe.poolID = own, own.ID()
+				if _, dup := e.pools[own.Name()]; !dup {
+					e.pools[own.Name()] = own
+				}
+			}
 			if pe.info.TxQueues < len(e.lcores) {
 				return fmt.Errorf("%s: port %q has %d tx queues; each of the %d lcores needs its own",
 					pc.Where(), pc.Name, pe.info.TxQueues, len(e.lcores))

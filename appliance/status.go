@@ -3,6 +3,7 @@ package appliance
 import (
 	"log/slog"
 	"net"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -95,12 +96,25 @@ var _ plugins.Host = (*Engine)(nil)
 // but not as well as it could.
 func (e *Engine) Warnings() []string {
 	var w []string
+overlap:
 	for _, c := range e.rt.lcoreCPUs {
 		for _, k := range e.rt.controlCPUs {
 			if c == k && e.rt.pin {
 				w = append(w, "lcore CPUs and control CPUs overlap: the Go runtime's threads will share lcore CPUs")
-				return w
+				break overlap
 			}
+		}
+	}
+	// Drivers warn per port; a host-wide warning (no hugepages) is said once.
+	seen := map[string]bool{}
+	for _, d := range e.driverWarnings {
+		msg := d
+		if _, rest, ok := strings.Cut(d, ": "); ok && strings.HasPrefix(d, "port ") {
+			msg = rest
+		}
+		if !seen[msg] {
+			seen[msg] = true
+			w = append(w, d)
 		}
 	}
 	return w

@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+
+	"github.com/linerate/linerate/ports"
 )
 
 // version is set by the Makefile with -ldflags "-X main.version=…".
@@ -36,6 +38,8 @@ func init() {
 		{"validate", "check a config file: keys, types, values and every stage", cmdValidate},
 		{"config", "print the embedded lab config (config default)", cmdConfig},
 		{"status", "show a running appliance's status and stats", cmdStatus},
+		{"route", "show or change the route table (routed mode)", cmdRoute},
+		{"neighbor", "show or change the neighbour cache (routed mode)", cmdNeighbor},
 		{"stages", "list the stage kinds this binary knows", cmdStages},
 		{"version", "print the version", cmdVersion},
 	}
@@ -59,7 +63,9 @@ Run 'linerate <command> --help' for a command's flags.
 }
 
 func main() {
-	os.Exit(dispatch(os.Args[1:]))
+	code := dispatch(os.Args[1:])
+	ports.RunAtExit() // driver runtimes that end with the process (DPDK's EAL)
+	os.Exit(code)
 }
 
 func dispatch(args []string) int {

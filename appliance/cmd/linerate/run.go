@@ -247,6 +247,9 @@ func printSummary(w io.Writer, s *stats.Snapshot, m *meter) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Name, p.Driver, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.RxDropped, p.TxDropped)
 	}
 	tw.Flush()
+	_, _, txp, txb := portTotals(s)
+	fmt.Fprintf(w, "\nrate: %.3f Mpps, %.3f Gbit/s transmitted (all ports, over %s)\n", float64(txp)/secs/1e6,
+		float64(txb)*8/secs/1e9, s.Uptime.Truncate(time.Millisecond))
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "pipeline\tstage\tkind\tlcore\tpackets\tcounters\tdrops")
