@@ -72,6 +72,11 @@ func (c *EAL) defaults() {
 	}
 }
 
+func (c EAL) withDefaults() *EAL {
+	c.defaults()
+	return &c
+}
+
 func (c *EAL) check() error {
 	switch {
 	case c.PoolSize < 2*packet.MaxBurst || c.PoolSize > 1<<26:

@@ -123,16 +123,19 @@ static inline void lr_reset(struct lr_meta *p, const struct rte_mbuf *m, uint16_
 }
 
 /* copy_into makes a one-segment copy of m in a fresh mbuf of mp, carrying the rx
- * offload results along, and frees m. NULL when mp is empty or m does not fit. */
+ * offload results along, and frees m. A packet longer than the data room goes
+ * in with less headroom. NULL when mp is empty or m does not fit the buffer. */
 static struct rte_mbuf *copy_into(struct rte_mempool *mp, struct rte_mbuf *m)
 {
 	struct rte_mbuf *c = rte_pktmbuf_alloc(mp);
-	if (c == NULL || m->pkt_len > rte_pktmbuf_tailroom(c)) {
+	if (c == NULL || m->pkt_len > c->buf_len) {
 		if (c != NULL)
 			rte_pktmbuf_free(c);
 		rte_pktmbuf_free(m);
 		return NULL;
 	}
+	if (m->pkt_len > rte_pktmbuf_tailroom(c))
+		c->data_off = (uint16_t)(c->buf_len - m->pkt_len);
 	char *dst = rte_pktmbuf_mtod(c, char *);
 	const void *src = rte_pktmbuf_read(m, 0, m->pkt_len, dst);
 	if (src != dst)

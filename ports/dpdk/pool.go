@@ -68,7 +68,7 @@ func PoolFor(socket, size, cache, dataRoom int) (*Pool, error) {
 	if p := pools.m[k]; p != nil {
 		return p, nil
 	}
-	name := fmt.Sprintf("lr_s%d_%d_%d", socket, size, dataRoom)
+	name := fmt.Sprintf("lr_s%d_%d_%d_%d", socket, size, cache, dataRoom)
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var cerr C.int

@@ -8,6 +8,7 @@ package dpdk
 #include <rte_bus_vdev.h>
 #include <rte_dev.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_mbuf_dyn.h>
 */
 import "C"
@@ -147,8 +148,7 @@ func open(s *ports.Setup) (ports.Port, error) {
 			}
 		}
 	}
-	e.defaults()
-	if err := e.check(); err != nil {
+	if err := e.withDefaults().check(); err != nil {
 		return nil, fmt.Errorf("[dpdk]: %w", err)
 	}
 	o := Options{Name: s.Name, Device: c.Device, RxQueues: s.RxQueues, TxQueues: s.TxQueues, RxDesc: c.RxDesc,
@@ -197,6 +197,8 @@ type Port struct {
 	calibDone  chan struct{}
 	closeOnce  sync.Once
 	closeError error
+	closed     bool        // under statsMu: Stats and Info stop asking DPDK
+	final      ports.Stats // the counters when the port closed
 }
 
 var _ ports.Port = (*Port)(nil)
@@ -295,9 +297,9 @@ func (p *Port) open(o *Options) error {
 			o.RxQueues, o.TxQueues)
 	}
 	socket := int(di.socket)
-	if socket < 0 { // SOCKET_ID_ANY: a vdev; use the main lcore's socket
-		socket = int(C.rte_socket_id())
-		if socket < 0 {
+	if socket < 0 || socket >= C.RTE_MAX_NUMA_NODES { // SOCKET_ID_ANY: a vdev; the main lcore's socket
+		socket = int(C.rte_lcore_to_socket_id(C.rte_get_main_lcore()))
+		if socket >= C.RTE_MAX_NUMA_NODES {
 			socket = 0
 		}
 	}
@@ -483,9 +485,13 @@ func (p *Port) PortID() uint16 { return p.id }
 
 // Info describes the port; LinkUp is read now.
 func (p *Port) Info() ports.Info {
+	p.statsMu.Lock()
+	defer p.statsMu.Unlock()
 	in := p.info
-	var speed C.uint32_t
-	in.LinkUp = C.lr_link(C.uint16_t(p.id), &speed) == 1
+	if !p.closed {
+		var speed C.uint32_t
+		in.LinkUp = C.lr_link(C.uint16_t(p.id), &speed) == 1
+	}
 	return in
 }
 
@@ -515,6 +521,13 @@ func (p *Port) TxBurst(q int, b *packet.Burst) int {
 func (p *Port) Stats() ports.Stats {
 	p.statsMu.Lock()
 	defer p.statsMu.Unlock()
+	if p.closed {
+		return p.final
+	}
+	return p.readStats()
+}
+
+func (p *Port) readStats() ports.Stats {
 	var st C.struct_rte_eth_stats
 	C.rte_eth_stats_get(C.uint16_t(p.id), &st)
 	var slow [4]C.uint64_t
@@ -564,6 +577,12 @@ func (p *Port) release() error {
 		<-p.calibDone
 	}
 	var errs []error
+	p.statsMu.Lock()
+	if !p.closed && len(p.rxq) > 0 {
+		p.final = p.readStats()
+	}
+	p.closed = true
+	p.statsMu.Unlock()
 	opened.mu.Lock()
 	mine := opened.ports[p.id] == p
 	if mine {
