@@ -14,11 +14,7 @@ func Mul(dst, src []byte, c byte) {
 	if n == 0 {
 		return
 	}
-	k := &kern8[current.Load()]
-	k.mul(dst[:n], src[:n], c)
-	if r := n & k.rest; r != 0 {
-		mulGeneric(dst[n-r:n], src[n-r:n], c)
-	}
+	mulRegion(CurrentLevel(), dst[:n], src[:n], c)
 }
 
 // MulAdd sets dst[x] ^= c·src[x] for x < min(len(dst), len(src)): ISA-L's
@@ -28,11 +24,7 @@ func MulAdd(dst, src []byte, c byte) {
 	if n == 0 || c == 0 {
 		return
 	}
-	k := &kern8[current.Load()]
-	k.mulAdd(dst[:n], src[:n], c)
-	if r := n & k.rest; r != 0 {
-		mulAddGeneric(dst[n-r:n], src[n-r:n], c)
-	}
+	mulAddRegion(CurrentLevel(), dst[:n], src[:n], c)
 }
 
 // MulAddMulti is the fused dot product, ISA-L's ec_encode_data: with k =
@@ -86,51 +78,5 @@ func dotRegionChecked(dst, src [][]byte, coef []byte, add bool) {
 		}
 		return
 	}
-	dotRegion(&kern8[current.Load()], dst, src, coef[:m*k], n, add)
-}
-
-// kernels8 is one level's set of GF(2^8) region kernels.
-type kernels8 struct {
-	// mul and mulAdd work on len(src) &^ rest bytes.
-	mul, mulAdd func(dst, src []byte, c byte)
-	// dot[m-1] and dotAdd[m-1] take m destinations in one pass over the
-	// sources and work on n &^ rest bytes. Empty for the generic level.
-	dot, dotAdd []dotKernel
-	// rest is 0 when the kernels finish every byte, else the vector width
-	// minus one: the last n & rest bytes are left to the generic code.
-	rest int
-}
-
-// dotKernel sets (or adds to) dst[j][x] the sum of coef[j*k+i]·src[i][x]
-// for j < len(dst), i < k, x < n; k ≥ 1.
-type dotKernel func(coef *byte, k int, src, dst [][]byte, n int)
-
-// kern8 holds the kernels of every level; the architecture's init fills the
-// levels it has.
-var kern8 = [numLevels]kernels8{
-	LevelGeneric: {mul: mulGeneric, mulAdd: mulAddGeneric},
-}
-
-func dotRegion(kn *kernels8, dst, src [][]byte, coef []byte, n int, add bool) {
-	fns := kn.dot
-	if add {
-		fns = kn.dotAdd
-	}
-	done := 0
-	if len(fns) > 0 {
-		done = n &^ kn.rest
-	}
-	if done > 0 {
-		// Destinations in groups of as many as one kernel holds; each group
-		// is one pass over the sources.
-		k := len(src)
-		for j := 0; j < len(dst); {
-			g := min(len(fns), len(dst)-j)
-			fns[g-1](&coef[j*k], k, src, dst[j:j+g], done)
-			j += g
-		}
-	}
-	if done < n {
-		dotGeneric(dst, src, coef, done, n-done, add)
-	}
+	dotRegion(CurrentLevel(), dst, src, coef[:m*k], n, add)
 }

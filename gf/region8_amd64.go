@@ -4,7 +4,7 @@ package gf
 
 import "golang.org/x/sys/cpu"
 
-//go:generate sh -c "cd _gen && go run ./gf8 -out ../gf8_amd64.s -stubs ../gf8_amd64.go -pkg gf"
+//go:generate sh -c "cd _gen && go run ./gf8 -out ../gf8_amd64.s -stubs ../gf8_amd64.go -dispatch ../gf8_dispatch_amd64.go -pkg gf"
 
 // Per-coefficient tables, built once for all 256 coefficients (as ISA-L's
 // ec_init_tables output is, before any encoding). The assembly reads them by
@@ -51,30 +51,71 @@ func detectCPU(s *[numLevels]bool) {
 	s[LevelGFNI512] = gfni && avx512
 }
 
-func init() {
-	kern8[LevelSSSE3] = kernels8{
-		mul: mulSSSE3, mulAdd: mulAddSSSE3, rest: 15,
-		dot:    []dotKernel{dotSSSE3x1, dotSSSE3x2, dotSSSE3x3, dotSSSE3x4},
-		dotAdd: []dotKernel{dotAddSSSE3x1, dotAddSSSE3x2, dotAddSSSE3x3, dotAddSSSE3x4},
+// The kernels of a level are called directly from a switch: unlike calls
+// through func values this keeps the buffers from escaping (the assembly is
+// noescape) and costs less.
+
+func mulRegion(l Level, dst, src []byte, c byte) {
+	n := len(src)
+	switch l {
+	case LevelGFNI512:
+		mulGFNI512(dst, src, c)
+		return
+	case LevelAVX512:
+		mulAVX512(dst, src, c)
+		return
+	case LevelGFNI:
+		mulGFNI(dst, src, c)
+	case LevelAVX2:
+		mulAVX2(dst, src, c)
+	case LevelSSSE3:
+		mulSSSE3(dst, src, c)
+	default:
+		mulGeneric(dst, src, c)
+		return
 	}
-	kern8[LevelAVX2] = kernels8{
-		mul: mulAVX2, mulAdd: mulAddAVX2, rest: 31,
-		dot:    []dotKernel{dotAVX2x1, dotAVX2x2, dotAVX2x3},
-		dotAdd: []dotKernel{dotAddAVX2x1, dotAddAVX2x2, dotAddAVX2x3},
+	if r := n & dotRest8[l]; r != 0 {
+		mulGeneric(dst[n-r:n], src[n-r:n], c)
 	}
-	kern8[LevelAVX512] = kernels8{
-		mul: mulAVX512, mulAdd: mulAddAVX512,
-		dot:    []dotKernel{dotAVX512x1, dotAVX512x2, dotAVX512x3, dotAVX512x4, dotAVX512x5, dotAVX512x6, dotAVX512x7, dotAVX512x8},
-		dotAdd: []dotKernel{dotAddAVX512x1, dotAddAVX512x2, dotAddAVX512x3, dotAddAVX512x4, dotAddAVX512x5, dotAddAVX512x6, dotAddAVX512x7, dotAddAVX512x8},
+}
+
+func mulAddRegion(l Level, dst, src []byte, c byte) {
+	n := len(src)
+	switch l {
+	case LevelGFNI512:
+		mulAddGFNI512(dst, src, c)
+		return
+	case LevelAVX512:
+		mulAddAVX512(dst, src, c)
+		return
+	case LevelGFNI:
+		mulAddGFNI(dst, src, c)
+	case LevelAVX2:
+		mulAddAVX2(dst, src, c)
+	case LevelSSSE3:
+		mulAddSSSE3(dst, src, c)
+	default:
+		mulAddGeneric(dst, src, c)
+		return
 	}
-	kern8[LevelGFNI] = kernels8{
-		mul: mulGFNI, mulAdd: mulAddGFNI, rest: 31,
-		dot:    []dotKernel{dotGFNIx1, dotGFNIx2, dotGFNIx3, dotGFNIx4},
-		dotAdd: []dotKernel{dotAddGFNIx1, dotAddGFNIx2, dotAddGFNIx3, dotAddGFNIx4},
+	if r := n & dotRest8[l]; r != 0 {
+		mulAddGeneric(dst[n-r:n], src[n-r:n], c)
 	}
-	kern8[LevelGFNI512] = kernels8{
-		mul: mulGFNI512, mulAdd: mulAddGFNI512,
-		dot:    []dotKernel{dotGFNI512x1, dotGFNI512x2, dotGFNI512x3, dotGFNI512x4, dotGFNI512x5, dotGFNI512x6, dotGFNI512x7, dotGFNI512x8},
-		dotAdd: []dotKernel{dotAddGFNI512x1, dotAddGFNI512x2, dotAddGFNI512x3, dotAddGFNI512x4, dotAddGFNI512x5, dotAddGFNI512x6, dotAddGFNI512x7, dotAddGFNI512x8},
+}
+
+func dotRegion(l Level, dst, src [][]byte, coef []byte, n int, add bool) {
+	done := 0
+	if g := dotGroup8[l]; g > 0 {
+		done = n &^ dotRest8[l]
+		// Destinations in groups of as many as one kernel holds; each
+		// group is one pass over the sources.
+		k := len(src)
+		for j := 0; done > 0 && j < len(dst); j += g {
+			h := min(g, len(dst)-j)
+			dot8Kernel(l, add, &coef[j*k], k, src, dst[j:j+h], done)
+		}
+	}
+	if done < n {
+		dotGeneric(dst, src, coef, done, n-done, add)
 	}
 }

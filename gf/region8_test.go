@@ -332,6 +332,11 @@ func TestRegionAllocs(t *testing.T) {
 			MulAdd(dst[0], src[1], 9)
 			MulMulti(dst, src, coef)
 			MulAddMulti(dst, src, coef)
+			// Slices of slices built in the call stay on the stack: the
+			// buffers do not escape through the dispatch.
+			MulAddMulti([][]byte{dst[0]}, [][]byte{src[0], src[1]}, coef)
+			var small [100]byte
+			MulAdd(small[:], src[2], 3)
 		})
 		if allocs != 0 {
 			t.Errorf("level %v: %v allocations per run", l, allocs)
