@@ -7,3 +7,5 @@ package gf
 func xorWide(dst, src []byte) int                          { return 0 }
 func region4Wide(dst, src []byte, c byte, add bool) int    { return 0 }
 func region16Wide(dst, src []byte, c uint16, add bool) int { return 0 }
+
+func wideStep(Level) int { return 0 }
