@@ -70,6 +70,7 @@ type Engine struct {
 	portIndex map[string]*portEntry
 	lcores    []*lcore
 	pipelines []*pipeline
+	global    map[string]any // plugins.Setup.Global
 
 	wg       sync.WaitGroup
 	done     chan struct{}
@@ -436,6 +437,18 @@ func (e *Engine) buildStage(pl *pipeline, in *instance, k int, sc config.Stage) 
 			return h
 		},
 		Pool: e.stagePool,
+		Global: func(key string, mk func() any) any {
+			if e.global == nil {
+				e.global = map[string]any{}
+			}
+			if v, ok := e.global[key]; ok {
+				return v
+			}
+			v := mk()
+			e.global[key] = v
+			return v
+		},
+		Routes: e.cfg.Routes, Neighbors: e.cfg.Neighbors,
 		Shared: func(key string, mk func() any) any {
 			key = name + "/" + key
 			if v, ok := pl.shared[key]; ok {
@@ -507,8 +520,15 @@ func (r portResolver) All() []plugins.PortInfo {
 }
 
 func (pe *portEntry) pluginInfo() plugins.PortInfo {
-	return plugins.PortInfo{ID: pe.id, Name: pe.name, Pool: pe.pool, MTU: pe.info.MTU, MAC: pe.info.MAC, Queue: pe.info.RxQueues,
-		Internal: pe.internal}
+	pi := plugins.PortInfo{ID: pe.id, Name: pe.name, Pool: pe.pool, MTU: pe.info.MTU, MAC: pe.info.MAC, Queue: pe.info.RxQueues,
+		Internal: pe.internal, DriverMAC: pe.info.MAC, IfID: pe.cfgPort.IfID}
+	if m := pe.cfgPort.MAC; m != (config.MAC{}) {
+		pi.MAC = m
+	}
+	for _, a := range pe.cfgPort.Addresses {
+		pi.Addrs = append(pi.Addrs, a.Prefix)
+	}
+	return pi
 }
 
 // Start applies the runtime settings and starts every lcore.

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/linerate/linerate/appliance/control"
+	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -44,6 +45,9 @@ func (e *Engine) Status() control.Status {
 		}
 		pi := control.PortInfo{Name: pe.name, Driver: pe.driver, RxQueues: info.RxQueues, TxQueues: info.TxQueues,
 			MTU: info.MTU, TimestampSource: info.TimestampSource, LinkUp: info.LinkUp}
+		if m := pe.cfgPort.MAC; m != (config.MAC{}) {
+			info.MAC = m // routed mode: the port's own address
+		}
 		if info.MAC != ([6]byte{}) {
 			pi.MAC = net.HardwareAddr(info.MAC[:]).String()
 		}

@@ -38,6 +38,8 @@ func init() {
 		{"validate", "check a config file: keys, types, values and every stage", cmdValidate},
 		{"config", "print the embedded lab config (config default)", cmdConfig},
 		{"status", "show a running appliance's status and stats", cmdStatus},
+		{"route", "show or change the route table (routed mode)", cmdRoute},
+		{"neighbor", "show or change the neighbour cache (routed mode)", cmdNeighbor},
 		{"stages", "list the stage kinds this binary knows", cmdStages},
 		{"version", "print the version", cmdVersion},
 	}

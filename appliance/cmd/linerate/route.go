@@ -1,0 +1,407 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/linerate/linerate/appliance/api"
+	"github.com/linerate/linerate/appliance/control"
+)
+
+const routeUsage = `Usage: linerate route [flags] [list | get ADDRESS | add PREFIX [via ADDRESS] [dev PORT] [replace] | del PREFIX]
+
+Show or change a running appliance's route table (routed mode, docs/routing.md).
+With no command, or list: the routed ports and their addresses, then every
+route. get: the route and the next hop a packet to ADDRESS takes. add: a static
+route, through a next hop (via) or on the link of a port (dev); replace
+replaces a static route of the same prefix. del: a static route. Changes take
+effect at once and drop no packet.
+
+Flags:
+`
+
+const neighborUsage = `Usage: linerate neighbor [flags] [list [dev PORT] | add ADDRESS lladdr MAC dev PORT | del ADDRESS dev PORT]
+
+Show or change a running appliance's neighbour cache (routed mode,
+docs/routing.md). With no command, or list: every entry with its state
+(INCOMPLETE, REACHABLE, STALE, PROBE, STATIC), MAC, age and probes, then the
+cache's size and counters. add: a static entry. del: any entry.
+
+Flags:
+`
+
+// client is what the route and neighbor commands share: flags, a connection,
+// output.
+type client struct {
+	name, usage      string
+	fs               *flag.FlagSet
+	addr             *string
+	asJSON           *bool
+	timeout          *time.Duration
+	caFile, certFile *string
+	keyFile          *string
+	stdout, stderr   io.Writer
+}
+
+func newClient(name, usage string, stdout, stderr io.Writer) *client {
+	c := &client{name: name, usage: usage, fs: flag.NewFlagSet(name, flag.ContinueOnError), stdout: stdout, stderr: stderr}
+	c.fs.SetOutput(stderr)
+	c.addr = c.fs.String("control", defaultControl(), "control API `address`: unix:/path or host:port")
+	c.asJSON = c.fs.Bool("json", false, "print the reply as JSON")
+	c.timeout = c.fs.Duration("timeout", 5*time.Second, "give up after this long")
+	c.caFile = c.fs.String("tls-ca", "", "CA `file` that signed the server's certificate (turns TLS on)")
+	c.certFile = c.fs.String("tls-cert", "", "client certificate `file`, for mTLS")
+	c.keyFile = c.fs.String("tls-key", "", "client key `file`, for mTLS")
+	c.fs.Usage = func() { c.printUsage(stderr) }
+	return c
+}
+
+func (c *client) printUsage(w io.Writer) {
+	fmt.Fprint(w, c.usage)
+	c.fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		if name != "" {
+			name = " " + name
+		}
+		fmt.Fprintf(w, "  --%s%s\n    \t%s", f.Name, name, usage)
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %q)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// parse reads the flags; done means exit with code.
+func (c *client) parse(args []string) (rest []string, code int, done bool) {
+	if wantsHelp(args) {
+		c.printUsage(c.stdout)
+		return nil, 0, true
+	}
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0, true
+		}
+		return nil, 2, true
+	}
+	return c.fs.Args(), 0, false
+}
+
+func (c *client) failf(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "linerate %s: "+format+"\n", append([]any{c.name}, a...)...)
+	return 1
+}
+
+func (c *client) usageError(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "linerate %s: "+format+"\n\n", append([]any{c.name}, a...)...)
+	c.printUsage(c.stderr)
+	return 2
+}
+
+// rpcError reports a failed call the way status does.
+func (c *client) rpcError(err error) int {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return c.failf("cannot reach the appliance at %s (is it running?): %s", *c.addr, status.Convert(err).Message())
+	}
+	return c.failf("%s", status.Convert(err).Message())
+}
+
+func (c *client) dial() (*grpc.ClientConn, context.Context, context.CancelFunc, error) {
+	var opts []grpc.DialOption
+	if *c.caFile != "" || *c.certFile != "" || *c.keyFile != "" {
+		creds, err := control.ClientTLS(*c.caFile, *c.certFile, *c.keyFile)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		opts = append(opts, grpc.WithTransportCredentials(creds))
+	}
+	cc, err := control.Dial(*c.addr, opts...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *c.timeout)
+	return cc, ctx, cancel, nil
+}
+
+func (c *client) printJSON(msgs ...proto.Message) int {
+	m := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true, Multiline: true}
+	for _, msg := range msgs {
+		b, err := m.Marshal(msg)
+		if err != nil {
+			return c.failf("%v", err)
+		}
+		fmt.Fprintf(c.stdout, "%s\n", b)
+	}
+	return 0
+}
+
+// words reads "key value" pairs after the positional arguments: via, dev,
+// lladdr; flags: replace.
+func words(args []string, keys []string, flags []string) (map[string]string, error) {
+	out := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		switch {
+		case contains(flags, w):
+			out[w] = "true"
+		case contains(keys, w):
+			if i+1 >= len(args) {
+				return nil, fmt.Errorf("%s needs a value", w)
+			}
+			out[w] = args[i+1]
+			i++
+		default:
+			return nil, fmt.Errorf("unexpected %q", w)
+		}
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func cmdRoute(args []string) int { return runRoute(args, os.Stdout, os.Stderr) }
+
+func runRoute(args []string, stdout, stderr io.Writer) int {
+	c := newClient("route", routeUsage, stdout, stderr)
+	rest, code, done := c.parse(args)
+	if done {
+		return code
+	}
+	verb := "list"
+	if len(rest) > 0 {
+		verb, rest = rest[0], rest[1:]
+	}
+	var req proto.Message
+	switch verb {
+	case "list", "show":
+		if len(rest) > 0 {
+			return c.usageError("list takes no arguments")
+		}
+	case "get", "lookup":
+		if len(rest) != 1 {
+			return c.usageError("get needs one address")
+		}
+		req = &api.LookupRequest{Address: rest[0]}
+	case "add", "replace":
+		if len(rest) < 1 {
+			return c.usageError("add needs a prefix")
+		}
+		kv, err := words(rest[1:], []string{"via", "dev"}, []string{"replace"})
+		if err != nil {
+			return c.usageError("%v", err)
+		}
+		req = &api.AddRouteRequest{Prefix: rest[0], Via: kv["via"], Port: kv["dev"], Replace: verb == "replace" || kv["replace"] != ""}
+	case "del", "delete":
+		if len(rest) != 1 {
+			return c.usageError("del needs one prefix")
+		}
+		req = &api.DeleteRouteRequest{Prefix: rest[0]}
+	default:
+		return c.usageError("unknown command %q", verb)
+	}
+	cc, ctx, cancel, err := c.dial()
+	if err != nil {
+		return c.failf("%v", err)
+	}
+	defer cc.Close()
+	defer cancel()
+	rc := api.NewRoutingClient(cc)
+	switch r := req.(type) {
+	case *api.LookupRequest:
+		rep, err := rc.Lookup(ctx, r)
+		if err != nil {
+			return c.rpcError(err)
+		}
+		if *c.asJSON {
+			return c.printJSON(rep)
+		}
+		printLookup(stdout, rep)
+		return 0
+	case *api.AddRouteRequest:
+		rep, err := rc.AddRoute(ctx, r)
+		if err != nil {
+			return c.rpcError(err)
+		}
+		if *c.asJSON {
+			return c.printJSON(rep)
+		}
+		fmt.Fprintf(stdout, "added %s\n", routeLine(rep.Route))
+		return 0
+	case *api.DeleteRouteRequest:
+		if _, err := rc.DeleteRoute(ctx, r); err != nil {
+			return c.rpcError(err)
+		}
+		if !*c.asJSON {
+			fmt.Fprintf(stdout, "deleted %s\n", r.Prefix)
+		}
+		return 0
+	}
+	ifs, err := rc.Interfaces(ctx, &api.InterfacesRequest{})
+	if err != nil {
+		return c.rpcError(err)
+	}
+	routes, err := rc.ListRoutes(ctx, &api.ListRoutesRequest{})
+	if err != nil {
+		return c.rpcError(err)
+	}
+	if *c.asJSON {
+		return c.printJSON(ifs, routes)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PORT\tMAC\tMTU\tIFID\tADDRESSES")
+	for _, i := range ifs.Interfaces {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", i.Port, i.Mac, i.Mtu, i.Ifid, cmp.Or(strings.Join(i.Addresses, " "), "-"))
+	}
+	fmt.Fprintln(w, "\nPREFIX\tKIND\tPORT\tVIA")
+	for _, r := range routes.Routes {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Prefix, r.Kind, cmp.Or(r.Port, "-"), cmp.Or(r.Via, "-"))
+	}
+	fmt.Fprintf(w, "\n%d routes; static routes added %d, removed %d since start\n", len(routes.Routes), routes.Added, routes.Removed)
+	if err := w.Flush(); err != nil {
+		return c.failf("%v", err)
+	}
+	return 0
+}
+
+func routeLine(r *api.RouteEntry) string {
+	s := r.Prefix
+	if r.Via != "" {
+		s += " via " + r.Via
+	}
+	if r.Port != "" {
+		s += " dev " + r.Port
+	}
+	return s + " (" + r.Kind + ")"
+}
+
+func printLookup(w io.Writer, r *api.LookupReply) {
+	fmt.Fprintf(w, "route     %s\n", routeLine(r.Route))
+	if r.NextHop == "" {
+		fmt.Fprintln(w, "next hop  - (a local address)")
+		return
+	}
+	fmt.Fprintf(w, "next hop  %s\n", r.NextHop)
+	if n := r.Neighbor; n != nil {
+		fmt.Fprintf(w, "neighbour %s %s, %s ago\n", cmp.Or(n.Mac, "-"), n.State, n.Age.AsDuration().Round(time.Millisecond))
+	} else {
+		fmt.Fprintln(w, "neighbour none yet: resolved when a packet needs it")
+	}
+}
+
+func cmdNeighbor(args []string) int { return runNeighbor(args, os.Stdout, os.Stderr) }
+
+func runNeighbor(args []string, stdout, stderr io.Writer) int {
+	c := newClient("neighbor", neighborUsage, stdout, stderr)
+	rest, code, done := c.parse(args)
+	if done {
+		return code
+	}
+	verb := "list"
+	if len(rest) > 0 {
+		verb, rest = rest[0], rest[1:]
+	}
+	var req proto.Message
+	switch verb {
+	case "list", "show":
+		kv, err := words(rest, []string{"dev"}, nil)
+		if err != nil {
+			return c.usageError("%v", err)
+		}
+		req = &api.ListNeighborsRequest{Port: kv["dev"]}
+	case "add", "replace":
+		if len(rest) < 1 {
+			return c.usageError("add needs an address")
+		}
+		kv, err := words(rest[1:], []string{"lladdr", "dev"}, nil)
+		if err != nil {
+			return c.usageError("%v", err)
+		}
+		if kv["lladdr"] == "" || kv["dev"] == "" {
+			return c.usageError("add needs lladdr MAC and dev PORT")
+		}
+		req = &api.AddNeighborRequest{Address: rest[0], Mac: kv["lladdr"], Port: kv["dev"]}
+	case "del", "delete":
+		if len(rest) < 1 {
+			return c.usageError("del needs an address")
+		}
+		kv, err := words(rest[1:], []string{"dev"}, nil)
+		if err != nil {
+			return c.usageError("%v", err)
+		}
+		if kv["dev"] == "" {
+			return c.usageError("del needs dev PORT")
+		}
+		req = &api.DeleteNeighborRequest{Address: rest[0], Port: kv["dev"]}
+	default:
+		return c.usageError("unknown command %q", verb)
+	}
+	cc, ctx, cancel, err := c.dial()
+	if err != nil {
+		return c.failf("%v", err)
+	}
+	defer cc.Close()
+	defer cancel()
+	rc := api.NewRoutingClient(cc)
+	switch r := req.(type) {
+	case *api.AddNeighborRequest:
+		if _, err := rc.AddNeighbor(ctx, r); err != nil {
+			return c.rpcError(err)
+		}
+		if !*c.asJSON {
+			fmt.Fprintf(stdout, "added %s lladdr %s dev %s\n", r.Address, r.Mac, r.Port)
+		}
+		return 0
+	case *api.DeleteNeighborRequest:
+		if _, err := rc.DeleteNeighbor(ctx, r); err != nil {
+			return c.rpcError(err)
+		}
+		if !*c.asJSON {
+			fmt.Fprintf(stdout, "deleted %s dev %s\n", r.Address, r.Port)
+		}
+		return 0
+	}
+	rep, err := rc.ListNeighbors(ctx, req.(*api.ListNeighborsRequest))
+	if err != nil {
+		return c.rpcError(err)
+	}
+	if *c.asJSON {
+		return c.printJSON(rep)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ADDRESS\tPORT\tMAC\tSTATE\tAGE\tPROBES\tROUTER")
+	for _, n := range rep.Neighbors {
+		router := "-"
+		if n.Router {
+			router = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.Address, n.Port, cmp.Or(n.Mac, "-"), n.State,
+			n.Age.AsDuration().Round(time.Millisecond), n.Probes, router)
+	}
+	fmt.Fprintf(w, "\n%d entries (capacity %d); since start: created %d, removed %d, evicted %d, failed %d\n",
+		rep.Created-rep.Removed, rep.Capacity, rep.Created, rep.Removed, rep.Evicted, rep.Failed)
+	if err := w.Flush(); err != nil {
+		return c.failf("%v", err)
+	}
+	return 0
+}

@@ -1,0 +1,307 @@
+package route_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/api"
+	"github.com/linerate/linerate/appliance/control"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+
+	_ "github.com/linerate/linerate/appliance/all"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// memRouter: a generator behind mem port h0 sends to 2001:db8:100::/48 through
+// a linerate router (r0, r1) to a sink behind h1; the next hops on r1's link
+// are static neighbours.
+func memRouter(count int) string {
+	return fmt.Sprintf(`version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "r0"
+driver = "mem"
+peer = "h0"
+mac = "02:00:00:00:01:01"
+addresses = ["2001:db8:1::1/64", "192.0.2.1/24"]
+[[ports]]
+name = "h0"
+driver = "mem"
+peer = "r0"
+ring_size = 16384
+[[ports]]
+name = "r1"
+driver = "mem"
+peer = "h1"
+mac = "02:00:00:00:02:01"
+addresses = ["2001:db8:2::1/64"]
+[[ports]]
+name = "h1"
+driver = "mem"
+peer = "r1"
+ring_size = 16384
+
+[[routes]]
+prefix = "2001:db8:100::/48"
+via = "2001:db8:2::2"
+
+[[neighbors]]
+address = "2001:db8:2::2"
+mac = "02:00:00:00:02:02"
+port = "r1"
+[[neighbors]]
+address = "2001:db8:2::3"
+mac = "02:00:00:00:02:03"
+port = "r1"
+
+[[pipelines]]
+name = "host0"
+lcores = [0]
+[[pipelines.stages]]
+kind = "generator"
+src = "2001:db8:1::2"
+dst = "2001:db8:100::1"
+src_mac = "02:00:00:00:01:02"
+dst_mac = "02:00:00:00:01:01"
+flows = 16
+sizes = [128]
+rate = "20kpps"
+count = %d
+[[pipelines.stages]]
+kind = "forward"
+port = "h0"
+
+[[pipelines]]
+name = "router"
+lcores = [1]
+rx = ["r0", "r1"]
+[[pipelines.stages]]
+kind = "neighbor"
+[[pipelines.stages]]
+kind = "icmp"
+[[pipelines.stages]]
+kind = "route"
+[[pipelines.stages]]
+kind = "punt"
+
+[[pipelines]]
+name = "host1"
+lcores = [0]
+rx = ["h1"]
+[[pipelines.stages]]
+kind = "sink"
+name = "sink"
+`, count)
+}
+
+func counter(s *stats.Snapshot, stage, name string) uint64 {
+	var v uint64
+	for _, st := range s.Stages {
+		if st.Name != stage {
+			continue
+		}
+		for _, c := range st.Counters {
+			if c.Name == name {
+				v += c.Value
+			}
+		}
+	}
+	return v
+}
+
+// TestRouteChangesDropNothing replaces the route's next hop over and over
+// through the control API while traffic flows: every packet arrives, and the
+// route counters show the changes.
+func TestRouteChangesDropNothing(t *testing.T) {
+	const count = 20000
+	cfg, err := config.Parse("router.toml", []byte(memRouter(count)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := appliance.New(cfg, appliance.Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	srv := control.NewServer(e, quiet)
+	e.RegisterServices(srv.GRPC())
+	sock := "unix:" + filepath.Join(t.TempDir(), "c.sock")
+	if _, err := srv.Start(sock); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	cc, err := control.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	rc := api.NewRoutingClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	changes := 0
+	for changes < 200 {
+		select {
+		case <-e.Done():
+		default:
+			via := []string{"2001:db8:2::2", "2001:db8:2::3"}[changes%2]
+			if _, err := rc.AddRoute(ctx, &api.AddRouteRequest{Prefix: "2001:db8:100::/48", Via: via, Replace: true}); err != nil {
+				t.Fatal(err)
+			}
+			changes++
+			continue
+		}
+		break
+	}
+	<-e.Done()
+	s := e.Snapshot()
+	if got := counter(s, "sink", "received"); got != count {
+		t.Errorf("sink received %d of %d", got, count)
+	}
+	if len(s.Drops) != 0 {
+		t.Errorf("drops: %+v", s.Drops)
+	}
+	if fw := counter(s, "route#2", "forwarded"); fw != count {
+		t.Errorf("route forwarded %d", fw)
+	}
+	rs, err := rc.ListRoutes(ctx, &api.ListRoutesRequest{})
+	if err != nil || rs.Added != uint64(changes) || rs.Removed != uint64(changes) {
+		t.Errorf("ListRoutes counts %d added, %d removed, after %d changes (%v)", rs.GetAdded(), rs.GetRemoved(), changes, err)
+	}
+	// The lcore publishes the count while it runs; changes made as it
+	// drained are not in it.
+	if added := counter(s, "route#2", "routes_added"); added == 0 || added > uint64(changes) {
+		t.Errorf("routes_added %d after %d changes", added, changes)
+	}
+	t.Logf("%d route changes while %d packets flowed", changes, count)
+}
+
+// TestControlAPI lists and changes the tables through the Routing service of a
+// built engine.
+func TestControlAPI(t *testing.T) {
+	cfg, err := config.Parse("router.toml", []byte(memRouter(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := appliance.New(cfg, appliance.Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	srv := control.NewServer(e, quiet)
+	e.RegisterServices(srv.GRPC())
+	sock := "unix:" + filepath.Join(t.TempDir(), "c.sock")
+	if _, err := srv.Start(sock); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	cc, err := control.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	rc := api.NewRoutingClient(cc)
+	ctx := context.Background()
+
+	ifs, err := rc.Interfaces(ctx, &api.InterfacesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ifs.Interfaces) != 4 || ifs.Interfaces[0].Mac != "02:00:00:00:01:01" ||
+		fmt.Sprint(ifs.Interfaces[0].Addresses) != "[2001:db8:1::1/64 192.0.2.1/24 fe80::ff:fe00:101/64]" || ifs.Interfaces[2].Ifid != 3 {
+		t.Errorf("interfaces %v", ifs.Interfaces)
+	}
+	rs, err := rc.ListRoutes(ctx, &api.ListRoutesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, r := range rs.Routes {
+		lines = append(lines, fmt.Sprintf("%s %s %s %s", r.Prefix, r.Kind, r.Port, r.Via))
+	}
+	want := []string{
+		"192.0.2.0/24 connected r0 ", "192.0.2.1/32 local r0 ",
+		"2001:db8:1::/64 connected r0 ", "2001:db8:1::1/128 local r0 ", "2001:db8:2::/64 connected r1 ",
+		"2001:db8:2::1/128 local r1 ", "2001:db8:100::/48 static r1 2001:db8:2::2",
+		"fe80::ff:fe00:101/128 local r0 ", "fe80::ff:fe00:201/128 local r1 ",
+	}
+	if fmt.Sprint(lines) != fmt.Sprint(want) {
+		t.Errorf("routes\n%v\nwant\n%v", lines, want)
+	}
+	for _, c := range []struct {
+		req  *api.AddRouteRequest
+		code string
+	}{
+		{&api.AddRouteRequest{Prefix: "2001:db8:100::/48", Via: "2001:db8:2::3"}, "AlreadyExists"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:1::/64", Via: "2001:db8:2::3", Replace: true}, "AlreadyExists"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::1/48", Via: "2001:db8:2::3"}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Via: "2001:db8:9::3"}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Port: "nope"}, "NotFound"},
+	} {
+		_, err := rc.AddRoute(ctx, c.req)
+		if got := fmt.Sprint(statusCode(err)); got != c.code {
+			t.Errorf("AddRoute %v: %v, want %s", c.req, err, c.code)
+		}
+	}
+	if _, err := rc.DeleteRoute(ctx, &api.DeleteRouteRequest{Prefix: "2001:db8:1::/64"}); statusCode(err) != "InvalidArgument" {
+		t.Errorf("deleted a connected route: %v", err)
+	}
+	// A default route, looked up.
+	if _, err := rc.AddRoute(ctx, &api.AddRouteRequest{Prefix: "::/0", Via: "2001:db8:2::3"}); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := rc.Lookup(ctx, &api.LookupRequest{Address: "2001:db8:beef::1"})
+	if err != nil || lk.Route.Prefix != "::/0" || lk.NextHop != "2001:db8:2::3" || lk.Neighbor.GetState() != "STATIC" || lk.Neighbor.Mac != "02:00:00:00:02:03" {
+		t.Errorf("lookup %v %v", lk, err)
+	}
+	if _, err := rc.DeleteRoute(ctx, &api.DeleteRouteRequest{Prefix: "::/0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Lookup(ctx, &api.LookupRequest{Address: "2001:db8:beef::1"}); statusCode(err) != "NotFound" {
+		t.Errorf("lookup after delete: %v", err)
+	}
+	// Neighbours.
+	if _, err := rc.AddNeighbor(ctx, &api.AddNeighborRequest{Address: "192.0.2.9", Mac: "02:00:00:00:01:09", Port: "r0"}); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := rc.ListNeighbors(ctx, &api.ListNeighborsRequest{Port: "r0"})
+	if err != nil || len(ns.Neighbors) != 1 || ns.Neighbors[0].Address != "192.0.2.9" || ns.Neighbors[0].State != "STATIC" || ns.Capacity != 4096 {
+		t.Errorf("neighbors %v %v", ns, err)
+	}
+	if _, err := rc.DeleteNeighbor(ctx, &api.DeleteNeighborRequest{Address: "192.0.2.9", Port: "r0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.DeleteNeighbor(ctx, &api.DeleteNeighborRequest{Address: "192.0.2.9", Port: "r0"}); statusCode(err) != "NotFound" {
+		t.Errorf("second delete: %v", err)
+	}
+	if _, err := rc.AddNeighbor(ctx, &api.AddNeighborRequest{Address: "192.0.2.9", Mac: "01:00:00:00:01:09", Port: "r0"}); statusCode(err) != "InvalidArgument" {
+		t.Errorf("multicast MAC: %v", err)
+	}
+	ns, _ = rc.ListNeighbors(ctx, &api.ListNeighborsRequest{})
+	if len(ns.Neighbors) != 2 || ns.Created-ns.Removed != 2 {
+		t.Errorf("all neighbours %v", ns)
+	}
+}
+
+func statusCode(err error) string {
+	if err == nil {
+		return "OK"
+	}
+	return status.Code(err).String()
+}

@@ -1,0 +1,439 @@
+package route
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
+)
+
+var (
+	reasonNoRoute     = packet.RegisterReason("route_no_route")     // no route to the destination
+	reasonHopLimit    = packet.RegisterReason("route_hop_limit")    // hop limit or TTL expired
+	reasonUnresolved  = packet.RegisterReason("route_unresolved")   // next hop unresolved, hold queue full
+	reasonTooBig      = packet.RegisterReason("route_too_big")      // larger than the output port's MTU
+	reasonNotForUs    = packet.RegisterReason("route_not_for_us")   // a unicast frame to another MAC
+	reasonScope       = packet.RegisterReason("route_scope")        // a link-local address, not forwarded
+	reasonBadChecksum = packet.RegisterReason("route_bad_checksum") // IPv4 header checksum
+)
+
+type routeConfig struct {
+	Hold     int             `toml:"hold"`
+	HoldTime config.Duration `toml:"hold_time"`
+}
+
+// heldPacket waits for its next hop's link-layer address.
+type heldPacket struct {
+	h        packet.Handle
+	port     uint16
+	next     [16]byte
+	deadline int64
+}
+
+// forwarder is the route stage: routed forwarding of IPv6 and IPv4 (RFC 8200,
+// RFC 1812). It looks the destination up in the route table, decrements the
+// hop limit or TTL (patching the IPv4 checksum incrementally), rewrites the
+// MACs from the neighbour cache and forwards. Packets for linerate's own
+// addresses, multicast and non-IP traffic go on to the next stages; errors
+// answer with rate-limited ICMP.
+type forwarder struct {
+	rt       *Routed
+	table    *Table
+	ports    []*Port
+	pool     packet.Pool
+	held     []heldPacket
+	holdN    int
+	holdTime int64
+	lastGen  uint64
+	check    int64
+	report   bool
+
+	forwarded, local, held6, released, expired *stats.Counter
+	errSent, errLimited, resolutions           *stats.Counter
+	routesAdded, routesRemoved                 *stats.Counter
+}
+
+func init() {
+	plugins.Register(plugins.Kind{Name: "route", Summary: "routed forwarding: longest-prefix match, hop limit, MAC rewrite from the neighbour cache, ICMP errors", New: newForwarder})
+}
+
+func newForwarder(s *plugins.Setup) (plugins.Stage, error) {
+	c := routeConfig{Hold: 256, HoldTime: config.Duration(3 * time.Second)}
+	if err := s.Config.Decode(&c); err != nil {
+		return nil, err
+	}
+	if c.Hold < 0 || c.Hold > 65536 {
+		return nil, fmt.Errorf("hold %d: want 0 to 65536 packets", c.Hold)
+	}
+	rt, err := Shared(s)
+	if err != nil {
+		return nil, err
+	}
+	f := &forwarder{rt: rt, ports: rt.Ports, held: make([]heldPacket, c.Hold), holdTime: int64(c.HoldTime),
+		report: rt.reporter("route")}
+	if c.Hold > 0 {
+		room := 2048
+		for _, p := range rt.Ports {
+			if p != nil && p.Pool != nil {
+				room = max(room, p.Pool.DataRoom())
+			}
+		}
+		if f.pool, err = s.Pool("route.hold."+s.Name, c.Hold*s.NumLcores, room); err != nil {
+			return nil, fmt.Errorf("hold pool: %w", err)
+		}
+	}
+	cs := s.Counters
+	f.forwarded = cs.New("forwarded", "packets routed")
+	f.local = cs.New("local", "packets for linerate's own addresses, passed on")
+	f.held6 = cs.New("held", "packets held while their next hop resolved")
+	f.released = cs.New("released", "held packets sent once their next hop resolved")
+	f.expired = cs.New("hold_expired", "held packets freed: their next hop did not resolve in hold_time")
+	f.resolutions = cs.New("resolutions", "next hops this stage started resolving")
+	f.errSent = cs.New("icmp_errors_sent", "ICMP errors sent (time exceeded, unreachable, too big)")
+	f.errLimited = cs.New("icmp_errors_limited", "ICMP errors not sent: over the error rate, or no buffer")
+	if f.report {
+		f.routesAdded = cs.New("routes_added", "static routes added at run time or replaced")
+		f.routesRemoved = cs.New("routes_removed", "static routes deleted at run time or replaced")
+	}
+	return f, nil
+}
+
+func (f *forwarder) Start(ctx *plugins.Context) error {
+	f.table = f.rt.Neighbors()
+	return nil
+}
+
+func (f *forwarder) routed() *Routed { return f.rt }
+
+// Held is the number of packets waiting for resolution.
+func (f *forwarder) Held() int { return f.holdN }
+
+func (f *forwarder) Stop(ctx *plugins.Context) {
+	for _, e := range f.held[:f.holdN] {
+		ctx.Env.Free(e.h)
+	}
+	f.holdN = 0
+}
+
+func (f *forwarder) Process(ctx *plugins.Context, b *packet.Burst) {
+	fib := f.rt.fib.Load()
+	for i := 0; i < b.N; i++ {
+		f.route(ctx, fib, b.H[i].P())
+	}
+}
+
+func (f *forwarder) port(id uint16) *Port {
+	if int(id) < len(f.ports) {
+		return f.ports[id]
+	}
+	return nil
+}
+
+func (f *forwarder) route(ctx *plugins.Context, fib *FIB, p *packet.Packet) {
+	l, err := p.ParseLayers()
+	if l.IPVersion == 0 || l.VLANs != 0 {
+		return // not routed: for the stages after
+	}
+	if err != nil {
+		p.Drop(packet.ReasonMalformed)
+		return
+	}
+	d := p.Data()
+	in := f.port(p.InPort)
+	e := packet.Ethernet(d)
+	if in != nil {
+		if dm := e.Dst(); dm[0]&1 != 0 {
+			return
+		} else if dm != in.MAC {
+			p.Drop(reasonNotForUs)
+			return
+		}
+	}
+	if l.IPVersion == 6 {
+		f.route6(ctx, fib, p, in, d, l)
+	} else {
+		f.route4(ctx, fib, p, in, d, l)
+	}
+}
+
+func (f *forwarder) route6(ctx *plugins.Context, fib *FIB, p *packet.Packet, in *Port, d []byte, l *packet.Layers) {
+	ip := packet.IPv6(d[l.L3:l.End])
+	dst := ip.Dst()
+	if dst[0] == 0xff {
+		return
+	}
+	nh, ok := fib.Lookup6(dst)
+	if !ok {
+		f.icmp6(ctx, in, d, l, packet.ICMPv6DstUnreachable, packet.ICMPv6NoRoute, 0)
+		p.Drop(reasonNoRoute)
+		return
+	}
+	if nh.Kind == Local {
+		f.local.Inc()
+		return
+	}
+	src := ip.Src()
+	if dst[0] == 0xfe && dst[1]&0xc0 == 0x80 || src[0] == 0xfe && src[1]&0xc0 == 0x80 {
+		if src[0] == 0xfe {
+			f.icmp6(ctx, in, d, l, packet.ICMPv6DstUnreachable, packet.ICMPv6BeyondScope, 0)
+		}
+		p.Drop(reasonScope)
+		return
+	}
+	if ip.HopLimit() <= 1 {
+		f.icmp6(ctx, in, d, l, packet.ICMPv6TimeExceeded, packet.ICMPv6HopLimitExceeded, 0)
+		p.Drop(reasonHopLimit)
+		return
+	}
+	out := f.port(nh.Port)
+	if out == nil {
+		p.Drop(packet.ReasonNoPort)
+		return
+	}
+	if out.MTU > 0 && int(l.End-uint32(l.L3)) > out.MTU {
+		f.icmp6(ctx, in, d, l, packet.ICMPv6PacketTooBig, 0, uint32(out.MTU))
+		p.Drop(reasonTooBig)
+		return
+	}
+	next := dst
+	if nh.Kind == Gateway {
+		next = nh.Via
+	}
+	mac, ok := f.resolve(ctx, out, next)
+	if !ok {
+		f.hold(ctx, p, in, out.ID, next)
+		return
+	}
+	ip.SetHopLimit(ip.HopLimit() - 1)
+	e := packet.Ethernet(d)
+	e.SetDst(mac)
+	e.SetSrc(out.MAC)
+	f.forwarded.Inc()
+	p.Forward(out.ID)
+}
+
+func (f *forwarder) route4(ctx *plugins.Context, fib *FIB, p *packet.Packet, in *Port, d []byte, l *packet.Layers) {
+	ip := packet.IPv4(d[l.L3:l.End])
+	if !ip.IsChecksumValid() {
+		p.Drop(reasonBadChecksum)
+		return
+	}
+	dst := ip.Dst()
+	if dst[0] >= 224 {
+		return // multicast and broadcast
+	}
+	nh, ok := fib.Lookup4(dst)
+	if !ok {
+		f.icmp4(ctx, in, d, l, packet.ICMPv4DstUnreachable, packet.ICMPv4NetUnreachable, 0)
+		p.Drop(reasonNoRoute)
+		return
+	}
+	if nh.Kind == Local {
+		f.local.Inc()
+		return
+	}
+	if ip.TTL() <= 1 {
+		f.icmp4(ctx, in, d, l, packet.ICMPv4TimeExceeded, packet.ICMPv4TTLExceeded, 0)
+		p.Drop(reasonHopLimit)
+		return
+	}
+	out := f.port(nh.Port)
+	if out == nil {
+		p.Drop(packet.ReasonNoPort)
+		return
+	}
+	if out.MTU > 0 && int(ip.TotalLength()) > out.MTU {
+		// linerate does not fragment: DF or not, the sender hears the MTU.
+		f.icmp4(ctx, in, d, l, packet.ICMPv4DstUnreachable, packet.ICMPv4FragNeeded, uint32(out.MTU))
+		p.Drop(reasonTooBig)
+		return
+	}
+	next := mapped4(dst)
+	if nh.Kind == Gateway {
+		next = nh.Via
+	}
+	mac, ok := f.resolve(ctx, out, next)
+	if !ok {
+		f.hold(ctx, p, in, out.ID, next)
+		return
+	}
+	ip.DecTTL()
+	e := packet.Ethernet(d)
+	e.SetDst(mac)
+	e.SetSrc(out.MAC)
+	f.forwarded.Inc()
+	p.Forward(out.ID)
+}
+
+// resolve gives the link-layer address of next on out, starting resolution
+// when the cache has no entry, and a probe when it has a stale one.
+func (f *forwarder) resolve(ctx *plugins.Context, out *Port, next [16]byte) (packet.MAC, bool) {
+	mac, st, ok := f.table.Lookup(out.ID, next, ctx.Now)
+	if ok && st.HasMAC() {
+		if st == Stale {
+			f.table.Use(out.ID, next, ctx.Now)
+		}
+		return mac, true
+	}
+	if !ok && f.table.Resolve(out.ID, next, ctx.Now) {
+		f.resolutions.Inc()
+		if h, ok := solicit(out, Solicit{Port: out.ID, Addr: next}); ok {
+			ctx.Emit(h, out.ID)
+		}
+	}
+	return packet.MAC{}, false
+}
+
+// hold keeps p until its next hop resolves: the packet itself when it came
+// from an internal port or was made here, otherwise a copy, so that no port's
+// rx buffers wait on a neighbour.
+func (f *forwarder) hold(ctx *plugins.Context, p *packet.Packet, in *Port, port uint16, next [16]byte) {
+	if f.holdN == len(f.held) {
+		p.Drop(reasonUnresolved)
+		return
+	}
+	h := p.Handle()
+	if in != nil && !in.Internal {
+		q, ok := f.pool.AllocOne()
+		if !ok {
+			p.Drop(packet.ReasonNoBuffer)
+			return
+		}
+		if err := q.P().CopyFrom(p, f.pool.Headroom()); err != nil {
+			f.pool.FreeOne(q)
+			p.Drop(packet.ReasonTooBig)
+			return
+		}
+		ctx.Env.Free(h)
+		h = q
+	}
+	p.Consume()
+	f.held[f.holdN] = heldPacket{h: h, port: port, next: next, deadline: ctx.Now + f.holdTime}
+	f.holdN++
+	f.held6.Inc()
+}
+
+// Tick releases held packets whose next hop resolved, expires the others after
+// hold_time, and publishes the route table's counters.
+func (f *forwarder) Tick(ctx *plugins.Context) {
+	if f.report {
+		a, r := f.rt.RouteStats()
+		mirror(f.routesAdded, a)
+		mirror(f.routesRemoved, r)
+	}
+	if f.holdN == 0 {
+		return
+	}
+	g := f.table.Gen()
+	if g == f.lastGen && ctx.Now < f.check {
+		return
+	}
+	f.lastGen, f.check = g, ctx.Now+int64(10*time.Millisecond)
+	j := 0
+	for _, e := range f.held[:f.holdN] {
+		mac, st, ok := f.table.Lookup(e.port, e.next, ctx.Now)
+		switch {
+		case ok && st.HasMAC():
+			f.release(ctx, e, mac)
+			continue
+		case ctx.Now >= e.deadline:
+			f.expire(ctx, e)
+			continue
+		case !ok && f.table.Resolve(e.port, e.next, ctx.Now):
+			// The entry failed, or never got in: try again.
+			f.resolutions.Inc()
+			if out := f.port(e.port); out != nil {
+				if h, ok := solicit(out, Solicit{Port: e.port, Addr: e.next}); ok {
+					ctx.Emit(h, e.port)
+				}
+			}
+		}
+		f.held[j] = e
+		j++
+	}
+	clear(f.held[j:f.holdN])
+	f.holdN = j
+}
+
+// release finishes forwarding a held packet.
+func (f *forwarder) release(ctx *plugins.Context, e heldPacket, mac packet.MAC) {
+	p := e.h.P()
+	l, err := p.ParseLayers()
+	out := f.port(e.port)
+	if err != nil || out == nil {
+		ctx.Env.Free(e.h)
+		return
+	}
+	d := p.Data()
+	if l.IPVersion == 6 {
+		ip := packet.IPv6(d[l.L3:l.End])
+		ip.SetHopLimit(ip.HopLimit() - 1)
+	} else {
+		packet.IPv4(d[l.L3:l.End]).DecTTL()
+	}
+	eth := packet.Ethernet(d)
+	eth.SetDst(mac)
+	eth.SetSrc(out.MAC)
+	if ctx.Emit(e.h, e.port) {
+		f.released.Inc()
+		f.forwarded.Inc()
+	}
+}
+
+// expire frees a held packet whose next hop never answered, telling its
+// sender the address is unreachable (RFC 4861 §7.2.2, RFC 1812 §5.2.7.1).
+func (f *forwarder) expire(ctx *plugins.Context, e heldPacket) {
+	p := e.h.P()
+	if l, err := p.ParseLayers(); err == nil {
+		in := f.port(p.InPort)
+		if l.IPVersion == 6 {
+			f.icmp6(ctx, in, p.Data(), l, packet.ICMPv6DstUnreachable, packet.ICMPv6AddressUnreachable, 0)
+		} else {
+			f.icmp4(ctx, in, p.Data(), l, packet.ICMPv4DstUnreachable, packet.ICMPv4HostUnreachable, 0)
+		}
+	}
+	f.expired.Inc()
+	ctx.Env.Free(e.h)
+}
+
+// icmp6 sends an ICMPv6 error about the packet in d back out of the port it
+// came in on, within the engine-wide error rate.
+func (f *forwarder) icmp6(ctx *plugins.Context, in *Port, d []byte, l *packet.Layers, typ, code uint8, rest uint32) {
+	if in == nil || !icmp6ErrorAllowed(d, l, typ) {
+		return
+	}
+	if !f.rt.ICMPErrors.Allow(ctx.Now) {
+		f.errLimited.Inc()
+		return
+	}
+	h, ok := buildICMPv6Error(in, d, l, typ, code, rest)
+	if !ok {
+		f.errLimited.Inc()
+		return
+	}
+	if ctx.Emit(h, in.ID) {
+		f.errSent.Inc()
+	}
+}
+
+// icmp4 is icmp6 for IPv4.
+func (f *forwarder) icmp4(ctx *plugins.Context, in *Port, d []byte, l *packet.Layers, typ, code uint8, rest uint32) {
+	if in == nil || !icmp4ErrorAllowed(d, l) {
+		return
+	}
+	if !f.rt.ICMPErrors.Allow(ctx.Now) {
+		f.errLimited.Inc()
+		return
+	}
+	h, ok := buildICMPv4Error(in, d, l, typ, code, rest)
+	if !ok {
+		f.errLimited.Inc()
+		return
+	}
+	if ctx.Emit(h, in.ID) {
+		f.errSent.Inc()
+	}
+}

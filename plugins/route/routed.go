@@ -1,0 +1,406 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
+)
+
+// Port is a port as routed mode sees it.
+type Port struct {
+	ID        uint16
+	Name      string
+	MAC       packet.MAC // linerate's own address on the link
+	DriverMAC packet.MAC // the driver's: for a TAP, the host kernel's side
+	MTU       int // 0: unknown, not checked
+	IfID      uint32
+	Pool      packet.Pool
+	Internal  bool
+	// Addrs are the configured addresses and, for a port with IPv6 addresses,
+	// a link-local one made from the MAC (RFC 4291 §2.5.1).
+	Addrs []netip.Prefix
+	v6    [][16]byte
+	v4    [][4]byte
+	ll    [16]byte
+	hasLL bool
+}
+
+// Owns6 reports whether a is one of the port's IPv6 addresses.
+func (p *Port) Owns6(a [16]byte) bool {
+	for i := range p.v6 {
+		if p.v6[i] == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Owns4 reports whether a is one of the port's IPv4 addresses.
+func (p *Port) Owns4(a [4]byte) bool {
+	for i := range p.v4 {
+		if p.v4[i] == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Source6 is the address the port speaks from towards dst: its address on
+// dst's prefix, else its link-local address for a link-local dst, else its
+// first global address, else its link-local address.
+func (p *Port) Source6(dst [16]byte) ([16]byte, bool) {
+	d := netip.AddrFrom16(dst)
+	if d.IsLinkLocalUnicast() || d.IsLinkLocalMulticast() {
+		if p.hasLL {
+			return p.ll, true
+		}
+	}
+	var global [16]byte
+	found := false
+	for _, a := range p.Addrs {
+		if !a.Addr().Is6() {
+			continue
+		}
+		if a.Contains(d) {
+			return a.Addr().As16(), true
+		}
+		if !found && !a.Addr().IsLinkLocalUnicast() {
+			global, found = a.Addr().As16(), true
+		}
+	}
+	if found {
+		return global, true
+	}
+	return p.ll, p.hasLL
+}
+
+// Source4 is the port's IPv4 address on dst's prefix, else its first.
+func (p *Port) Source4(dst [4]byte) ([4]byte, bool) {
+	d := netip.AddrFrom4(dst)
+	for _, a := range p.Addrs {
+		if a.Addr().Is4() && a.Contains(d) {
+			return a.Addr().As4(), true
+		}
+	}
+	if len(p.v4) > 0 {
+		return p.v4[0], true
+	}
+	return [4]byte{}, false
+}
+
+// linkLocal is the modified EUI-64 link-local address of m (RFC 4291 App. A).
+func linkLocal(m packet.MAC) netip.Addr {
+	return netip.AddrFrom16([16]byte{0xfe, 0x80, 8: m[0] ^ 2, 9: m[1], 10: m[2], 11: 0xff, 12: 0xfe, 13: m[3], 14: m[4], 15: m[5]})
+}
+
+// Routed is routed mode's state in one engine: its ports' addresses, the route
+// table and the neighbour cache. Every routed stage of every pipeline shares it
+// (plugins.Setup.Global), and the control service reaches it through them.
+type Routed struct {
+	Ports []*Port // by port id
+	Clock clock.Clock
+
+	fib atomic.Pointer[FIB]
+
+	mu     sync.Mutex // control-plane changes of the static routes
+	conn   []Route    // local and connected routes, from the ports
+	static []Route
+
+	params               Params
+	paramsFrom           string
+	tableOnce            sync.Once
+	table                *Table
+	staticNeighbors      []config.Neighbor
+	routesAdd, routesDel atomic.Uint64
+	ICMPErrors           *Limiter // every ICMP error any stage sends
+	Learn                *Limiter // neighbour entries made from unsolicited packets
+	errorRateFrom        string
+	errorRate            uint64
+	errorBurst           int
+	reporters            map[string]bool
+	err                  error
+}
+
+// Shared returns the engine's Routed, making it on first use from the setup's
+// ports and static tables.
+func Shared(s *plugins.Setup) (*Routed, error) {
+	rt := s.Global("route", func() any { return newRouted(s) }).(*Routed)
+	return rt, rt.err
+}
+
+// Errors of the route table's control.
+var (
+	ErrNoPort     = errors.New("no such port")
+	ErrNotOnLink  = errors.New("next hop is on no port's prefix")
+	ErrExists     = errors.New("prefix already routed")
+	ErrNotFound   = errors.New("no such route")
+	ErrNotStatic  = errors.New("route is not static")
+	ErrBadAddress = errors.New("bad address")
+)
+
+func newRouted(s *plugins.Setup) *Routed {
+	rt := &Routed{Clock: s.Clock, params: DefaultParams, ICMPErrors: NewLimiter(1000, 50), Learn: NewLimiter(1000, 100),
+		reporters: map[string]bool{}}
+	all := s.Ports.All()
+	maxID := -1
+	for _, pi := range all {
+		maxID = max(maxID, int(pi.ID))
+	}
+	rt.Ports = make([]*Port, maxID+1)
+	for _, pi := range all {
+		p := &Port{ID: pi.ID, Name: pi.Name, MAC: pi.MAC, DriverMAC: pi.DriverMAC, MTU: pi.MTU, IfID: pi.IfID, Pool: pi.Pool,
+			Internal: pi.Internal, Addrs: slices.Clone(pi.Addrs)}
+		has6 := false
+		for _, a := range p.Addrs {
+			if a.Addr().Is6() {
+				has6 = true
+				if a.Addr().IsLinkLocalUnicast() && !p.hasLL {
+					p.ll, p.hasLL = a.Addr().As16(), true
+				}
+			}
+		}
+		if has6 && !p.hasLL && p.MAC != (packet.MAC{}) {
+			ll := linkLocal(p.MAC)
+			p.Addrs = append(p.Addrs, netip.PrefixFrom(ll, 64))
+			p.ll, p.hasLL = ll.As16(), true
+		}
+		for _, a := range p.Addrs {
+			if a.Addr().Is6() {
+				p.v6 = append(p.v6, a.Addr().As16())
+			} else {
+				p.v4 = append(p.v4, a.Addr().As4())
+			}
+		}
+		rt.Ports[pi.ID] = p
+	}
+	seen := map[netip.Prefix]bool{}
+	for _, p := range rt.Ports {
+		if p == nil {
+			continue
+		}
+		for _, a := range p.Addrs {
+			host := netip.PrefixFrom(a.Addr(), a.Addr().BitLen())
+			if !seen[host] {
+				seen[host] = true
+				rt.conn = append(rt.conn, Route{Prefix: host, Kind: Local, Port: p.ID})
+			}
+			// Every port has fe80::/64: link-local destinations are never
+			// routed, so that prefix is left out.
+			if a.Addr().IsLinkLocalUnicast() || a.Bits() == a.Addr().BitLen() {
+				continue
+			}
+			if net := a.Masked(); !seen[net] {
+				seen[net] = true
+				rt.conn = append(rt.conn, Route{Prefix: net, Kind: Connected, Port: p.ID})
+			}
+		}
+	}
+	for _, r := range s.Routes {
+		sr, err := rt.staticRoute(r.Prefix.Prefix, r.Via.Addr, r.Port)
+		if err != nil {
+			rt.err = fmt.Errorf("%sroute %s: %w", at(r.Where()), r.Prefix, err)
+			return rt
+		}
+		rt.static = append(rt.static, sr)
+	}
+	if err := rt.publish(); err != nil {
+		rt.err = err
+		return rt
+	}
+	for _, n := range s.Neighbors {
+		if rt.PortByName(n.Port) == nil {
+			rt.err = fmt.Errorf("%sneighbour %s: %w %q", at(n.Where()), n.Address, ErrNoPort, n.Port)
+			return rt
+		}
+	}
+	rt.staticNeighbors = s.Neighbors
+	return rt
+}
+
+// at prefixes a message with a config position, when there is one.
+func at(where string) string {
+	if where == "" {
+		return ""
+	}
+	return where + ": "
+}
+
+// PortByName finds a port.
+func (rt *Routed) PortByName(name string) *Port {
+	for _, p := range rt.Ports {
+		if p != nil && p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Port is the port with id, or nil.
+func (rt *Routed) Port(id uint16) *Port {
+	if int(id) < len(rt.Ports) {
+		return rt.Ports[id]
+	}
+	return nil
+}
+
+// staticRoute checks a static route and finds its port.
+func (rt *Routed) staticRoute(prefix netip.Prefix, via netip.Addr, port string) (Route, error) {
+	if !prefix.IsValid() {
+		return Route{}, fmt.Errorf("%w: prefix", ErrBadAddress)
+	}
+	r := Route{Prefix: prefix.Masked(), Kind: Connected, Static: true}
+	var p *Port
+	if port != "" {
+		if p = rt.PortByName(port); p == nil {
+			return Route{}, fmt.Errorf("%w %q", ErrNoPort, port)
+		}
+	}
+	if via.IsValid() {
+		via = via.Unmap()
+		if via.Is4() != prefix.Addr().Is4() || via.IsMulticast() || via.IsUnspecified() {
+			return Route{}, fmt.Errorf("%w: next hop %s", ErrBadAddress, via)
+		}
+		r.Kind, r.Via = Gateway, via
+		if p == nil {
+			best := -1
+			for _, q := range rt.Ports {
+				if q == nil {
+					continue
+				}
+				for _, a := range q.Addrs {
+					if !a.Addr().IsLinkLocalUnicast() && a.Masked().Contains(via) && a.Bits() > best {
+						p, best = q, a.Bits()
+					}
+				}
+			}
+			if p == nil {
+				return Route{}, fmt.Errorf("%w: %s", ErrNotOnLink, via)
+			}
+		}
+	} else if p == nil {
+		return Route{}, fmt.Errorf("%w: an on-link route needs a port", ErrNoPort)
+	}
+	r.Port = p.ID
+	return r, nil
+}
+
+// publish builds a FIB from the connected and static routes and publishes it.
+func (rt *Routed) publish() error {
+	f, err := BuildFIB(append(slices.Clone(rt.conn), rt.static...))
+	if err != nil {
+		return err
+	}
+	rt.fib.Store(f)
+	return nil
+}
+
+// FIB is the current route table snapshot.
+func (rt *Routed) FIB() *FIB { return rt.fib.Load() }
+
+// AddRoute adds a static route (replacing a static one for the same prefix
+// when replace) and publishes the new table. Lcores see it from their next
+// burst; no packet is dropped for the change.
+func (rt *Routed) AddRoute(prefix netip.Prefix, via netip.Addr, port string, replace bool) (Route, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	r, err := rt.staticRoute(prefix, via, port)
+	if err != nil {
+		return Route{}, err
+	}
+	old := slices.Clone(rt.static)
+	i := slices.IndexFunc(rt.static, func(s Route) bool { return s.Prefix == r.Prefix })
+	switch {
+	case i >= 0 && !replace:
+		return Route{}, fmt.Errorf("%s: %w", r.Prefix, ErrExists)
+	case i >= 0:
+		rt.static[i] = r
+	default:
+		rt.static = append(rt.static, r)
+	}
+	if err := rt.publish(); err != nil {
+		rt.static = old
+		return Route{}, fmt.Errorf("%s: %w", r.Prefix, ErrExists)
+	}
+	rt.routesAdd.Add(1)
+	if i >= 0 {
+		rt.routesDel.Add(1)
+	}
+	return r, nil
+}
+
+// DeleteRoute removes a static route and publishes the new table.
+func (rt *Routed) DeleteRoute(prefix netip.Prefix) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	prefix = prefix.Masked()
+	i := slices.IndexFunc(rt.static, func(s Route) bool { return s.Prefix == prefix })
+	if i < 0 {
+		if slices.ContainsFunc(rt.conn, func(s Route) bool { return s.Prefix == prefix }) {
+			return fmt.Errorf("%s: %w: it comes from a port's address", prefix, ErrNotStatic)
+		}
+		return fmt.Errorf("%s: %w", prefix, ErrNotFound)
+	}
+	rt.static = slices.Delete(rt.static, i, i+1)
+	if err := rt.publish(); err != nil {
+		return err
+	}
+	rt.routesDel.Add(1)
+	return nil
+}
+
+// RouteStats are the lifetime counts of static route changes.
+func (rt *Routed) RouteStats() (added, removed uint64) {
+	return rt.routesAdd.Load(), rt.routesDel.Load()
+}
+
+// configure sets the neighbour cache's parameters from a neighbor stage; two
+// stages must agree.
+func (rt *Routed) configure(p Params, where string) error {
+	if rt.paramsFrom != "" && rt.params != p {
+		return fmt.Errorf("neighbour cache settings differ from those of %s; set them the same in every neighbor stage", rt.paramsFrom)
+	}
+	rt.params, rt.paramsFrom = p, where
+	return nil
+}
+
+// Neighbors is the neighbour cache. It is made on first use, after every stage
+// was set up, with the static neighbours in it.
+func (rt *Routed) Neighbors() *Table {
+	rt.tableOnce.Do(func() {
+		t := NewTable(rt.params)
+		now := rt.Clock.Now()
+		for _, n := range rt.staticNeighbors {
+			t.SetStatic(rt.PortByName(n.Port).ID, n.Address.Addr.As16(), packet.MAC(n.MAC), now)
+		}
+		rt.table = t
+	})
+	return rt.table
+}
+
+// reporter elects one instance of a kind to publish the shared tables'
+// counters, so that they are not summed once per lcore.
+func (rt *Routed) reporter(kind string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.reporters[kind] {
+		return false
+	}
+	rt.reporters[kind] = true
+	return true
+}
+
+// Addr16 maps any address into 16 bytes, as the neighbour cache keys them.
+func Addr16(a netip.Addr) [16]byte { return a.As16() }
+
+// mapped4 is the IPv4-mapped form of a.
+func mapped4(a [4]byte) [16]byte {
+	return [16]byte{10: 0xff, 11: 0xff, 12: a[0], 13: a[1], 14: a[2], 15: a[3]}
+}
