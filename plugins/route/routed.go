@@ -20,7 +20,7 @@ type Port struct {
 	Name      string
 	MAC       packet.MAC // linerate's own address on the link
 	DriverMAC packet.MAC // the driver's: for a TAP, the host kernel's side
-	MTU       int // 0: unknown, not checked
+	MTU       int        // 0: unknown, not checked
 	IfID      uint32
 	Pool      packet.Pool
 	Internal  bool
