@@ -122,7 +122,7 @@ func icmp6ErrorAllowed(d []byte, l *packet.Layers, typ uint8) bool {
 	if packet.Ethernet(d).Dst()[0]&1 != 0 && typ != packet.ICMPv6PacketTooBig {
 		return false
 	}
-	if l.Proto == packet.ProtocolICMPv6 && l.Flags&packet.FlagLaterFragment == 0 && int(l.L4) < int(l.End) {
+	if l.Proto == packet.ProtocolICMPv6 && l.Flags&packet.FlagLaterFragment == 0 && l.L4 != 0 && int(l.L4) < int(l.End) {
 		if t := d[l.L4]; t < 128 || t == packet.ICMPv6Redirect {
 			return false
 		}
@@ -170,7 +170,7 @@ func icmp4ErrorAllowed(d []byte, l *packet.Layers) bool {
 	if packet.Ethernet(d).Dst()[0]&1 != 0 || l.Flags&packet.FlagLaterFragment != 0 {
 		return false
 	}
-	if l.Proto == packet.ProtocolICMP && int(l.L4) < int(l.End) {
+	if l.Proto == packet.ProtocolICMP && l.L4 != 0 && int(l.L4) < int(l.End) {
 		if packet.ICMPv4(d[l.L4:min(int(l.L4)+packet.ICMPv4MinLen, int(l.End))]).IsError() {
 			return false
 		}

@@ -134,13 +134,15 @@ func (f *forwarder) port(id uint16) *Port {
 
 func (f *forwarder) route(ctx *plugins.Context, fib *FIB, p *packet.Packet) {
 	l, err := p.ParseLayers()
-	if l.IPVersion == 0 || l.VLANs != 0 {
+	if l.VLANs != 0 || l.IPVersion == 0 && (err == nil || l.EtherType != packet.EtherTypeIPv6 && l.EtherType != packet.EtherTypeIPv4) {
 		return // not routed: for the stages after
 	}
-	if err != nil {
-		p.Drop(packet.ReasonMalformed)
+	if l.IPVersion == 0 {
+		p.Drop(packet.ReasonMalformed) // a broken IP header
 		return
 	}
+	// A fault past the IP header (a first fragment's UDP length, an odd
+	// extension header) is the destination's business, not a router's.
 	d := p.Data()
 	in := f.port(p.InPort)
 	e := packet.Ethernet(d)
@@ -361,9 +363,9 @@ func (f *forwarder) Tick(ctx *plugins.Context) {
 // release finishes forwarding a held packet.
 func (f *forwarder) release(ctx *plugins.Context, e heldPacket, mac packet.MAC) {
 	p := e.h.P()
-	l, err := p.ParseLayers()
+	l, _ := p.ParseLayers()
 	out := f.port(e.port)
-	if err != nil || out == nil {
+	if l.IPVersion == 0 || out == nil {
 		ctx.Env.Free(e.h)
 		return
 	}
@@ -387,7 +389,7 @@ func (f *forwarder) release(ctx *plugins.Context, e heldPacket, mac packet.MAC) 
 // sender the address is unreachable (RFC 4861 §7.2.2, RFC 1812 §5.2.7.1).
 func (f *forwarder) expire(ctx *plugins.Context, e heldPacket) {
 	p := e.h.P()
-	if l, err := p.ParseLayers(); err == nil {
+	if l, _ := p.ParseLayers(); l.IPVersion != 0 {
 		in := f.port(p.InPort)
 		if l.IPVersion == 6 {
 			f.icmp6(ctx, in, p.Data(), l, packet.ICMPv6DstUnreachable, packet.ICMPv6AddressUnreachable, 0)

@@ -616,3 +616,32 @@ func TestRoutedSetupErrors(t *testing.T) {
 		t.Error("two neighbor stages with different caches")
 	}
 }
+
+// TestRouteFragments: a first fragment whose UDP length runs past it, as a
+// host's own fragmentation makes, is routed like any packet.
+func TestRouteFragments(t *testing.T) {
+	h := newHarness(t)
+	r := h.build("route", "")
+	h.routed().Neighbors().SetStatic(port1, a16("2001:db8:2::2"), host2, h.clock.Now())
+	ip6 := &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolIPv6Fragment, HopLimit: 64, SrcIP: ip("2001:db8:1::2"), DstIP: ip("2001:db8:2::2")}
+	frag := &layers.IPv6Fragment{NextHeader: layers.IPProtocolUDP, MoreFragments: true, Identification: 7}
+	// A UDP header claiming 1400 bytes, and only 100 of them here.
+	udp := []byte{0x03, 0xe8, 0x07, 0xd0, 0x05, 0x78, 0, 0}
+	first := serialize(t, eth(host1, mac0, layers.EthernetTypeIPv6), ip6, frag, gopacket.Payload(append(udp, make([]byte, 92)...)))
+	var l packet.Layers
+	if packet.Parse(first, &l) == nil {
+		t.Fatal("the first fragment parses cleanly; the test needs one that does not")
+	}
+	o := h.run(port0, [][]byte{first}, r)
+	if len(o.forwarded) != 1 || o.forwarded[0].port != port1 {
+		t.Fatalf("outcome %+v", o)
+	}
+	if d := data(o.forwarded[0].h); d[14+7] != 63 || packet.Ethernet(d).Dst() != host2 {
+		t.Errorf("hop limit %d, dst %v", d[14+7], packet.Ethernet(d).Dst())
+	}
+	// A truncated IPv6 header is malformed.
+	o = h.run(port0, [][]byte{first[:14+30]}, r)
+	if o.dropped["malformed"] != 1 {
+		t.Errorf("truncated header: %+v", o)
+	}
+}
