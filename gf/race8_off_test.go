@@ -1,0 +1,5 @@
+//go:build !race
+
+package gf
+
+const race8 = false
