@@ -118,8 +118,20 @@ func ethtool(t *testing.T, ns *netns.NS, ifname string, args ...string) {
 	}
 }
 
-// Config is the router's config: the two ports, and neighbor → icmp → route
-// → punt on one lcore.
+// The exception path: a TAP port between linerate and the router
+// namespace's own kernel, which holds linerate's first addresses too, so that
+// what linerate punts to it (a TCP connection to 2001:db8:1::1) is its own.
+const (
+	TapMAC  = "02:00:00:00:03:01" // linerate's side
+	Tapv6   = "fd00::1"
+	Tapv4   = "10.255.0.1"
+	Kernv6  = "fd00::2"
+	Kernv4  = "10.255.0.2"
+	TapName = "lrtap0"
+)
+
+// Config is the router's config: the two ports, a TAP exception port, and
+// neighbor → icmp → route → punt on one lcore.
 func Config(ports Ports, extra string) string {
 	return fmt.Sprintf(`version = 1
 [engine]
@@ -138,9 +150,16 @@ name = "r2"
 mac = %q
 addresses = ["%s/64", "%s/24"]
 
+[[ports]]
+name = "tap0"
+driver = "tap"
+interface = %q
+mac = %q
+addresses = ["%s/64", "%s/30"]
+
 [[pipelines]]
 name = "router"
-rx = ["r1", "r2"]
+rx = ["r1", "r2", "tap0"]
 [[pipelines.stages]]
 kind = "neighbor"
 max_entries = %d
@@ -151,7 +170,8 @@ kind = "icmp"
 kind = "route"
 [[pipelines.stages]]
 kind = "punt"
-`, extra, ports("r1", "r1"), MAC1, R1v6, R1v4, ports("r2", "r2"), MAC2, R2v6, R2v4, MaxNeighbors)
+port = "tap0"
+`, extra, ports("r1", "r1"), MAC1, R1v6, R1v4, ports("r2", "r2"), MAC2, R2v6, R2v4, TapName, TapMAC, Tapv6, Tapv4, MaxNeighbors)
 }
 
 // Start builds the router's engine inside the router namespace, starts it and
@@ -192,6 +212,37 @@ func (tp *Topology) Start(t *testing.T, cfgText string) {
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
+	tp.hostKernel(t)
+}
+
+// hostKernel gives the router namespace's kernel its side of the TAP and
+// linerate's first addresses, and routes its replies through linerate. Its
+// veth interfaces stay without IPv6, and answer no ARP for addresses they do
+// not hold, so that the kernel never speaks for linerate on the links.
+func (tp *Topology) hostKernel(t *testing.T) {
+	t.Helper()
+	err := tp.Router.Do(func() error {
+		for k, v := range map[string]string{
+			"ipv6/conf/lo/disable_ipv6": "0", "ipv6/conf/" + TapName + "/accept_dad": "0",
+			"ipv6/conf/" + TapName + "/disable_ipv6": "0",
+			"ipv4/conf/r1/arp_ignore": "1", "ipv4/conf/r2/arp_ignore": "1",
+		} {
+			if err := os.WriteFile("/proc/sys/net/"+k, []byte(v), 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("router namespace sysctls: %v", err)
+	}
+	r := tp.Router
+	r.IP(t, "-6", "addr", "add", Kernv6+"/64", "dev", TapName, "nodad")
+	r.IP(t, "addr", "add", Kernv4+"/30", "dev", TapName)
+	r.IP(t, "-6", "addr", "add", R1v6+"/128", "dev", "lo")
+	r.IP(t, "addr", "add", R1v4+"/32", "dev", "lo")
+	r.IP(t, "-6", "route", "add", "default", "via", Tapv6, "dev", TapName)
+	r.IP(t, "route", "add", "default", "via", Tapv4, "dev", TapName)
 }
 
 // Run is the whole test: the topology, the router on ports, and every check as
@@ -206,6 +257,7 @@ func Run(t *testing.T, ports Ports, extra string) {
 	t.Run("time-exceeded", tp.TimeExceeded)
 	t.Run("neighbor-flood", tp.NeighborFlood)
 	t.Run("tcp-after-flood", tp.TCP)
+	t.Run("punt", tp.Punt)
 	tp.checkStatus(t)
 }
 
@@ -606,6 +658,50 @@ func (tp *Topology) NeighborFlood(t *testing.T) {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
+// Punt connects from host 1 to a TCP service of the host running linerate,
+// on linerate's own address: linerate punts the connection to the kernel
+// through the TAP, and routes the kernel's answers back out.
+func (tp *Topology) Punt(t *testing.T) {
+	for _, c := range []struct{ network, at string }{{"tcp6", "[" + R1v6 + "]:2222"}, {"tcp4", R1v4 + ":2222"}} {
+		t.Run(c.network, func(t *testing.T) {
+			var l net.Listener
+			if err := tp.Router.Do(func() (err error) { l, err = net.Listen(c.network, c.at); return err }); err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go func() {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				_, _ = io.Copy(conn, conn)
+			}()
+			var conn net.Conn
+			if err := tp.Host1.Do(func() (err error) { conn, err = net.DialTimeout(c.network, c.at, 5*time.Second); return err }); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			data := bytes.Repeat([]byte("to the host and back "), 4000)
+			go func() {
+				_, _ = conn.Write(data)
+				_ = conn.(*net.TCPConn).CloseWrite()
+			}()
+			got, err := io.ReadAll(conn)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("echo through the TAP: %d of %d bytes, %v", len(got), len(data), err)
+			}
+		})
+	}
+	s := tp.Engine.Snapshot()
+	for _, p := range s.Ports {
+		if p.Name == "tap0" && (p.RxPackets == 0 || p.TxPackets == 0) {
+			t.Errorf("tap0 moved %d in, %d out", p.RxPackets, p.TxPackets)
+		}
+	}
+}
+
 // checkStatus: linerate's own counters saw what the hosts did.
 func (tp *Topology) checkStatus(t *testing.T) {
 	s := tp.Engine.Snapshot()
@@ -621,7 +717,7 @@ func (tp *Topology) checkStatus(t *testing.T) {
 		return v
 	}
 	for _, c := range []string{"ns_received", "na_sent", "arp_replies_sent", "echo_replies_v6", "echo_replies_v4", "forwarded",
-		"icmp_errors_sent", "resolutions"} {
+		"icmp_errors_sent", "resolutions", "punted"} {
 		if sum(c) == 0 {
 			t.Errorf("counter %s is 0", c)
 		}
