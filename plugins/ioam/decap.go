@@ -168,9 +168,11 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 			dc.cNoIOAM.Inc()
 			return
 		}
-		if err := scanPacket(d, l3, s); err != nil {
-			p.Drop(dropReason(err))
-			return
+		if !fastScan(d, l3, s) {
+			if err := scanPacket(d, l3, s); err != nil {
+				p.Drop(dropReason(err))
+				return
+			}
 		}
 	}
 	if s.nTrace == 0 && s.pot == 0 && s.dex == 0 && s.e2e == 0 {

@@ -701,15 +701,15 @@ func (e *encap) encapsulate(ctx *plugins.Context, b *packet.Burst, i int, pr *pr
 	}
 	gap[7] = hl
 	e.fill(ctx, p, pr, d, l3+packet.IPv6Len+4, l3+packet.IPv6Len+pr.hbhLen+4, hl)
-	e.encapLayers(p, d, l3, n, ipLen, valid, &old)
+	e.encapLayers(p, d, pr, l3, n, ipLen, valid, &old)
 	e.cEncap.Inc()
 	pr.cInserted.Inc()
 }
 
 // encapLayers writes the Layers record and the scratch of an encapsulated
-// packet: the engine's own parse would find the outer header, its options
-// headers, and IPv6 as the upper layer.
-func (e *encap) encapLayers(p *packet.Packet, d []byte, l3, n, ipLen int, valid bool, old *packet.Layers) {
+// packet from what encap knows, without a parse: the engine's own parse would
+// find the outer header, its options headers, and IPv6 as the upper layer.
+func (e *encap) encapLayers(p *packet.Packet, d []byte, pr *profile, l3, n, ipLen int, valid bool, old *packet.Layers) {
 	l := p.Layers()
 	if valid {
 		*l = packet.Layers{EtherType: old.EtherType, VLAN: old.VLAN, VLANs: old.VLANs}
@@ -727,24 +727,31 @@ func (e *encap) encapLayers(p *packet.Packet, d []byte, l3, n, ipLen int, valid 
 	if end < len(d) {
 		l.Flags |= packet.FlagTrailer
 	}
-	off := l3 + packet.IPv6Len
-	nh := d[l3+6]
-	for nh == packet.ProtocolHopByHop || nh == packet.ProtocolDestOpts {
-		if nh == packet.ProtocolHopByHop {
-			l.HopByHop = uint16(off)
-		} else {
-			l.DestOpts2 = uint16(off)
-		}
-		nh = d[off]
-		off += (int(d[off+1]) + 1) * 8
+	hbh := l3 + packet.IPv6Len
+	if pr.hbhLen > 0 {
+		l.HopByHop = uint16(hbh)
 		l.NumExt++
 	}
-	l.L4, l.Proto = uint16(off), nh
+	if pr.destLen > 0 {
+		// No Routing header follows: the parse calls it the final
+		// destination's.
+		l.DestOpts2 = uint16(hbh + pr.hbhLen)
+		l.NumExt++
+	}
+	l.L4, l.Proto = uint16(l3+n), packet.ProtocolIPv6
 	p.SetFlag(packet.FlagLayers)
-	if l.HopByHop != 0 && l.DestOpts2 == 0 {
-		var s scan
-		if scanPacket(d, l3, &s) == nil {
-			storeScratch(p, &s)
+	if pr.hbhLen > 0 && pr.destLen == 0 {
+		c := scratchOf(p)
+		opts := hbh + 4
+		*c = scratch{magic: scratchMagic, hbh: uint16(hbh), winOff: uint16(p.Offset()), winLen: uint16(p.Len())}
+		if pr.traceOff >= 0 {
+			c.traces, c.trace = 1, uint16(opts+pr.traceOff)
+		}
+		if pr.potOff >= 0 {
+			c.pot = uint16(opts + pr.potOff)
+		}
+		if pr.dexOff >= 0 {
+			c.dex = uint16(opts + pr.dexOff)
 		}
 	}
 }

@@ -131,8 +131,29 @@ type nodePlan struct {
 	delay     int16
 	queue     int16
 	buffer    int16
-	image     [MaxTraceData]byte
+	// ops are the per-packet fields in order: a short loop instead of a
+	// branch per field the trace type might name.
+	ops   [9]patch
+	nops  int
+	image [MaxTraceData]byte
 }
+
+// patch is one per-packet field of a node's data: what and where.
+type patch struct {
+	kind uint8
+	off  uint8
+}
+
+const (
+	patchHop = iota
+	patchIn
+	patchInWide
+	patchSec
+	patchFrac
+	patchDelay
+	patchQueue
+	patchBuffer
+)
 
 // planCacheSize is how many trace types a namespace remembers plans for.
 const planCacheSize = 4
@@ -218,39 +239,54 @@ func (pl *nodePlan) build(ns *Namespace, traceType uint32, eg egressIDs) bool {
 		}
 	}
 	pl.size, pl.words, pl.valid = o, words, true
+	for _, f := range []struct {
+		off  int16
+		kind uint8
+	}{{pl.hop, patchHop}, {pl.in, patchIn}, {pl.sec, patchSec}, {pl.frac, patchFrac}, {pl.delay, patchDelay},
+		{pl.queue, patchQueue}, {pl.hopW, patchHop}, {pl.inW, patchInWide}, {pl.buffer, patchBuffer}} {
+		if f.off >= 0 {
+			pl.ops[pl.nops] = patch{kind: f.kind, off: uint8(f.off)}
+			pl.nops++
+		}
+	}
 	return true
 }
 
 // write writes the node data into dst, which holds pl.size bytes.
 func (pl *nodePlan) write(dst []byte, v *hopValues) {
 	dst = dst[:pl.size]
-	copy(dst, pl.image[:pl.size])
-	if pl.hop >= 0 {
-		dst[pl.hop] = v.hopLimit
+	if n := pl.size; n <= 32 {
+		// Word moves: a call to memmove costs more than the copy.
+		o := 0
+		for ; o+8 <= n; o += 8 {
+			binary.NativeEndian.PutUint64(dst[o:], binary.NativeEndian.Uint64(pl.image[o:]))
+		}
+		if o < n {
+			binary.NativeEndian.PutUint32(dst[o:], binary.NativeEndian.Uint32(pl.image[o:]))
+		}
+	} else {
+		copy(dst, pl.image[:pl.size])
 	}
-	if pl.in >= 0 {
-		binary.BigEndian.PutUint16(dst[pl.in:], v.ingress)
-	}
-	if pl.sec >= 0 {
-		binary.BigEndian.PutUint32(dst[pl.sec:], v.time.sec[pl.format])
-	}
-	if pl.frac >= 0 {
-		binary.BigEndian.PutUint32(dst[pl.frac:], v.time.frac[pl.format])
-	}
-	if pl.delay >= 0 {
-		binary.BigEndian.PutUint32(dst[pl.delay:], v.delay)
-	}
-	if pl.queue >= 0 {
-		binary.BigEndian.PutUint32(dst[pl.queue:], v.queue)
-	}
-	if pl.hopW >= 0 {
-		dst[pl.hopW] = v.hopLimit
-	}
-	if pl.inW >= 0 {
-		binary.BigEndian.PutUint32(dst[pl.inW:], v.ingressW)
-	}
-	if pl.buffer >= 0 {
-		binary.BigEndian.PutUint32(dst[pl.buffer:], v.buffer)
+	for _, op := range pl.ops[:pl.nops] {
+		o := int(op.off)
+		switch op.kind {
+		case patchHop:
+			dst[o] = v.hopLimit
+		case patchIn:
+			binary.BigEndian.PutUint16(dst[o:], v.ingress)
+		case patchInWide:
+			binary.BigEndian.PutUint32(dst[o:], v.ingressW)
+		case patchSec:
+			binary.BigEndian.PutUint32(dst[o:], v.time.sec[pl.format])
+		case patchFrac:
+			binary.BigEndian.PutUint32(dst[o:], v.time.frac[pl.format])
+		case patchDelay:
+			binary.BigEndian.PutUint32(dst[o:], v.delay)
+		case patchQueue:
+			binary.BigEndian.PutUint32(dst[o:], v.queue)
+		case patchBuffer:
+			binary.BigEndian.PutUint32(dst[o:], v.buffer)
+		}
 	}
 }
 
@@ -259,6 +295,7 @@ func (pl *nodePlan) write(dst []byte, v *hopValues) {
 // arrays).
 type nsState struct {
 	Namespace
+	last  *nodePlan
 	plans [planCacheSize]nodePlan
 	next  int
 }
@@ -266,16 +303,22 @@ type nsState struct {
 // plan returns the node plan for traceType, or nil when its data cannot fit
 // a trace option.
 func (s *nsState) plan(traceType uint32, eg egressIDs) *nodePlan {
+	if p := s.last; p != nil && p.traceType == traceType {
+		return p
+	}
 	for i := range s.plans {
 		if p := &s.plans[i]; p.valid && p.traceType == traceType {
+			s.last = p
 			return p
 		}
 	}
 	p := &s.plans[s.next]
 	s.next = (s.next + 1) % planCacheSize
+	s.last = nil
 	if !p.build(&s.Namespace, traceType, eg) {
 		return nil
 	}
+	s.last = p
 	return p
 }
 

@@ -164,6 +164,10 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 			t.cNoIOAM.Inc()
 			return
 		}
+		// The common case, one pre-allocated trace, without a scan record.
+		if opt, _ := fastTrace(d, l3); opt != 0 && !p.LayersValid() && t.fast(ctx, p, d, l3, opt) {
+			return
+		}
 		if err := scanPacket(d, l3, s); err != nil {
 			p.Drop(dropReason(err))
 			return
@@ -254,6 +258,44 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	if loopNS >= 0 && t.loop != nil {
 		t.loop.send(ctx, b.H[i].P(), s, loopNS)
 	}
+}
+
+// fast fills this node's data into the one pre-allocated trace option at opt,
+// which fastTrace found and checked. It reports false for the cases it leaves
+// to the general path: a looped-back copy to send.
+func (t *transit) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt int) bool {
+	tr := Trace(d[opt+OptionHeaderLen : opt+2+int(d[opt+1])])
+	if tr.Loopback() && t.loop != nil {
+		return false
+	}
+	ns := t.ns.lookup(binary.BigEndian.Uint16(tr))
+	if ns == nil {
+		t.cUnknownNS.Inc()
+		return true
+	}
+	hl := d[l3+7]
+	if t.decHL {
+		if hl <= 1 {
+			p.Drop(reasonHopLimit)
+			return true
+		}
+		hl--
+		d[l3+7] = hl
+	}
+	tt := tr.TraceType()
+	pl := ns.plan(tt, t.eg)
+	if pl == nil {
+		tr.SetOverflow()
+		t.cOverflow.Inc()
+		return true
+	}
+	t.values(ctx, p, &t.vals, hl, tt)
+	if fillPrealloc(tr, pl, &t.vals) {
+		t.cFilled.Inc()
+	} else {
+		t.cOverflow.Inc()
+	}
+	return true
 }
 
 // exportDEX offers a record of a DEX option: this node's data of the DEX

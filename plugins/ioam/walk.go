@@ -63,6 +63,64 @@ func ipv6At(p *packet.Packet, d []byte) int {
 	return -1
 }
 
+// fastTrace recognises the layout linerate and the kernel insert: a Hop-by-Hop
+// header holding a 2-byte PadN, one pre-allocated trace option and nothing
+// but padding after it, and no Destination Options header after it. It
+// returns the offset of the trace option, whose trace it has validated, and
+// the header's length; 0 leaves the packet to scanPacket (other layouts,
+// faults).
+func fastTrace(d []byte, l3 int) (opt, hl int) {
+	hbh := l3 + packet.IPv6Len
+	if len(d) < hbh+16 || d[l3+6] != packet.ProtocolHopByHop {
+		return 0, 0
+	}
+	hl = (int(d[hbh+1]) + 1) << 3
+	end := hbh + int(binary.BigEndian.Uint16(d[l3+4:]))
+	if hbh+hl > end || end > len(d) {
+		return 0, 0
+	}
+	h := d[hbh : hbh+hl]
+	// Next header, PadN of 2, option type 0x31, its length, reserved, type 0.
+	if h[0] == packet.ProtocolDestOpts || binary.BigEndian.Uint32(h[2:])&0xFFFFFF00 != 0x01003100 || h[7] != TypePreallocatedTrace {
+		return 0, 0
+	}
+	optEnd := 6 + int(h[5])
+	if optEnd > hl || h[5] < 2+TraceHeaderLen {
+		return 0, 0
+	}
+	switch rest := hl - optEnd; {
+	case rest == 0:
+	case rest == 1:
+		if h[optEnd] != packet.IPv6OptPad1 {
+			return 0, 0
+		}
+	default:
+		if h[optEnd] != packet.IPv6OptPadN || int(h[optEnd+1]) != rest-2 {
+			return 0, 0
+		}
+	}
+	tr := Trace(h[8:optEnd])
+	data := len(tr) - TraceHeaderLen
+	if data > MaxTraceData || tr.NodeLen() != NodeLen(tr.TraceType()) || tr.RemainingLen()*4 > data {
+		return 0, 0
+	}
+	return hbh + 4, hl
+}
+
+// fastScan is fastTrace filling s.
+func fastScan(d []byte, l3 int, s *scan) bool {
+	opt, hl := fastTrace(d, l3)
+	if opt == 0 {
+		return false
+	}
+	hbh := l3 + packet.IPv6Len
+	s.l3, s.end, s.hbh, s.hbhLen = l3, hbh+int(binary.BigEndian.Uint16(d[l3+4:])), hbh, hl
+	s.dest, s.destLen, s.nTrace, s.trace[0] = 0, 0, 1, opt
+	s.pot, s.dex, s.e2e, s.extra = 0, 0, 0, 0
+	s.next, s.nextOff, s.hbhMore, s.dstMore = d[hbh], hbh+hl, false, false
+	return true
+}
+
 // scanPacket finds the IOAM options of the IPv6 packet at l3: in a Hop-by-Hop
 // header, and E2E in a Destination Options header after it. It checks lengths,
 // alignment and the fixed fields of every IOAM option, and returns the first
