@@ -1,0 +1,248 @@
+package ioam_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/api"
+	"github.com/linerate/linerate/appliance/metrics"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins/ioam"
+
+	_ "github.com/linerate/linerate/appliance/all"
+)
+
+// pathConfig is an IOAM domain in one engine on mem ports: the generator's
+// packets get a trace inline (they are linerate's own), cross a transit,
+// the mem wire, another transit, and the decap, which exports records.
+func pathConfig(exportFile string) string {
+	return fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[pools]]
+name = "default"
+buffers = 8192
+[[ports]]
+name = "m0"
+driver = "mem"
+peer = "m1"
+[[ports]]
+name = "m1"
+driver = "mem"
+peer = "m0"
+
+[[pipelines]]
+name = "source"
+lcores = [0]
+[[pipelines.stages]]
+kind = "generator"
+src = "2001:db8:1::1"
+dst = "2001:db8:2::1"
+sizes = [200]
+count = 3000
+[[pipelines.stages]]
+kind = "ioam.encap"
+name = "encap"
+node_id = 1
+timestamp = "posix"
+mode = "auto"
+src = "2001:db8:e::1"
+dst = "2001:db8:d::1"
+namespaces = [ { id = 7 } ]
+[[pipelines.stages.profiles]]
+trace = { namespace = 7, type = "0xF00000", hops = 4 }
+[[pipelines.stages]]
+kind = "ioam.transit"
+name = "transit-a"
+node_id = 2
+timestamp = "posix"
+egress_port = "m0"
+namespaces = [ { id = 7 } ]
+[[pipelines.stages]]
+kind = "forward"
+port = "m0"
+
+[[pipelines]]
+name = "sink"
+lcores = [0]
+rx = ["m1"]
+[[pipelines.stages]]
+kind = "ioam.transit"
+name = "transit-b"
+node_id = 3
+timestamp = "posix"
+namespaces = [ { id = 7 } ]
+[[pipelines.stages]]
+kind = "ioam.decap"
+name = "decap"
+node_id = 4
+timestamp = "posix"
+export = true
+export_file = %q
+namespaces = [ { id = 7 } ]
+[[pipelines.stages]]
+kind = "sink"
+`, exportFile)
+}
+
+func newEngine(t *testing.T, toml string) *appliance.Engine {
+	t.Helper()
+	cfg, err := config.Parse("ioam.toml", []byte(toml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := appliance.New(cfg, appliance.Options{Manual: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func counter(e *appliance.Engine, stage, name string) uint64 {
+	var v uint64
+	for _, st := range e.Snapshot().Stages {
+		if st.Name == stage {
+			for _, c := range st.Counters {
+				if c.Name == name {
+					v += c.Value
+				}
+			}
+		}
+	}
+	return v
+}
+
+// Through an engine: records as JSON lines in a file, per-hop delay
+// histograms in the Prometheus exposition, and the control API's stream.
+func TestEngineExport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ioam.jsonl")
+	e := newEngine(t, pathConfig(path))
+
+	// The control API on a unix socket.
+	sock := filepath.Join(t.TempDir(), "c.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	e.RegisterServices(srv)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cl := api.NewIoamClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ns, err := cl.ListIoamNamespaces(ctx, &api.ListIoamNamespacesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns.Stages) != 4 || ns.Stages[0].Namespaces[0].Id != 7 || ns.Stages[0].Namespaces[0].NodeId != 1 {
+		t.Errorf("namespaces: %v", ns.Stages)
+	}
+	seven := uint32(7)
+	stream, err := cl.StreamIoamRecords(ctx, &api.StreamIoamRecordsRequest{Namespace: &seven})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *api.IoamRecord, 1)
+	go func() {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Errorf("stream: %v", err)
+			close(got)
+			return
+		}
+		got <- r
+	}()
+	var rec *api.IoamRecord
+	for i := 0; rec == nil && i < 200000; i++ {
+		e.Step()
+		select {
+		case rec = <-got:
+		default:
+			if i%1000 == 999 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	if rec == nil {
+		t.Fatal("no record on the stream")
+	}
+	if rec.Stage != "decap" || rec.Trace == nil || len(rec.Trace.Hops) != 4 || rec.Trace.Namespace != 7 {
+		t.Fatalf("streamed record %v", rec)
+	}
+	for i, h := range rec.Trace.Hops {
+		if h.NodeId != uint64(i+1) {
+			t.Errorf("hop %d: node id %d", i, h.NodeId)
+		}
+	}
+
+	// Prometheus: the decap's delay histograms.
+	hs := httptest.NewServer(metrics.Handler(e))
+	defer hs.Close()
+	resp, err := hs.Client().Get(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"linerate_stage_hop1_delay_seconds_bucket", "linerate_stage_hop3_delay_seconds_count", "linerate_stage_e2e_delay_seconds_sum"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("metrics lack %s", m)
+		}
+	}
+
+	e.Stop()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter(e, "decap", "decapsulated"); n != 3000 {
+		t.Errorf("decapsulated %d of 3000", n)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	lines := 0
+	for sc.Scan() {
+		var j ioam.RecordJSON
+		if err := json.Unmarshal(sc.Bytes(), &j); err != nil {
+			t.Fatalf("line %d: %v: %s", lines+1, err, sc.Text())
+		}
+		if j.Role != "decap" || j.Stage != "decap" || j.Trace == nil || len(j.Trace.Hops) != 4 || j.Dst != "2001:db8:2::1" {
+			t.Fatalf("line %d: %s", lines+1, sc.Text())
+		}
+		lines++
+	}
+	exported := counter(e, "decap", "exported")
+	if uint64(lines) != exported || lines+int(counter(e, "decap", "export_dropped")) != 3000 {
+		t.Errorf("%d lines, exported %d, dropped %d", lines, exported, counter(e, "decap", "export_dropped"))
+	}
+}
