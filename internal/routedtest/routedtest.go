@@ -724,4 +724,7 @@ func (tp *Topology) checkStatus(t *testing.T) {
 	}
 	t.Logf("forwarded %d, NAs sent %d, Echo Replies %d+%d, ICMP errors %d, drops %v", sum("forwarded"), sum("na_sent"),
 		sum("echo_replies_v6"), sum("echo_replies_v4"), sum("icmp_errors_sent"), s.Drops)
+	for _, p := range s.Ports {
+		t.Logf("port %s (%s): rx %d, tx %d, rx dropped %d", p.Name, p.Driver, p.RxPackets, p.TxPackets, p.RxDropped)
+	}
 }
