@@ -1,0 +1,235 @@
+package rlnc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
+)
+
+// coded finds the CODED IP header of p. ok is false for any packet that is not
+// CODED IP over IPv6 (those pass untouched); err is a malformed header.
+func coded(p *packet.Packet) (l *packet.Layers, h Header, ok bool, err error) {
+	l, perr := p.ParseLayers()
+	if perr != nil || l.Flags&packet.FlagIPv6 == 0 || l.Proto != NextHeader ||
+		l.Flags&(packet.FlagFragment|packet.FlagESP) != 0 || l.AH != 0 {
+		return l, nil, false, nil
+	}
+	h, err = Parse(p.Data()[l.L4:l.End])
+	return l, h, true, err
+}
+
+// nextHeaderOffset is where the Next Header field that names the upper layer
+// is: the IPv6 header's, or the last extension header's.
+func nextHeaderOffset(l *packet.Layers) int {
+	last := 0
+	for _, o := range [...]uint16{l.HopByHop, l.DestOpts1, l.Routing, l.DestOpts2} {
+		last = max(last, int(o))
+	}
+	if last == 0 {
+		return int(l.L3) + 6
+	}
+	return last
+}
+
+// setTemplate copies the headers of p up to l.L4 as generation ge's template.
+func setTemplate(ge *generation, d []byte, l *packet.Layers) {
+	ge.hdrLen = copy(ge.hdr[:], d[:l.L4])
+	ge.l3 = int(l.L3)
+	ge.nhOff = nextHeaderOffset(l)
+}
+
+// linkConfig is one output link of an encoder or recoder.
+type linkConfig struct {
+	// Port to emit coded packets on; "" sends them down the chain, to the
+	// stages after this one.
+	Port string `toml:"port"`
+	// Coded packets per generation of K blocks on this link (scaled for a
+	// generation flushed with k′ < K); 0 = K plus the repair ratio.
+	Coded int `toml:"coded"`
+	// RepairRatio adds ceil(ratio·k′) packets to the k′ of a generation.
+	RepairRatio float64 `toml:"repair_ratio"`
+	// Rate paces this link at its capacity (recoder): each packet is coded
+	// at its transmit opportunity from everything held then.
+	Rate config.Rate `toml:"rate"`
+	// MTU of a chain link ("" port), for the size check; 0 = unchecked.
+	MTU int `toml:"mtu"`
+}
+
+// outLink is a configured output link.
+type outLink struct {
+	name      string
+	port      uint16
+	chain     bool
+	coded     int
+	ratio     float64
+	mtu       int
+	bitsPerNs float64
+	tat       int64 // when the paced link is free again (GCRA)
+	fifo      genFIFO
+	cSent     *stats.Counter
+}
+
+// budget is how many packets a generation of kk (of k) blocks gets on l.
+func (l *outLink) budget(k, kk int) int {
+	if l.coded > 0 {
+		return (l.coded*kk + k - 1) / k
+	}
+	return kk + int(math.Ceil(l.ratio*float64(kk)-1e-9))
+}
+
+// serialise is how long l takes to send a frame of n bytes, as the link stage
+// counts it (with FCS, preamble and inter-frame gap).
+func (l *outLink) serialise(n int) int64 { return int64(float64((n+24)*8) / l.bitsPerNs) }
+
+// buildLinks checks the links of a stage and their MTU against a coded
+// packet of K = k, N = n (n = 0: unknown, unchecked). With no links the stage
+// has one: down the chain, with the stage's own coded and repair_ratio.
+func buildLinks(s *plugins.Setup, cfgs []linkConfig, def linkConfig, k, n int) ([]outLink, error) {
+	if len(cfgs) == 0 {
+		cfgs = []linkConfig{def}
+	}
+	if len(cfgs) > maxLinks {
+		return nil, fmt.Errorf("%d links: at most %d", len(cfgs), maxLinks)
+	}
+	var out []outLink
+	chains := 0
+	for i, c := range cfgs {
+		if c.Coded == 0 {
+			c.Coded = def.Coded
+		}
+		if c.RepairRatio == 0 {
+			c.RepairRatio = def.RepairRatio
+		}
+		l := outLink{name: c.Port, chain: c.Port == "", coded: c.Coded, ratio: c.RepairRatio, mtu: c.MTU}
+		switch {
+		case c.Coded < 0 || c.Coded > 4*MaxK:
+			return nil, fmt.Errorf("links[%d]: coded %d is outside 0..%d", i, c.Coded, 4*MaxK)
+		case c.RepairRatio < 0 || c.RepairRatio > 4:
+			return nil, fmt.Errorf("links[%d]: repair_ratio %g is outside 0..4", i, c.RepairRatio)
+		case c.MTU < 0:
+			return nil, fmt.Errorf("links[%d]: mtu %d is negative", i, c.MTU)
+		}
+		if l.chain {
+			l.name = "chain"
+			chains++
+			if chains > 1 {
+				return nil, fmt.Errorf("links[%d]: only one link may go down the chain (port \"\")", i)
+			}
+		} else {
+			pi, ok := s.Ports.Port(c.Port)
+			if !ok {
+				return nil, fmt.Errorf("links[%d]: port %q does not exist", i, c.Port)
+			}
+			l.port = pi.ID
+			if l.mtu == 0 {
+				l.mtu = pi.MTU
+			}
+		}
+		if r := float64(c.Rate); r > 0 {
+			l.bitsPerNs = r / 1e9
+		}
+		if n > 0 && l.mtu > 0 && n > l.mtu-Overhead-k {
+			return nil, fmt.Errorf("links[%d] (%s): a coded packet with K = %d and N = %d is %d bytes at IPv6, over the MTU of %d: "+
+				"N must be at most MTU − 52 − K = %d (lower block or k, or raise the port's mtu)",
+				i, l.name, k, n, Overhead+k+n, l.mtu, l.mtu-Overhead-k)
+		}
+		l.cSent = s.Counters.New("sent_"+sanitize(l.name), "coded packets sent on link "+l.name)
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// genRef names a generation slot at one use of it.
+type genRef struct {
+	gi    int32
+	epoch uint32
+}
+
+// genFIFO is a ring of generations waiting for a paced link, oldest first.
+type genFIFO struct {
+	r       []genRef
+	head, n int
+}
+
+func (f *genFIFO) init(n int) { f.r = make([]genRef, n) }
+
+func (f *genFIFO) push(x genRef) bool {
+	if f.n == len(f.r) {
+		return false
+	}
+	f.r[(f.head+f.n)%len(f.r)] = x
+	f.n++
+	return true
+}
+
+func (f *genFIFO) front() (genRef, bool) {
+	if f.n == 0 {
+		return genRef{}, false
+	}
+	return f.r[f.head], true
+}
+
+func (f *genFIFO) pop() {
+	f.head = (f.head + 1) % len(f.r)
+	f.n--
+}
+
+// outQueue holds packets a stage made for the chain until Produce hands them
+// on: a fixed ring of handles.
+type outQueue struct {
+	h       []packet.Handle
+	head, n int
+}
+
+func (q *outQueue) init(n int) { q.h = make([]packet.Handle, n) }
+
+func (q *outQueue) push(h packet.Handle) bool {
+	if q.n == len(q.h) {
+		return false
+	}
+	q.h[(q.head+q.n)%len(q.h)] = h
+	q.n++
+	return true
+}
+
+// drain appends queued packets to b, as many as fit.
+func (q *outQueue) drain(b *packet.Burst) {
+	for q.n > 0 && b.N < packet.MaxBurst {
+		b.H[b.N] = q.h[q.head]
+		b.N++
+		q.head = (q.head + 1) % len(q.h)
+		q.n--
+	}
+}
+
+// free returns what is queued to its pools.
+func (q *outQueue) free() {
+	for q.n > 0 {
+		packet.FreeOne(q.h[q.head])
+		q.head = (q.head + 1) % len(q.h)
+		q.n--
+	}
+}
+
+// putIPv6PayloadLen sets the Payload Length of the IPv6 header at l3 of d.
+func putIPv6PayloadLen(d []byte, l3, n int) { binary.BigEndian.PutUint16(d[l3+4:], uint16(n)) }
+
+// unit holds a single 1 at index MaxK−1: unit[MaxK−1−s:][:k] is e_s.
+var unit = func() (u [2 * MaxK]byte) { u[MaxK-1] = 1; return }()
+
+func unitVector(s, k int) []byte { return unit[MaxK-1-s : MaxK-1-s+k] }

@@ -1,0 +1,318 @@
+package rlnc
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/gf"
+	"github.com/linerate/linerate/plugins"
+)
+
+func init() {
+	plugins.Register(plugins.Kind{Name: "rlnc.decoder",
+		Summary: "CODED IP destination: decode each generation by progressive Gauss–Jordan elimination and deliver the original IPv6 packets",
+		New:     newDecoder})
+}
+
+type decoderConfig struct {
+	storeConfig
+	K           int    `toml:"k"`
+	Block       int    `toml:"block"`
+	Port        string `toml:"port"`
+	PoolBuffers int    `toml:"pool_buffers"`
+	Queue       int    `toml:"queue"`
+}
+
+// decoder is a CODED IP destination (§II.C). Each arriving coefficient vector
+// is reduced against the generation's rows at once (gf.Echelon), and only an
+// innovative packet's bytes are touched: they are copied into the store, as
+// they came. Beside each row the Echelon carries the row's combination of the
+// packets kept (a K-octet transform, e_s for the s-th kept), so that at full
+// rank row i of the transform says how source block i is made of the packets
+// kept. Every block still owed is then written by one fused dot product over
+// the kept blocks, straight into the buffers of the packets delivered: the
+// payload work of a generation is one pass, whatever the arrival order.
+//
+// A systematic packet (an uncoded source block) is delivered at once, in
+// place: its CODED IP header is cut out and the Next Header restored.
+type decoder struct {
+	receiver
+	port    int // -1: down the chain
+	pool    packet.Pool
+	q       outQueue
+	ctx     *plugins.Context
+	coef    []byte
+	dsts    [][]byte
+	srcs    [][]byte
+	outH    []packet.Handle
+	latency *stats.Histogram
+
+	cDecoded, cDelivered, cSystematic, cUnfinished, cBadPrefix, cNoBuf, cQueueFull *stats.Counter
+}
+
+func newDecoder(s *plugins.Setup) (plugins.Stage, error) {
+	c := decoderConfig{storeConfig: defaultStoreConfig(), PoolBuffers: 8192, Queue: 4096}
+	if err := s.Config.Decode(&c); err != nil {
+		return nil, err
+	}
+	if err := checkHints(c.K, c.Block, c.MaxBlock); err != nil {
+		return nil, fmt.Errorf("rlnc.decoder: %w", err)
+	}
+	switch {
+	case c.PoolBuffers < 64:
+		return nil, fmt.Errorf("rlnc.decoder: pool_buffers %d is below 64", c.PoolBuffers)
+	case c.Queue < 2*MaxK:
+		return nil, fmt.Errorf("rlnc.decoder: queue %d is below %d (two generations of the largest K)", c.Queue, 2*MaxK)
+	}
+	d := &decoder{port: -1}
+	if c.Port != "" {
+		pi, ok := s.Ports.Port(c.Port)
+		if !ok {
+			return nil, fmt.Errorf("rlnc.decoder: port %q does not exist", c.Port)
+		}
+		d.port = int(pi.ID)
+		// A decoded packet is the coded one less its header: it fits where the
+		// coded one did; only its own size matters here.
+		if c.Block > 0 && pi.MTU > 0 && c.Block-LenPrefix+packet.IPv6Len > pi.MTU {
+			return nil, fmt.Errorf("rlnc.decoder: port %q: packets of up to %d bytes at IPv6 (block %d) exceed its MTU %d",
+				c.Port, c.Block-LenPrefix+packet.IPv6Len, c.Block, pi.MTU)
+		}
+	}
+	seed := s.Shared("seed", func() any { return uint64(0x9E3779B97F4A7C15) }).(uint64)
+	st, err := newStore(c.storeConfig, seed, true, newStoreCounters(s.Counters))
+	if err != nil {
+		return nil, fmt.Errorf("rlnc.decoder: %w", err)
+	}
+	d.receiver = newReceiver(s, st)
+	st.onFree = d.unfinished
+	d.pool, err = s.Pool("rlnc/"+s.Name, c.PoolBuffers, max(2048, maxHdr+c.MaxBlock))
+	if err != nil {
+		return nil, fmt.Errorf("rlnc.decoder: pool: %w", err)
+	}
+	if d.pool.DataRoom() < maxHdr+c.MaxBlock {
+		return nil, fmt.Errorf("rlnc.decoder: pool %q has data room %d, below %d", d.pool.Name(), d.pool.DataRoom(), maxHdr+c.MaxBlock)
+	}
+	d.q.init(c.Queue)
+	d.coef = make([]byte, MaxK*MaxK)
+	d.dsts = make([][]byte, MaxK)
+	d.srcs = make([][]byte, MaxK)
+	d.outH = make([]packet.Handle, MaxK)
+	d.latency = s.Histograms("decode_latency", "time from a generation's first packet to its decoding", "ns")
+	cs := s.Counters
+	d.cDecoded = cs.New("generations_decoded", "generations decoded")
+	d.cDelivered = cs.New("delivered", "original packets delivered (decoded or systematic)")
+	d.cSystematic = cs.New("delivered_systematic", "systematic packets delivered at once")
+	d.cUnfinished = cs.New("blocks_undelivered", "source blocks of generations dropped before they were decoded")
+	d.cBadPrefix = cs.New("bad_length_prefix", "decoded blocks whose length prefix exceeds N − 2 (not delivered)")
+	d.cNoBuf = cs.New("no_buffer", "decoded packets not delivered: the pool was empty")
+	d.cQueueFull = cs.New("queue_full", "decoded packets dropped: the chain queue was full")
+	return d, nil
+}
+
+// Process reduces each coded packet and delivers what is decoded.
+func (d *decoder) Process(ctx *plugins.Context, b *packet.Burst) {
+	d.ctx = ctx
+	for i := 0; i < b.N; i++ {
+		d.take(ctx, b.H[i])
+	}
+}
+
+func (d *decoder) take(ctx *plugins.Context, h packet.Handle) {
+	p := h.P()
+	l, hd, isCoded, err := coded(p)
+	if !isCoded {
+		d.cPassed.Inc()
+		return
+	}
+	if err != nil {
+		p.Drop(reasonOf(err))
+		return
+	}
+	gi, drop, handed := d.generation(ctx, h, l, hd)
+	if handed {
+		return
+	}
+	if drop != 0 {
+		p.Drop(drop)
+		return
+	}
+	st := d.st
+	ge := &st.gens[gi]
+	sys := -1
+	if hd.Systematic() {
+		for i, c := range hd.Vector() {
+			if c != 0 {
+				sys = i
+				break
+			}
+		}
+		if sys >= ge.kk {
+			p.Drop(reasonMismatch)
+			return
+		}
+		if bitHas(&ge.delivered, sys) {
+			p.Drop(reasonNonInnov)
+			return
+		}
+	}
+	innov := false
+	if rank := ge.ech.Rank(); rank < ge.kk {
+		slot, ok := st.allocSlot(gi)
+		if !ok {
+			p.Drop(reasonNoMemory)
+			return
+		}
+		innov, _ = ge.ech.Insert(hd.Vector(), unitVector(rank, ge.k))
+		if innov {
+			d.keep(gi, slot, hd)
+		} else {
+			st.slotFree.push(slot)
+		}
+	}
+	if !innov && sys < 0 {
+		p.Drop(reasonNonInnov)
+		return
+	}
+	st.touchGen(gi, ctx.Now)
+	if sys >= 0 {
+		bitSet(&ge.delivered, sys) // in place, below
+	}
+	if ge.ech.Rank() >= ge.kk {
+		d.decode(gi)
+	}
+	if sys >= 0 {
+		d.unwrap(p, l, hd)
+		return
+	}
+	p.Consume()
+	ctx.Env.Free(h)
+}
+
+// unwrap turns a systematic packet into the original in place: the CODED IP
+// header and the length prefix are cut out, the padding trimmed, Next Header
+// and Payload Length restored.
+func (d *decoder) unwrap(p *packet.Packet, l *packet.Layers, hd Header) {
+	n, err := SourceLen(hd.Block())
+	if err != nil {
+		d.cBadPrefix.Inc()
+		p.Drop(reasonLength)
+		return
+	}
+	l3, l4, nhOff := int(l.L3), int(l.L4), nextHeaderOffset(l)
+	nh, pad := hd.NextHeader(), hd.BlockLen()-LenPrefix-n
+	if p.RemoveGap(l4, FixedLen+hd.K()+LenPrefix) != nil || p.Trim(pad) != nil {
+		p.Drop(packet.ReasonMalformed)
+		return
+	}
+	b := p.Data()
+	b[nhOff] = nh
+	putIPv6PayloadLen(b, l3, l4-l3-packet.IPv6Len+n)
+	d.cSystematic.Inc()
+	d.cDelivered.Inc()
+	if d.port >= 0 {
+		p.Forward(uint16(d.port))
+	}
+}
+
+// decode writes every source block of generation gi not yet delivered, in one
+// fused pass over the packets kept, into fresh packets built on the
+// generation's headers, and delivers them.
+func (d *decoder) decode(gi int32) {
+	st := d.st
+	ge := &st.gens[gi]
+	s := &st.sess[ge.sess]
+	rank := len(ge.rows)
+	hl, n := ge.hdrLen, ge.n
+	m := 0
+	for i := 0; i < ge.kk; i++ {
+		if bitHas(&ge.delivered, i) {
+			continue
+		}
+		t, ok := ge.ech.Decoded(i)
+		if !ok {
+			continue
+		}
+		h, ok := d.pool.AllocOne()
+		if !ok {
+			d.cNoBuf.Inc()
+			continue
+		}
+		// The block starts with its length prefix: decoded 2 bytes early, the
+		// prefix lands on the end of the headers, written over afterwards.
+		b, _ := h.P().Append(hl - LenPrefix + n)
+		d.dsts[m] = b[hl-LenPrefix:]
+		copy(d.coef[m*rank:], t[:rank])
+		d.outH[m] = h
+		bitSet(&ge.delivered, i)
+		m++
+	}
+	for j, sl := range ge.rows {
+		d.srcs[j] = st.slot(sl)[ge.k : ge.k+n]
+	}
+	gf.MulMulti(d.dsts[:m], d.srcs[:rank], d.coef[:m*rank])
+	now := d.ctx.Now
+	for j := 0; j < m; j++ {
+		h := d.outH[j]
+		p := h.P()
+		b := p.Data()
+		ln := int(binary.BigEndian.Uint16(b[hl-LenPrefix:]))
+		if ln > n-LenPrefix {
+			d.cBadPrefix.Inc()
+			packet.FreeOne(h)
+			continue
+		}
+		copy(b, ge.hdr[:hl])
+		b[ge.nhOff] = s.nextHdr
+		putIPv6PayloadLen(b, ge.l3, hl-ge.l3-packet.IPv6Len+ln)
+		_ = p.Trim(n - LenPrefix - ln)
+		p.RxTime = now
+		d.deliver(h)
+	}
+	d.cDecoded.Inc()
+	d.latency.Record(uint64(now - ge.first))
+	d.finish(gi)
+}
+
+func (d *decoder) deliver(h packet.Handle) {
+	d.cDelivered.Inc()
+	if d.port >= 0 {
+		d.ctx.Emit(h, uint16(d.port))
+		return
+	}
+	if !d.q.push(h) {
+		d.cQueueFull.Inc()
+		packet.FreeOne(h)
+	}
+}
+
+// unfinished counts the blocks of a generation dropped before decoding.
+func (d *decoder) unfinished(gi int32) {
+	ge := &d.st.gens[gi]
+	for i := 0; i < ge.kk; i++ {
+		if !bitHas(&ge.delivered, i) {
+			d.cUnfinished.Inc()
+		}
+	}
+}
+
+// Produce hands the chain the decoded packets.
+func (d *decoder) Produce(ctx *plugins.Context, b *packet.Burst) { d.q.drain(b) }
+
+// Tick flushes sessions past their timeout.
+func (d *decoder) Tick(ctx *plugins.Context) {
+	d.ctx = ctx
+	d.st.expire(ctx.Now)
+}
+
+// Held counts decoded packets not yet handed on.
+func (d *decoder) Held() int { return d.q.n }
+
+// Stop drops what is buffered.
+func (d *decoder) Stop(ctx *plugins.Context) {
+	for si := range d.st.sess {
+		d.st.freeSession(int32(si))
+	}
+	d.q.free()
+}
