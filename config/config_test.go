@@ -319,11 +319,11 @@ func TestLab(t *testing.T) {
 		return out
 	}
 	if src.Name != "source" || !slices.Equal(src.Lcores, []int{1}) || len(src.Rx) != 0 ||
-		!slices.Equal(kinds(src), []string{"generator/generator#0", "link/link#1", "forward/forward#2"}) {
+		!slices.Equal(kinds(src), []string{"generator/generator#0", "ioam.encap/ioam-encap", "ioam.transit/ioam-transit-a", "link/link#3", "forward/forward#4"}) {
 		t.Errorf("source: %+v %v", src, kinds(src))
 	}
 	if lab.Name != "lab" || !slices.Equal(lab.Lcores, []int{1}) || !slices.Equal(lab.Rx, []string{"m1"}) ||
-		!slices.Equal(kinds(lab), []string{"counter/ingress", "sink/sink"}) {
+		!slices.Equal(kinds(lab), []string{"counter/ingress", "ioam.transit/ioam-transit-b", "ioam.decap/ioam-decap", "sink/sink"}) {
 		t.Errorf("lab: %+v %v", lab, kinds(lab))
 	}
 
@@ -359,7 +359,7 @@ func TestLab(t *testing.T) {
 		Queue     int      `toml:"queue"`
 		Rate      Rate     `toml:"rate"`
 	}
-	if err := src.Stages[1].Decode(&link); err != nil {
+	if err := src.Stages[3].Decode(&link); err != nil {
 		t.Fatal(err)
 	}
 	if link.Delay.String() != "1ms" || link.Jitter.String() != "100us" || link.Loss != 0.005 ||
@@ -370,10 +370,10 @@ func TestLab(t *testing.T) {
 		Port    string `toml:"port"`
 		SwapMAC bool   `toml:"swap_mac"`
 	}
-	if err := src.Stages[2].Decode(&fwd); err != nil || fwd.Port != "m0" || fwd.SwapMAC {
+	if err := src.Stages[4].Decode(&fwd); err != nil || fwd.Port != "m0" || fwd.SwapMAC {
 		t.Errorf("forward: %+v %v", fwd, err)
 	}
-	for _, s := range lab.Stages {
+	for _, s := range []Stage{lab.Stages[0], lab.Stages[3]} { // counter and sink; the IOAM stages are the plugin's to check
 		if err := s.Decode(&struct{}{}); err != nil {
 			t.Errorf("%s has keys of its own: %v", s.Kind, err)
 		}
