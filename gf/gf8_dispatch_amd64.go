@@ -14,9 +14,9 @@ var dotGroup8 = [numLevels]int{
 	LevelGFNI512: 8,
 }
 
-// dotRest8 is, per level, the vector width minus one when the kernels leave
+// rest8 is, per level, the vector width minus one where the kernels leave
 // the last n % width bytes to Go (no masked stores), else 0.
-var dotRest8 = [numLevels]int{
+var rest8 = [numLevels]int{
 	LevelSSSE3: 15,
 	LevelAVX2:  31,
 	LevelGFNI:  31,
@@ -24,7 +24,7 @@ var dotRest8 = [numLevels]int{
 
 // dot8Kernel runs level l's kernel for len(dst) destinations, 1 ≤ len(dst)
 // ≤ dotGroup8[l], over n bytes (rounded down to the vector width where
-// dotRest8[l] ≠ 0).
+// rest8[l] ≠ 0).
 func dot8Kernel(l Level, add bool, coef *byte, k int, src, dst [][]byte, n int) {
 	switch l {
 	case LevelSSSE3:

@@ -74,7 +74,7 @@ func mulRegion(l Level, dst, src []byte, c byte) {
 		mulGeneric(dst, src, c)
 		return
 	}
-	if r := n & dotRest8[l]; r != 0 {
+	if r := n & rest8[l]; r != 0 {
 		mulGeneric(dst[n-r:n], src[n-r:n], c)
 	}
 }
@@ -98,7 +98,7 @@ func mulAddRegion(l Level, dst, src []byte, c byte) {
 		mulAddGeneric(dst, src, c)
 		return
 	}
-	if r := n & dotRest8[l]; r != 0 {
+	if r := n & rest8[l]; r != 0 {
 		mulAddGeneric(dst[n-r:n], src[n-r:n], c)
 	}
 }
@@ -106,7 +106,7 @@ func mulAddRegion(l Level, dst, src []byte, c byte) {
 func dotRegion(l Level, dst, src [][]byte, coef []byte, n int, add bool) {
 	done := 0
 	if g := dotGroup8[l]; g > 0 {
-		done = n &^ dotRest8[l]
+		done = n &^ rest8[l]
 		// Destinations in groups of as many as one kernel holds; each
 		// group is one pass over the sources.
 		k := len(src)

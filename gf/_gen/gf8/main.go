@@ -1,6 +1,9 @@
 // Command gf8 generates gf/gf8_amd64.s and its Go stubs gf/gf8_amd64.go: the
 // GF(2^8) region kernels of package gf at every vector level. Run it from gf/
-// with `go generate` or from the repository root with `make generate-gf`.
+// with `go generate` or from the repository root with `make generate-gf`;
+// both run, in this module (gf/_gen),
+//
+//	go run ./gf8 -out ../gf8_amd64.s -stubs ../gf8_amd64.go -dispatch ../gf8_dispatch_amd64.go -pkg gf
 //
 // Two ways to multiply a vector of bytes by a constant c:
 //
@@ -13,18 +16,24 @@
 //     GFNI multiply, VGF2P8MULB, is hard-wired to the AES polynomial 0x11B and
 //     cannot serve 0x11D.)
 //
-// Every kernel for a level has the same shape: a main loop over U vectors per
-// iteration (several independent accumulators, so the multiplier's latency
-// overlaps), then one pass each of U/2, U/4 … 1 vectors for what is left. The
-// AVX-512 levels finish the last partial vector with byte-masked loads and
-// stores; the others leave fewer than one vector of bytes to the Go caller.
+// The single-source kernels (Mul, MulAdd) run a main loop of 8 vectors (4
+// for the PSHUFB levels with 16 registers) per iteration, several
+// independent products in flight, then one pass each of 4, 2, 1 vectors for
+// what is left. The AVX-512 levels first bring the destination to a 64-byte
+// boundary with a byte-masked head and finish with a byte-masked tail; the
+// others leave fewer than one vector of bytes to the Go caller (rest8).
 //
-// The dot-product kernels (dst_j ^= Σ_i c_ji·src_i) hold m destinations × U
-// vectors in accumulator registers and stream every source once per block:
-// the destinations are read and written once per block, not once per source
-// as a chain of MulAdd calls would. Coefficient tables are looked up from the
-// coefficient byte inside the kernel (one byte load and one broadcast per
-// source and destination per block), so the Go side builds nothing per call.
+// The dot-product kernels (dst_j ^= Σ_i c_ji·src_i) work in passes: a pass
+// holds m destinations × up to 24 vectors in accumulator registers and
+// streams every source through them once, so each source's pointer and
+// coefficients are loaded once per pass and each destination is read and
+// written once per pass, not once per source as a chain of MulAdd calls
+// would. The last pass takes exactly the vectors left. Coefficient tables
+// are looked up from the coefficient byte inside the kernel, so the Go side
+// builds nothing per call. genDot says more.
+//
+// The generator also writes gf8_dispatch_amd64.go (-dispatch): the switch
+// that calls the dot-product kernel for a level and a destination count.
 package main
 
 import (
@@ -101,9 +110,9 @@ var dotGroup8 = [numLevels]int{
 	}
 	b.WriteString(`}
 
-// dotRest8 is, per level, the vector width minus one when the kernels leave
+// rest8 is, per level, the vector width minus one where the kernels leave
 // the last n % width bytes to Go (no masked stores), else 0.
-var dotRest8 = [numLevels]int{
+var rest8 = [numLevels]int{
 `)
 	for _, l := range levels {
 		if !l.evex {
@@ -114,7 +123,7 @@ var dotRest8 = [numLevels]int{
 
 // dot8Kernel runs level l's kernel for len(dst) destinations, 1 ≤ len(dst)
 // ≤ dotGroup8[l], over n bytes (rounded down to the vector width where
-// dotRest8[l] ≠ 0).
+// rest8[l] ≠ 0).
 func dot8Kernel(l Level, add bool, coef *byte, k int, src, dst [][]byte, n int) {
 	switch l {
 `)
