@@ -1,0 +1,399 @@
+package stamp
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// Record is one measurement: a reflected test packet as the collector took
+// it, with the four timestamps in Unix nanoseconds and as they were on the
+// wire.
+type Record struct {
+	SSID         uint16
+	SenderTTL    uint8 // the test packet's hop limit (TTL) at the reflector
+	HopLimit     uint8 // the reply's hop limit at the collector
+	Seq          uint32
+	ReflectorSeq uint32
+	Flags        uint16
+	SenderErr    ErrorEstimate
+	ReflectorErr ErrorEstimate
+	T1, T2       int64 // Unix ns: sent (sender), received (reflector)
+	T3, T4       int64 // sent (reflector), received (collector)
+	T1Wire       uint64
+	T2Wire       uint64
+	T3Wire       uint64
+	// From the reflected TLVs, when present (Flags says which).
+	DirectMeasurement DirectMeasurement
+	CoS               ClassOfService
+}
+
+// Record flags.
+const (
+	RecUnsynchronized    uint16 = 1 << iota // an S bit is 0: one-way delays are only indicative
+	RecReordered                            // came after a later sequence number
+	RecDuplicate                            // a sequence number seen before
+	RecTLVUnrecognized                      // the reflector set U on a TLV
+	RecTLVMalformed                         // … M
+	RecTLVIntegrity                         // … I: the HMAC TLV failed at the reflector
+	RecDirectMeasurement                    // DirectMeasurement holds the counters
+	RecCoS                                  // CoS holds the Class of Service result
+)
+
+// RTT is the round-trip delay without the reflector's residence time:
+// (T4−T1) − (T3−T2).
+func (r *Record) RTT() int64 { return (r.T4 - r.T1) - (r.T3 - r.T2) }
+
+// Forward is the one-way delay sender → reflector, T2−T1: meaningful when
+// both clocks are synchronised.
+func (r *Record) Forward() int64 { return r.T2 - r.T1 }
+
+// Backward is the one-way delay reflector → sender, T4−T3.
+func (r *Record) Backward() int64 { return r.T4 - r.T3 }
+
+// Synchronized reports both S bits set.
+func (r *Record) Synchronized() bool { return r.Flags&RecUnsynchronized == 0 }
+
+// hist is a per-session log-linear histogram of nanoseconds: 64 linear
+// sub-buckets per power of two, so a bucket's midpoint is within 2^-7 (0.8%)
+// of any value in it, up to 2^37 ns (137 s; larger values land in the top
+// bucket). Owned by one lcore.
+type hist struct {
+	c     [histBuckets]uint32
+	n     uint64
+	sum   int64
+	min   int64
+	max   int64
+	neg   uint64 // values below zero (unsynchronised clocks), counted apart
+	exact bool
+}
+
+const (
+	histSub     = 6
+	histMaxExp  = 37 - histSub
+	histBuckets = (histMaxExp + 1) << histSub
+)
+
+func histIndex(v uint64) int {
+	if v < 1<<histSub {
+		return int(v)
+	}
+	e := bits.Len64(v) - histSub
+	if e > histMaxExp {
+		return histBuckets - 1
+	}
+	return e<<histSub | int(v>>uint(e-1)&(1<<histSub-1))
+}
+
+// histBounds is the value range [lo, hi) of bucket i.
+func histBounds(i int) (lo, hi uint64) {
+	e, sub := i>>histSub, uint64(i&(1<<histSub-1))
+	if e == 0 {
+		return sub, sub + 1
+	}
+	lo = (1<<histSub | sub) << uint(e-1)
+	return lo, lo + 1<<uint(e-1)
+}
+
+func (h *hist) record(v int64) {
+	if h.n == 0 || v < h.min {
+		h.min = v
+	}
+	if h.n == 0 || v > h.max {
+		h.max = v
+	}
+	h.n++
+	h.sum += v
+	if v < 0 {
+		h.neg++
+		v = 0
+	}
+	h.c[histIndex(uint64(v))]++
+}
+
+func (h *hist) reset() { *h = hist{} }
+
+// quantile is the midpoint of the bucket holding the q-th value, clamped to
+// the observed range.
+func (h *hist) quantile(q float64) int64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(h.n)))
+	if rank == 0 {
+		rank = 1
+	}
+	var seen uint64 = h.neg
+	if seen >= rank {
+		return h.min
+	}
+	for i, c := range h.c {
+		seen += uint64(c)
+		if seen >= rank {
+			lo, hi := histBounds(i)
+			v := int64(lo + (hi-lo-1)/2)
+			return min(max(v, h.min), h.max)
+		}
+	}
+	return h.max
+}
+
+// DelayStats summarise one delay of a session, in nanoseconds.
+type DelayStats struct {
+	N              uint64
+	Min, Max, Mean int64
+	P50, P90, P99  int64
+	Negative       uint64 // one-way delays below zero: the clocks disagree
+	Unsynchronized bool   // some record had an S bit of 0
+}
+
+func (h *hist) stats() DelayStats {
+	if h.n == 0 {
+		return DelayStats{}
+	}
+	return DelayStats{N: h.n, Min: h.min, Max: h.max, Mean: h.sum / int64(h.n), P50: h.quantile(0.5),
+		P90: h.quantile(0.9), P99: h.quantile(0.99), Negative: h.neg}
+}
+
+// jitter tracks IPDV (RFC 3393: the difference of the delays of consecutive
+// packets) and the smoothed interarrival jitter of RFC 3550 §6.4.1 (J += (|D|−J)/16).
+type jitter struct {
+	n        uint64
+	sumAbs   int64
+	maxAbs   int64
+	last     int64
+	smoothed float64
+}
+
+func (j *jitter) add(ipdv int64) {
+	a := ipdv
+	if a < 0 {
+		a = -a
+	}
+	j.n++
+	j.sumAbs += a
+	if a > j.maxAbs {
+		j.maxAbs = a
+	}
+	j.last = ipdv
+	j.smoothed += (float64(a) - j.smoothed) / 16
+}
+
+// JitterStats summarise one direction's delay variation, in nanoseconds.
+type JitterStats struct {
+	N        uint64  // IPDV samples: pairs of consecutive sequence numbers
+	MeanAbs  int64   // mean |IPDV|
+	MaxAbs   int64   // largest |IPDV|
+	Last     int64   // the last IPDV, signed
+	Smoothed float64 // RFC 3550 style
+}
+
+func (j *jitter) stats() JitterStats {
+	s := JitterStats{N: j.n, MaxAbs: j.maxAbs, Last: j.last, Smoothed: j.smoothed}
+	if j.n > 0 {
+		s.MeanAbs = j.sumAbs / int64(j.n)
+	}
+	return s
+}
+
+// collectorState is a session's measurement state, owned by the collector
+// lcore that takes its replies.
+type collectorState struct {
+	gen      uint64
+	mac      *mac
+	received uint64 // distinct sequence numbers
+	dups     uint64
+	reorder  uint64
+	unsync   uint64
+	fifoLost uint64
+	have     bool
+	firstSeq uint32
+	maxSeq   uint32
+	window   [16]uint64 // bit i: maxSeq−i was received (1024 back)
+	haveR    bool
+	firstR   uint32
+	firstRS  uint32 // the sender sequence that came with firstR
+	maxR     uint32
+	sAtMaxR  uint32
+	prevOK   bool
+	prevSeq  uint32
+	prev     [3]int64 // forward, backward, rtt of the previous arrival
+	jit      [3]jitter
+	rtt      hist
+	fwd      hist
+	bwd      hist
+	lastT4   int64
+	first    int64
+}
+
+// Directions for jit and prev.
+const (
+	dirFwd = iota
+	dirBwd
+	dirRTT
+)
+
+func (c *collectorState) reset() {
+	mac := c.mac
+	*c = collectorState{mac: mac}
+}
+
+// seen marks seq and reports whether it was already marked; it also keeps
+// maxSeq and classifies reordering.
+func (c *collectorState) seen(seq uint32) (dup, reordered bool) {
+	if !c.have {
+		c.have, c.firstSeq, c.maxSeq = true, seq, seq
+		c.window[0] = 1
+		return false, false
+	}
+	d := int64(seq) - int64(c.maxSeq)
+	switch {
+	case d > 0:
+		c.shift(uint64(d))
+		c.maxSeq = seq
+		c.window[0] |= 1
+		return false, false
+	case -d >= int64(len(c.window)*64):
+		return false, true // too far back to tell: count it as reordered
+	default:
+		i := uint64(-d)
+		w, b := i/64, i%64
+		if c.window[w]&(1<<b) != 0 {
+			return true, false
+		}
+		c.window[w] |= 1 << b
+		return false, d < 0
+	}
+}
+
+// shift moves the window up by n sequence numbers.
+func (c *collectorState) shift(n uint64) {
+	if n >= uint64(len(c.window))*64 {
+		c.window = [16]uint64{}
+		return
+	}
+	words, rem := int(n/64), n%64
+	for i := len(c.window) - 1; i >= 0; i-- {
+		var v uint64
+		if j := i - words; j >= 0 {
+			v = c.window[j] << rem
+			if rem != 0 && j-1 >= 0 {
+				v |= c.window[j-1] >> (64 - rem)
+			}
+		}
+		c.window[i] = v
+	}
+}
+
+// add takes one record into the session's metrics. It reports the record's
+// duplicate and reordering flags.
+func (c *collectorState) add(r *Record, stateful bool) uint16 {
+	dup, re := c.seen(r.Seq)
+	if dup {
+		c.dups++
+		return RecDuplicate
+	}
+	var flags uint16
+	if re {
+		c.reorder++
+		flags |= RecReordered
+	}
+	c.received++
+	if c.first == 0 {
+		c.first = r.T4
+	}
+	c.lastT4 = r.T4
+	if r.Flags&RecUnsynchronized != 0 {
+		c.unsync++
+	}
+	fwd, bwd, rtt := r.Forward(), r.Backward(), r.RTT()
+	c.rtt.record(rtt)
+	c.fwd.record(fwd)
+	c.bwd.record(bwd)
+	if c.prevOK && r.Seq == c.prevSeq+1 {
+		c.jit[dirFwd].add(fwd - c.prev[dirFwd])
+		c.jit[dirBwd].add(bwd - c.prev[dirBwd])
+		c.jit[dirRTT].add(rtt - c.prev[dirRTT])
+	}
+	c.prevOK, c.prevSeq, c.prev = true, r.Seq, [3]int64{fwd, bwd, rtt}
+	if stateful {
+		switch {
+		case !c.haveR:
+			c.haveR, c.firstR, c.firstRS, c.maxR, c.sAtMaxR = true, r.ReflectorSeq, r.Seq, r.ReflectorSeq, r.Seq
+		case r.ReflectorSeq < c.firstR:
+			// The reflector restarted its session: start the split over.
+			c.firstR, c.firstRS, c.maxR, c.sAtMaxR = r.ReflectorSeq, r.Seq, r.ReflectorSeq, r.Seq
+		case r.ReflectorSeq > c.maxR:
+			c.maxR, c.sAtMaxR = r.ReflectorSeq, r.Seq
+		}
+	}
+	return flags
+}
+
+// Metrics is a session's measurement summary.
+type Metrics struct {
+	SSID           uint16
+	Running        bool
+	Sent           uint64 // test packets sent in this run
+	Answered       uint64 // sequence numbers up to the highest answered
+	Received       uint64 // distinct replies
+	Duplicates     uint64
+	Reordered      uint64
+	Unsynchronized uint64 // records with an S bit of 0
+	RecordsLost    uint64 // records the FIFO had no room for
+	// Loss. RoundTrip counts sequence numbers up to the highest one answered
+	// that got no answer. With a stateful reflector the loss splits by
+	// direction (Split): the reflector's own sequence shows what it got.
+	LostRoundTrip int64
+	LostForward   int64
+	LostBackward  int64
+	Split         bool
+	InFlight      int64 // sent after the highest sequence answered
+	RTT           DelayStats
+	Forward       DelayStats
+	Backward      DelayStats
+	JitterForward JitterStats
+	JitterBack    JitterStats
+	JitterRTT     JitterStats
+	Elapsed       time.Duration // first to last reply
+}
+
+// metrics summarises the state; sent is the sender's count for this run.
+func (c *collectorState) metrics(sent uint64, stateful bool) Metrics {
+	m := Metrics{Sent: sent, Received: c.received, Duplicates: c.dups, Reordered: c.reorder, Unsynchronized: c.unsync,
+		RTT: c.rtt.stats(), Forward: c.fwd.stats(), Backward: c.bwd.stats(),
+		JitterForward: c.jit[dirFwd].stats(), JitterBack: c.jit[dirBwd].stats(), JitterRTT: c.jit[dirRTT].stats(),
+		RecordsLost: c.fifoLost}
+	if c.unsync > 0 {
+		m.Forward.Unsynchronized, m.Backward.Unsynchronized = true, true
+	}
+	if c.have {
+		answered := uint64(c.maxSeq) + 1
+		m.Answered = answered
+		m.LostRoundTrip = int64(answered) - int64(c.received)
+		if sent > answered {
+			m.InFlight = int64(sent - answered)
+		}
+	}
+	if stateful && c.haveR {
+		m.Split = true
+		if c.firstR <= c.firstRS {
+			// The reflector's sequence started with this run (it cannot
+			// have got more packets than were sent): of the sender's
+			// 0..sAtMaxR it got maxR+1, and the collector got received.
+			m.LostForward = int64(c.sAtMaxR) - int64(c.maxR)
+			m.LostBackward = int64(c.maxR) + 1 - int64(c.received)
+		} else {
+			// It counts from an earlier run: split from the first reply on;
+			// losses before it stay in the round trip only.
+			m.LostForward = int64(c.sAtMaxR-c.firstRS) - int64(c.maxR-c.firstR)
+			m.LostBackward = int64(c.maxR-c.firstR+1) - int64(c.received)
+		}
+		m.LostForward = max(m.LostForward, 0)
+		m.LostBackward = max(m.LostBackward, 0)
+	}
+	if c.lastT4 > c.first {
+		m.Elapsed = time.Duration(c.lastT4 - c.first)
+	}
+	return m
+}

@@ -1,0 +1,296 @@
+package stamp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
+)
+
+func init() {
+	plugins.Register(plugins.Kind{Name: "stamp.sender",
+		Summary: "STAMP Session-Sender: test packets from per-session templates, IPv6 with an SRH or IPv4, NTP or PTP, authenticated or not",
+		New:     newSender})
+}
+
+type senderConfig struct {
+	Src           config.Addr           `toml:"src"`
+	SrcMAC        config.MAC            `toml:"src_mac"`
+	DstMAC        config.MAC            `toml:"dst_mac"`
+	VLAN          int                   `toml:"vlan"`
+	Port          string                `toml:"port"`
+	Pool          string                `toml:"pool"`
+	SrcPort       int                   `toml:"src_port"`
+	ReflectorPort int                   `toml:"reflector_port"`
+	Interval      config.Duration       `toml:"interval"`
+	HopLimit      int                   `toml:"hop_limit"`
+	Timestamp     string                `toml:"timestamp"`
+	Synchronized  *bool                 `toml:"synchronized"`
+	ClockError    config.Duration       `toml:"clock_error"`
+	KeyDir        string                `toml:"key_dir"`
+	Records       int                   `toml:"records"`
+	Sessions      []senderSessionConfig `toml:"sessions"`
+}
+
+// sender is the stamp.sender stage: a Producer that sends the test packets
+// of the sessions this lcore owns, on their schedules. What it makes goes
+// down the chain (to a link, a forward), or straight to a port with port set.
+type sender struct {
+	name    string
+	reg     *Registry
+	pool    packet.Pool
+	emit    bool
+	port    uint16
+	lcore   int
+	ee      *errEstSource
+	table   *txTable
+	epoch   uint64
+	mine    []*txSession
+	nextDue int64
+	finite  bool
+	done    atomic.Bool
+
+	cSent, cNoBuf, cLate *stats.Counter
+}
+
+// txConfigResult is what the first instance of a sender stage made of its
+// config sessions, for the others.
+type txConfigResult struct {
+	err    error
+	finite bool
+}
+
+func newSender(s *plugins.Setup) (plugins.Stage, error) {
+	c := senderConfig{Pool: "default", SrcPort: DefaultPort, ReflectorPort: DefaultPort, Interval: config.Duration(time.Second),
+		HopLimit: 64}
+	if err := s.Config.Decode(&c); err != nil {
+		return nil, err
+	}
+	where := s.Config.Where()
+	if c.VLAN < 0 || c.VLAN > 4094 {
+		return nil, fmt.Errorf("stamp.sender: vlan %d is outside 0..4094", c.VLAN)
+	}
+	if c.SrcPort < 1 || c.SrcPort > 65535 || c.ReflectorPort < 1 || c.ReflectorPort > 65535 {
+		return nil, fmt.Errorf("stamp.sender: UDP ports are 1..65535")
+	}
+	if c.HopLimit < 1 || c.HopLimit > 255 {
+		return nil, fmt.Errorf("stamp.sender: hop_limit %d is outside 1..255", c.HopLimit)
+	}
+	if c.Interval <= 0 {
+		return nil, fmt.Errorf("stamp.sender: interval must be positive")
+	}
+	format, err := parseFormat(c.Timestamp)
+	if err != nil {
+		return nil, fmt.Errorf("stamp.sender: %w", err)
+	}
+	if c.Records < 0 || c.Records > maxRecords {
+		return nil, fmt.Errorf("stamp.sender: records %d is outside 1..%d", c.Records, maxRecords)
+	}
+	pool, err := s.Pool(c.Pool, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("stamp.sender: pool %q: %w", c.Pool, err)
+	}
+	st := &sender{name: s.Name, reg: registryOf(s), pool: pool, lcore: s.Lcore,
+		ee:     newErrEstSource(s.Clock, clockConfig{Synchronized: c.Synchronized, ClockError: c.ClockError}),
+		mine:   make([]*txSession, 0, 64),
+		cSent:  s.Counters.New("sent", "test packets sent"),
+		cNoBuf: s.Counters.New("no_buffer", "test packets not sent: the pool was empty"),
+		cLate:  s.Counters.New("late", "schedule slips: the lcore was late by more than 100 intervals and skipped ahead")}
+	d := senderDefaults{stage: s.Name, src: c.Src.Addr, srcPort: uint16(c.SrcPort), reflectorPort: uint16(c.ReflectorPort),
+		interval: time.Duration(c.Interval), hopLimit: uint8(c.HopLimit), srcMAC: c.SrcMAC, dstMAC: c.DstMAC,
+		vlan: uint16(c.VLAN), ptp: format == formatPTP, records: c.Records, keyDir: c.KeyDir}
+	if c.Port != "" {
+		pi, ok := s.Ports.Port(c.Port)
+		if !ok {
+			return nil, fmt.Errorf("stamp.sender: no port %q", c.Port)
+		}
+		st.emit, st.port = true, pi.ID
+		if d.srcMAC == ([6]byte{}) {
+			d.srcMAC = pi.MAC
+		}
+		if !d.src.IsValid() {
+			for _, a := range pi.Addrs {
+				d.src = a.Addr()
+				break
+			}
+		}
+	}
+	st.reg.addSender(s.Name, d)
+	// The stage's instances on several lcores share one set of config
+	// sessions: the first instance makes them.
+	res := s.Shared("stamp.sender/config", func() any {
+		r := &txConfigResult{finite: len(c.Sessions) > 0}
+		for i := range c.Sessions {
+			sc, err := c.Sessions[i].toSession()
+			if err == nil {
+				if !sc.PTP && c.Sessions[i].Timestamp == "" {
+					sc.PTP = d.ptp
+				}
+				var ts *txSession
+				if ts, err = buildTx(sc, &d); err == nil {
+					if sc.Start {
+						_ = ts.start()
+					}
+					err = st.reg.putTx(ts)
+				}
+			}
+			if err != nil {
+				r.err = fmt.Errorf("%s: sessions[%d]: %w", where, i, err)
+				return r
+			}
+			if sc.Count == 0 && sc.Duration == 0 {
+				r.finite = false
+			}
+		}
+		return r
+	}).(*txConfigResult)
+	if res.err != nil {
+		return nil, res.err
+	}
+	st.finite = res.finite
+	return st, nil
+}
+
+// Process lets every packet pass: the sender only makes packets.
+func (st *sender) Process(ctx *plugins.Context, b *packet.Burst) {}
+
+// rebuild lists the sessions of this stage that this lcore owns.
+func (st *sender) rebuild(ctx *plugins.Context, t *txTable) {
+	st.table = t
+	st.mine = st.mine[:0]
+	for _, s := range t.m {
+		if s.stage == st.name && ctx.Mine(sessionKey(s.id)) {
+			st.mine = append(st.mine, s)
+		}
+	}
+	st.nextDue = 0
+}
+
+// Produce sends what is due. Between due times it costs one comparison: the
+// earliest due time of the lcore's sessions, and the registry's control epoch
+// (bumped by every start and stop) to notice a session that started.
+func (st *sender) Produce(ctx *plugins.Context, b *packet.Burst) {
+	if t := st.reg.tx.Load(); t != st.table {
+		st.rebuild(ctx, t)
+	}
+	if e := st.reg.ctlEpoch.Load(); e != st.epoch {
+		st.epoch, st.nextDue = e, 0
+	}
+	now := ctx.Now
+	if now < st.nextDue {
+		return
+	}
+	t1 := ctx.Clock.Now()
+	next := int64(math.MaxInt64)
+	allDone := st.finite
+	for _, s := range st.mine {
+		c := s.ctl.Load()
+		if c&ctlRunning == 0 {
+			if s.tx.gen == 0 && s.cfg.Start {
+				allDone = false
+			}
+			continue
+		}
+		if gen := c >> 1; gen != s.tx.gen {
+			s.tx.gen, s.tx.seq, s.tx.next, s.tx.started, s.tx.sent = gen, 0, now, now, 0
+			s.sentGen.Store(gen)
+			s.sent.Store(0)
+		}
+		if s.finished(now) {
+			s.ctl.CompareAndSwap(c, c&^ctlRunning)
+			st.reg.ctlEpoch.Add(1)
+			continue
+		}
+		allDone = false
+		if s.tx.next <= now && now-s.tx.next > 100*s.interval && now-s.tx.next > int64(10*time.Millisecond) {
+			st.cLate.Inc()
+			s.tx.next = now
+		}
+		for s.tx.next <= now && b.Room() > 0 && !s.finished(now) {
+			if !st.send(ctx, s, b, t1) {
+				break
+			}
+			s.tx.next += s.interval
+		}
+		if s.finished(now) {
+			next = now // stop it on the next round
+		} else if s.tx.next < next {
+			next = s.tx.next
+		}
+	}
+	st.nextDue = next
+	if allDone && st.finite {
+		st.done.Store(true)
+	}
+}
+
+func (s *txSession) finished(now int64) bool {
+	return (s.cfg.Count > 0 && s.tx.sent >= s.cfg.Count) || (s.cfg.Duration > 0 && now-s.tx.started >= int64(s.cfg.Duration))
+}
+
+// send makes one test packet from the session's template: the sequence
+// number, T1, the Error Estimate, the Direct Measurement counter, the HMACs
+// and the UDP checksum are all that change.
+func (st *sender) send(ctx *plugins.Context, s *txSession, b *packet.Burst, t1 int64) bool {
+	h, ok := st.pool.AllocOne()
+	if !ok {
+		st.cNoBuf.Inc()
+		return false
+	}
+	p := h.P()
+	d, err := p.Append(len(s.tmpl))
+	if err != nil {
+		st.pool.FreeOne(h)
+		st.cNoBuf.Inc()
+		return false
+	}
+	copy(d, s.tmpl)
+	pay := d[s.pay:]
+	l := s.lay
+	format := formatNTP
+	if s.cfg.PTP {
+		format = formatPTP
+	}
+	ee, tai := st.ee.get(format)
+	binary.BigEndian.PutUint32(pay[l.seq:], s.tx.seq)
+	binary.BigEndian.PutUint64(pay[l.ts:], wireTime(ctx.Clock, t1, format, tai))
+	binary.BigEndian.PutUint16(pay[l.errEst:], uint16(ee))
+	if s.dmOff >= 0 {
+		binary.BigEndian.PutUint32(pay[s.dmOff:], uint32(s.tx.sent+1))
+	}
+	if s.hmacTLV >= 0 {
+		copy(pay[s.hmacTLV+TLVHeaderLen:], s.tx.mac.sum16(pay[:4], pay[l.base:s.hmacTLV]))
+	}
+	if s.cfg.Auth {
+		copy(pay[HMACCovered:BaseAuthLen], s.tx.mac.sum16(pay[:HMACCovered], nil))
+	}
+	u := d[s.l4:]
+	u[6], u[7] = 0, 0
+	sum := ^packet.Checksum(u, s.pseudo)
+	if sum == 0 {
+		sum = 0xffff
+	}
+	binary.BigEndian.PutUint16(u[6:], sum)
+	p.SetFlag(packet.FlagLocal)
+	p.RxTime = t1
+	s.tx.seq++
+	s.tx.sent++
+	s.sent.Store(s.tx.sent)
+	st.cSent.Inc()
+	if st.emit {
+		ctx.Emit(h, st.port)
+		return true
+	}
+	b.Push(h)
+	return true
+}
+
+// Done reports that every config session of a sender whose sessions all end
+// (count or duration) has ended.
+func (st *sender) Done() bool { return st.done.Load() }
