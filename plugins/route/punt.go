@@ -25,6 +25,7 @@ type puntConfig struct {
 // kernel side, so the host's stack takes it as its own.
 type punt struct {
 	port    uint16
+	name    string
 	has     bool
 	rewrite bool
 	dst     packet.MAC
@@ -47,13 +48,18 @@ func newPunt(s *plugins.Setup) (plugins.Stage, error) {
 		if !ok {
 			return nil, fmt.Errorf("punt: no port %q", c.Port)
 		}
-		p.port, p.has = pi.ID, true
+		p.port, p.has, p.name = pi.ID, true, pi.Name
 		p.dst, p.src = pi.DriverMAC, pi.MAC
-		if p.rewrite && p.dst == (packet.MAC{}) {
-			return nil, fmt.Errorf("punt: port %q has no MAC of its own to address the host by; set rewrite_mac = false", c.Port)
-		}
 	}
 	return p, nil
+}
+
+// Start checks what only an open port knows (linerate validate opens none).
+func (s *punt) Start(ctx *plugins.Context) error {
+	if s.has && s.rewrite && s.dst == (packet.MAC{}) {
+		return fmt.Errorf("punt: port %q has no MAC of its own to address the host by; set rewrite_mac = false", s.name)
+	}
+	return nil
 }
 
 func (s *punt) Process(ctx *plugins.Context, b *packet.Burst) {
