@@ -20,6 +20,8 @@ FUZZTIME  ?= 60s
 # Fragments in mk/ add their own targets: generators to `generate`, extra test
 # suites to TEST_EXTRA (cgo datapaths), benchmarks side by side with anchors.
 TEST_EXTRA :=
+# The fragments come first and define rules of their own: `make` alone still means `all`.
+.DEFAULT_GOAL := all
 -include mk/*.mk
 
 all: build

@@ -101,15 +101,13 @@ void lr_pool_init_meta(struct rte_mempool *mp, uint16_t id)
 }
 
 /* reset gives a packet the state packet.Packet.Reset gives a fresh one, over the
- * mbuf's own window. Scratch is left alone, as Reset leaves it. */
-static inline void lr_reset(struct lr_meta *p, const struct rte_mbuf *m, uint16_t pool_id)
+ * mbuf's own window. base, backend, cap and pool never change for an mbuf of
+ * ours: lr_pool_init_meta wrote them once. Scratch is left alone, as Reset
+ * leaves it. */
+static inline void lr_reset(struct lr_meta *p, const struct rte_mbuf *m)
 {
-	p->base = (uintptr_t)m->buf_addr;
-	p->backend = (uintptr_t)m;
-	p->cap = m->buf_len;
 	p->off = m->data_off;
 	p->length = m->data_len;
-	p->pool = pool_id;
 	p->verdict = 0;
 	p->flags = 0;
 	p->in_port = 0xFFFF;
@@ -177,8 +175,9 @@ static struct rte_mbuf *linearize(struct lr_rxq *q, struct rte_mbuf *m)
 	return c;
 }
 
-uint16_t lr_rx_burst(struct lr_rxq *q, uintptr_t outp, uint16_t n)
+uint16_t lr_rx_burst(uintptr_t qp, uintptr_t outp, uint16_t n)
 {
+	struct lr_rxq *q = (struct lr_rxq *)qp;
 	struct rte_mbuf **m = (struct rte_mbuf **)outp;
 	uintptr_t *out = (uintptr_t *)outp;
 	uint16_t got = rte_eth_rx_burst(q->port, q->queue, m, n);
@@ -190,12 +189,10 @@ uint16_t lr_rx_burst(struct lr_rxq *q, uintptr_t outp, uint16_t n)
 	uint16_t k = 0;
 	for (uint16_t i = 0; i < got; i++) {
 		struct rte_mbuf *mb = m[i];
-		uint16_t pool_id = q->pool_id;
 		if (unlikely(mb->pool != q->mp)) {
-			int id = rte_pktmbuf_priv_size(mb->pool) >= LR_META_SIZE ? lr_pool_id(mb->pool) : -1;
-			if (id >= 0) {
-				pool_id = (uint16_t)id;
-			} else {
+			/* Another pool of ours (another socket) carries its metadata;
+			 * a PMD's own pool does not: copy into ours. */
+			if (rte_pktmbuf_priv_size(mb->pool) < LR_META_SIZE || lr_pool_id(mb->pool) < 0) {
 				mb = copy_into(q->mp, mb);
 				if (mb == NULL) {
 					LR_INC(q->foreign_dropped);
@@ -210,7 +207,7 @@ uint16_t lr_rx_burst(struct lr_rxq *q, uintptr_t outp, uint16_t n)
 				continue;
 		}
 		struct lr_meta *p = LR_META(mb);
-		lr_reset(p, mb, pool_id);
+		lr_reset(p, mb);
 		if (mb->ol_flags & RTE_MBUF_F_RX_RSS_HASH)
 			p->hash = mb->hash.rss;
 		if (conv != NULL && (mb->ol_flags & q->ts_flag)) {
@@ -242,7 +239,7 @@ uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n)
 	return rte_eth_tx_burst(port, queue, m, n);
 }
 
-unsigned lr_alloc(struct rte_mempool *mp, uint16_t pool_id, uintptr_t outp, unsigned n)
+unsigned lr_alloc(struct rte_mempool *mp, uintptr_t outp, unsigned n)
 {
 	struct rte_mbuf **m = (struct rte_mbuf **)outp;
 	uintptr_t *out = (uintptr_t *)outp;
@@ -257,7 +254,7 @@ unsigned lr_alloc(struct rte_mempool *mp, uint16_t pool_id, uintptr_t outp, unsi
 	}
 	for (unsigned i = 0; i < got; i++) {
 		struct lr_meta *p = LR_META(m[i]);
-		lr_reset(p, m[i], pool_id);
+		lr_reset(p, m[i]);
 		out[i] = (uintptr_t)p;
 	}
 	return got;

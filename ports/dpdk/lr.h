@@ -87,10 +87,12 @@ struct rte_mempool *lr_pool_create(const char *name, unsigned n, unsigned cache,
 				   int socket, int *err);
 void lr_pool_init_meta(struct rte_mempool *mp, uint16_t id);
 
-// Bursts. out and h point at packet.Burst.H (Go memory holding no Go pointers).
-uint16_t lr_rx_burst(struct lr_rxq *q, uintptr_t out, uint16_t n);
+// Bursts. out and h point at packet.Burst.H (Go memory holding no Go pointers);
+// q is a struct lr_rxq. Both cross as integers: cgo checks pointer arguments
+// on every call, and a burst should cost one plain call.
+uint16_t lr_rx_burst(uintptr_t q, uintptr_t out, uint16_t n);
 uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n);
-unsigned lr_alloc(struct rte_mempool *mp, uint16_t pool_id, uintptr_t out, unsigned n);
+unsigned lr_alloc(struct rte_mempool *mp, uintptr_t out, unsigned n);
 void lr_free(uintptr_t h, unsigned n);
 
 // Device setup, wrapped so Go never touches structs with bitfields or unions.

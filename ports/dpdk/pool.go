@@ -121,7 +121,7 @@ func (p *Pool) Alloc(b *packet.Burst, n int) int {
 	if n <= 0 {
 		return 0
 	}
-	got := int(C.lr_alloc(p.mp, C.uint16_t(p.id), C.uintptr_t(uintptr(unsafe.Pointer(&b.H[b.N]))), C.unsigned(n)))
+	got := int(C.lr_alloc(p.mp, C.uintptr_t(uintptr(unsafe.Pointer(&b.H[b.N]))), C.unsigned(n)))
 	b.N += got
 	if got < n {
 		p.allocFail.Add(uint64(n - got))
@@ -132,7 +132,7 @@ func (p *Pool) Alloc(b *packet.Burst, n int) int {
 // AllocOne takes one fresh packet.
 func (p *Pool) AllocOne() (packet.Handle, bool) {
 	var h [1]packet.Handle
-	got := C.lr_alloc(p.mp, C.uint16_t(p.id), C.uintptr_t(uintptr(unsafe.Pointer(&h[0]))), 1)
+	got := C.lr_alloc(p.mp, C.uintptr_t(uintptr(unsafe.Pointer(&h[0]))), 1)
 	runtime.KeepAlive(&h)
 	if got == 0 {
 		p.allocFail.Add(1)

@@ -183,6 +183,7 @@ type Port struct {
 	id      uint16
 	pool    *Pool
 	rxq     []*C.struct_lr_rxq
+	rxqAddr []C.uintptr_t // the same, as integers for the fast path
 	ntx     int
 	created bool // a vdev this port made, removed again at Close
 	info    ports.Info
@@ -360,6 +361,7 @@ func (p *Port) open(o *Options) error {
 		rq.port, rq.queue, rq.pool_id, rq.mp = id, C.uint16_t(q), C.uint16_t(pool.id), pool.mp
 		rq.ts_off, rq.ts_flag = tsOff, tsFlag
 		p.rxq = append(p.rxq, rq)
+		p.rxqAddr = append(p.rxqAddr, C.uintptr_t(uintptr(unsafe.Pointer(rq))))
 	}
 	p.ntx = o.TxQueues
 	if rc := C.rte_eth_dev_start(id); rc != 0 {
@@ -502,7 +504,7 @@ func (p *Port) RxBurst(q int, b *packet.Burst) int {
 	if room <= 0 {
 		return 0
 	}
-	n := int(C.lr_rx_burst(p.rxq[q], C.uintptr_t(uintptr(unsafe.Pointer(&b.H[b.N]))), C.uint16_t(room)))
+	n := int(C.lr_rx_burst(p.rxqAddr[q], C.uintptr_t(uintptr(unsafe.Pointer(&b.H[b.N]))), C.uint16_t(room)))
 	b.N += n
 	return n
 }
@@ -609,7 +611,7 @@ func (p *Port) release() error {
 	for _, rq := range p.rxq {
 		C.free(unsafe.Pointer(rq))
 	}
-	p.rxq = nil
+	p.rxq, p.rxqAddr = nil, nil
 	if p.xvals != nil {
 		C.free(unsafe.Pointer(p.xvals))
 		p.xvals = nil
