@@ -5,11 +5,21 @@
 //
 // # Fields
 //
-// GF(2^8) is built on the polynomial x^8+x^4+x^3+x^2+1 (0x11D) with generator
-// α = 2. It is the field of Intel ISA-L, klauspost/reedsolomon and Jerasure,
-// so products match theirs byte for byte (2·0x80 = 0x1D). The scalar
-// operations are Mul8, Div8, Inv8, Exp8, Log8 and Pow8; the region kernels
-// are Mul, MulAdd, MulMulti and MulAddMulti.
+//   - GF(2^8), the workhorse, is built on x^8+x^4+x^3+x^2+1 (Poly8 = 0x11D)
+//     with generator α = 2. It is the field of Intel ISA-L,
+//     klauspost/reedsolomon and Jerasure, so products match theirs byte for
+//     byte (2·0x80 = 0x1D). Scalar: Mul8, Div8, Inv8, Exp8, Log8, Pow8.
+//     Regions: Mul, MulAdd (dst ^= c·src) and the fused dot products
+//     MulMulti and MulAddMulti (many sources into many destinations in one
+//     pass, like ISA-L's ec_encode_data).
+//   - GF(2) is XOR (XorRegion).
+//   - GF(2^4) uses x^4+x+1 (Poly4 = 0x13), two elements packed per byte.
+//   - GF(2^16) uses x^16+x^12+x^3+x+1 (Poly16 = 0x1100B), as Jerasure and
+//     GF-Complete do, elements big-endian in the buffers.
+//
+// Matrix and Echelon are matrices over GF(2^8): Gauss–Jordan elimination,
+// inversion, rank, and incremental row-echelon insertion for progressive
+// decoding.
 //
 // # Levels
 //
