@@ -111,11 +111,17 @@ func (b ICMPv4) CalculateChecksum() uint16 {
 func (b ICMPv4) IsChecksumValid() bool { return Checksum(b, 0) == 0xffff }
 
 // SetTypeUpdate changes the type and patches the checksum incrementally (RFC
-// 1624): an Echo becomes an Echo Reply in place.
+// 1624): an Echo becomes an Echo Reply in place. Eqn. 3 gives 0x0000 where the
+// message is all zeros and the checksum must be 0xFFFF (an Echo Reply with
+// zero identifier and sequence and no data); that case is summed afresh.
 func (b ICMPv4) SetTypeUpdate(v uint8) {
 	old := binary.BigEndian.Uint16(b[icmpType:])
 	b[icmpType] = v
-	b.SetChecksum(ChecksumUpdate16(b.Checksum(), old, binary.BigEndian.Uint16(b[icmpType:])))
+	c := ChecksumUpdate16(b.Checksum(), old, binary.BigEndian.Uint16(b[icmpType:]))
+	if c == 0 {
+		c = b.CalculateChecksum()
+	}
+	b.SetChecksum(c)
 }
 
 // ICMPv4Fields are the fields of an ICMP header and its second word, for Encode.
