@@ -302,6 +302,9 @@ func (e *Engine) openPorts() error {
 				return fmt.Errorf("%s: %w", pe.cfgPort.Where(), err)
 			}
 			pe.info = pe.port.Info()
+			if pe.info.MTU == 0 {
+				pe.info.MTU = pe.cfgPort.MTU // as above: the re-read must not lose it
+			}
 		}
 	}
 	return nil

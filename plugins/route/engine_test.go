@@ -219,6 +219,11 @@ func TestControlAPI(t *testing.T) {
 	rc := api.NewRoutingClient(cc)
 	ctx := context.Background()
 
+	// linerate status shows a port's own MAC, and the port's MTU.
+	if st := e.Status(); st.Ports[0].MAC != "02:00:00:00:01:01" || st.Ports[0].MTU != 1500 || st.Ports[1].MAC != "" {
+		t.Errorf("status ports %+v", st.Ports)
+	}
+
 	ifs, err := rc.Interfaces(ctx, &api.InterfacesRequest{})
 	if err != nil {
 		t.Fatal(err)
