@@ -77,11 +77,13 @@ type encoder struct {
 	ctx        *plugins.Context
 	stopping   bool
 
-	coef []byte
-	dsts [][]byte
-	srcs [][]byte
-	outH []packet.Handle
-	outL []uint8
+	coef  []byte
+	wire  [maxHdr + FixedLen + MaxK]byte
+	alloc packet.Burst
+	dsts  [][]byte
+	srcs  [][]byte
+	outH  []packet.Handle
+	outL  []uint8
 
 	cBlocks, cGens, cShort, cCoded, cSystematic             *stats.Counter
 	cUncodedExt, cUncodedBig, cUncodedChain, cEnded, cNoBuf *stats.Counter
@@ -235,7 +237,7 @@ func (e *encoder) take(ctx *plugins.Context, h packet.Handle) {
 	if r == nil {
 		return
 	}
-	if l.Flags&(packet.FlagFragment|packet.FlagESP|packet.FlagExtRepeated) != 0 || l.AH != 0 || int(l.L4) > maxHdr {
+	if l.Flags&(packet.FlagFragment|packet.FlagESP|packet.FlagExtRepeated) != 0 || l.AH != 0 || int(l.L4) > maxHdr-FixedLen {
 		e.cUncodedExt.Inc()
 		return
 	}
@@ -250,13 +252,15 @@ func (e *encoder) take(ctx *plugins.Context, h packet.Handle) {
 	}
 	ip := packet.IPv6(d[l.L3:])
 	key := sessionKey{src: ip.Src(), dst: ip.Dst(), id: r.id}
-	hs := key.hash(e.st.seed)
+	hs, si := e.st.keyHash(&key)
 	if !ctx.Mine(hs) {
 		ctx.Handoff(h, ctx.Owner(hs))
 		return
 	}
 	now := ctx.Now
-	si := e.st.session(&key, hs, now)
+	if si < 0 {
+		si = e.st.session(&key, hs, now)
+	}
 	s := &e.st.sess[si]
 	gi := s.open
 	if gi < 0 {
@@ -320,18 +324,26 @@ func sameChain(ge *generation, d []byte, l *packet.Layers) bool {
 	return string(ge.hdr[x:ge.hdrLen]) == string(d[x:l.L4])
 }
 
-// header writes a coded packet's headers for generation ge into a fresh
-// packet and returns its vector and block regions.
-func (e *encoder) header(q *packet.Packet, ge *generation, flags, kk uint8) (vec, blk []byte) {
+// prepare builds generation ge's wire headers in e.wire: its template with
+// Next Header 253 and the coded Payload Length, then the fixed CODED IP
+// header. Every coded packet of the call starts as a copy of it.
+func (e *encoder) prepare(ge *generation, flags, kk uint8) {
 	hl := ge.hdrLen
-	d, _ := q.Append(hl + FixedLen + e.k + e.n)
-	copy(d, ge.hdr[:hl])
-	d[ge.nhOff] = NextHeader
-	putIPv6PayloadLen(d, ge.l3, hl-ge.l3-packet.IPv6Len+FixedLen+e.k+e.n)
+	w := e.wire[:hl+FixedLen+e.k]
+	copy(w, ge.hdr[:hl])
+	w[ge.nhOff] = NextHeader
+	putIPv6PayloadLen(w, ge.l3, hl-ge.l3-packet.IPv6Len+FixedLen+e.k+e.n)
 	s := &e.st.sess[ge.sess]
-	Header(d[hl:]).Encode(&Fields{NextHeader: s.nextHdr, SessionID: s.key.id, SessionLength: e.sessLen,
+	Header(w[hl:]).Encode(&Fields{NextHeader: s.nextHdr, SessionID: s.key.id, SessionLength: e.sessLen,
 		GenerationID: ge.id, K: uint8(e.k), Version: Version, Field: FieldGF256, BlockLen: uint16(e.n),
 		Flags: flags, BlocksUsed: kk})
+}
+
+// header starts a coded packet as a copy of e.wire (see prepare) and returns
+// its vector and block regions.
+func (e *encoder) header(q *packet.Packet, hl int) (vec, blk []byte) {
+	d, _ := q.Append(hl + FixedLen + e.k + e.n)
+	copy(d, e.wire[:hl+FixedLen])
 	q.SetFlag(packet.FlagLocal)
 	q.RxTime = e.ctx.Now
 	return d[hl+FixedLen : hl+FixedLen+e.k], d[hl+FixedLen+e.k:]
@@ -339,13 +351,14 @@ func (e *encoder) header(q *packet.Packet, ge *generation, flags, kk uint8) (vec
 
 // sendSystematic sends source block i uncoded on every link.
 func (e *encoder) sendSystematic(ge *generation, i int) {
+	e.prepare(ge, FlagSystematic, 0)
 	for li := range e.links {
 		h, ok := e.pool.AllocOne()
 		if !ok {
 			e.cNoBuf.Inc()
 			continue
 		}
-		vec, blk := e.header(h.P(), ge, FlagSystematic, 0)
+		vec, blk := e.header(h.P(), ge.hdrLen)
 		clear(vec)
 		vec[i] = 1
 		copy(blk, e.st.slot(ge.rows[i])[:e.n])
@@ -372,24 +385,33 @@ func (e *encoder) generationDone(gi int32) {
 	for i, s := range ge.rows {
 		e.srcs[i] = e.st.slot(s)[:e.n]
 	}
+	e.prepare(ge, 0, wire)
 	m := 0
 	for li := range e.links {
 		cnt := e.links[li].budget(e.k, kk)
 		if e.systematic {
 			cnt -= kk
 		}
-		for ; cnt > 0; cnt-- {
-			h, ok := e.pool.AllocOne()
-			if !ok {
-				e.cNoBuf.Inc()
-				continue
+		for cnt > 0 {
+			// Buffers in batches: one pool lock for many packets.
+			n := min(cnt, maxBatch-m)
+			b := &e.alloc
+			b.N = 0
+			got := e.pool.Alloc(b, n)
+			if got < n {
+				e.cNoBuf.Add(uint64(cnt - got))
+				cnt = got
 			}
-			vec, blk := e.header(h.P(), ge, 0, wire)
-			row := e.coef[m*kk : m*kk+kk]
-			e.rng.nonZero(row)
-			clear(vec[copy(vec, row):])
-			e.dsts[m], e.outH[m], e.outL[m] = blk, h, uint8(li)
-			if m++; m == maxBatch {
+			cnt -= got
+			for _, h := range b.H[:got] {
+				vec, blk := e.header(h.P(), ge.hdrLen)
+				row := e.coef[m*kk : m*kk+kk]
+				e.rng.nonZero(row)
+				clear(vec[copy(vec, row):])
+				e.dsts[m], e.outH[m], e.outL[m] = blk, h, uint8(li)
+				m++
+			}
+			if m == maxBatch {
 				e.code(m, kk)
 				m = 0
 			}

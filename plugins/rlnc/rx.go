@@ -32,7 +32,7 @@ func (r *receiver) generation(ctx *plugins.Context, h packet.Handle, l *packet.L
 	d := h.P().Data()
 	ip := packet.IPv6(d[l.L3:])
 	key := sessionKey{src: ip.Src(), dst: ip.Dst(), id: hd.SessionID()}
-	hs := key.hash(st.seed)
+	hs, si := st.keyHash(&key)
 	if !ctx.Mine(hs) {
 		ctx.Handoff(h, ctx.Owner(hs))
 		return -1, 0, true
@@ -43,7 +43,9 @@ func (r *receiver) generation(ctx *plugins.Context, h packet.Handle, l *packet.L
 		return -1, reasonTooBig, false
 	}
 	now := ctx.Now
-	si := st.session(&key, hs, now)
+	if si < 0 {
+		si = st.session(&key, hs, now)
+	}
 	s := &st.sess[si]
 	if s.packets == 0 {
 		s.nextHdr, s.sessLen = hd.NextHeader(), hd.SessionLength()

@@ -3,6 +3,7 @@ package rlnc
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/linerate/linerate/appliance/stats"
@@ -33,13 +34,15 @@ type sessionKey struct {
 }
 
 // hash is the key's 64-bit hash with a per-stage seed. Every lcore of a stage
-// uses the same seed, so it also picks the session's owner lcore.
+// uses the same seed, so it also picks the session's owner lcore. The four
+// words are multiplied independently, then mixed once: a short dependency
+// chain, since every packet pays for it.
 func (k *sessionKey) hash(seed uint64) uint64 {
-	h := mix(seed ^ binary.LittleEndian.Uint64(k.src[0:]))
-	h = mix(h ^ binary.LittleEndian.Uint64(k.src[8:]))
-	h = mix(h ^ binary.LittleEndian.Uint64(k.dst[0:]))
-	h = mix(h ^ binary.LittleEndian.Uint64(k.dst[8:]))
-	return mix(h ^ uint64(k.id))
+	a := binary.LittleEndian.Uint64(k.src[0:]) * 0x9E3779B97F4A7C15
+	b := binary.LittleEndian.Uint64(k.src[8:]) * 0xC2B2AE3D27D4EB4F
+	c := binary.LittleEndian.Uint64(k.dst[0:]) * 0x165667B19E3779F9
+	d := binary.LittleEndian.Uint64(k.dst[8:]) * 0xD6E8FEB86659FD93
+	return mix(seed ^ a ^ bits.RotateLeft64(b, 17) ^ bits.RotateLeft64(c, 31) ^ bits.RotateLeft64(d, 47) ^ uint64(k.id)<<56)
 }
 
 type session struct {
@@ -170,6 +173,11 @@ type store struct {
 	echelons [MaxK + 1][]*gf.Echelon
 	cached   int
 
+	// The session of the last packet: a burst is mostly one session.
+	lastKey  sessionKey
+	lastHash uint64
+	lastSess int32
+
 	// onFree is told of a generation about to be freed, for the stage's own
 	// accounting (decoder: deliver nothing more; recoder: drop credits).
 	onFree func(gi int32)
@@ -188,7 +196,7 @@ func newStore(cfg storeConfig, seed uint64, payload bool, c storeCounters) (*sto
 		return nil, fmt.Errorf("memory %v is too large (at most %d blocks)", cfg.Memory, 1<<24)
 	}
 	st := &store{cfg: cfg, seed: seed, timeout: int64(time.Duration(cfg.SessionTimeout)), window: cfg.Window,
-		payload: payload, c: c,
+		payload: payload, c: c, lastSess: -1,
 		sess: make([]session, cfg.MaxSessions), sessFree: newStack(cfg.MaxSessions), stab: newTable(cfg.MaxSessions),
 		sessLRU: newList(), sl: newLinks(cfg.MaxSessions),
 		gens: make([]generation, cfg.MaxGenerations), genFree: newStack(cfg.MaxGenerations), gtab: newTable(cfg.MaxGenerations),
@@ -207,6 +215,19 @@ func (st *store) slot(s int32) []byte {
 	return st.arena[o : o+st.stride : o+st.stride]
 }
 
+// keyHash returns key's hash and, when the last packet's session had the same
+// key and is still there, that session (else -1).
+func (st *store) keyHash(key *sessionKey) (uint64, int32) {
+	if *key == st.lastKey && st.lastSess >= 0 {
+		if s := &st.sess[st.lastSess]; s.live && s.key == *key {
+			return st.lastHash, st.lastSess
+		}
+	}
+	h := key.hash(st.seed)
+	st.lastKey, st.lastHash, st.lastSess = *key, h, -1
+	return h, -1
+}
+
 // lookup finds a session.
 func (st *store) lookup(key *sessionKey, h uint64) int32 {
 	t := &st.stab
@@ -222,6 +243,7 @@ func (st *store) lookup(key *sessionKey, h uint64) int32 {
 // least recently updated session.
 func (st *store) session(key *sessionKey, h uint64, now int64) int32 {
 	if si := st.lookup(key, h); si >= 0 {
+		st.lastSess = si
 		return si
 	}
 	si, ok := st.sessFree.pop()
@@ -236,6 +258,7 @@ func (st *store) session(key *sessionKey, h uint64, now int64) int32 {
 	st.stab.put(h, si)
 	st.sessLRU.pushFront(&st.sl, si)
 	st.c.sessions.Inc()
+	st.lastKey, st.lastHash, st.lastSess = *key, h, si
 	return si
 }
 
