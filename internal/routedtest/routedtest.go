@@ -225,7 +225,7 @@ func (tp *Topology) hostKernel(t *testing.T) {
 		for k, v := range map[string]string{
 			"ipv6/conf/lo/disable_ipv6": "0", "ipv6/conf/" + TapName + "/accept_dad": "0",
 			"ipv6/conf/" + TapName + "/disable_ipv6": "0",
-			"ipv4/conf/r1/arp_ignore": "1", "ipv4/conf/r2/arp_ignore": "1",
+			"ipv4/conf/r1/arp_ignore":                "1", "ipv4/conf/r2/arp_ignore": "1",
 		} {
 			if err := os.WriteFile("/proc/sys/net/"+k, []byte(v), 0); err != nil {
 				return err
