@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/control"
+	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
 
@@ -190,6 +193,20 @@ func TestRouteChangesDropNothing(t *testing.T) {
 		t.Errorf("routes_added %d after %d changes", added, changes)
 	}
 	t.Logf("%d route changes while %d packets flowed", changes, count)
+
+	// The same counters reach Prometheus.
+	rec := httptest.NewRecorder()
+	metrics.Handler(e).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		fmt.Sprintf(`linerate_stage_route_forwarded_total{kind="route",lcore="1",pipeline="router",stage="route#2"} %d`, count),
+		`linerate_stage_neighbor_entries_created_total{kind="neighbor",lcore="1",pipeline="router",stage="neighbor#0"} 2`,
+		`linerate_stage_route_routes_added_total{kind="route",lcore="1",pipeline="router",stage="route#2"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }
 
 // TestControlAPI lists and changes the tables through the Routing service of a
