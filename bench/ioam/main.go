@@ -42,7 +42,9 @@ import (
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
 
-	_ "github.com/linerate/linerate/appliance/all"
+	_ "github.com/linerate/linerate/plugins"      // generator, forward, link, sink
+	_ "github.com/linerate/linerate/plugins/ioam" // ioam.encap, ioam.decap
+	_ "github.com/linerate/linerate/ports/mem"
 )
 
 func main() {

@@ -24,7 +24,8 @@ import (
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins/ioam"
 
-	_ "github.com/linerate/linerate/appliance/all"
+	_ "github.com/linerate/linerate/plugins" // generator, forward, link, sink
+	_ "github.com/linerate/linerate/ports/mem"
 )
 
 // pathConfig is an IOAM domain in one engine on mem ports: the generator's

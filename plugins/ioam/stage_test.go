@@ -614,3 +614,44 @@ func TestLoopback(t *testing.T) {
 		t.Errorf("loopback records: %d", len(got))
 	}
 }
+
+// An incremental trace grows in front of a POT and a DEX option: they move,
+// keep their 4n alignment, and still verify and decode downstream.
+func TestIncrementalBeforeOtherOptions(t *testing.T) {
+	dir := t.TempDir()
+	keys, err := DealPOT(3, 0xFFFFFFFFFFFFFFC5, rand.New(rand.NewPCG(9, 9)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for i := range keys {
+		f := filepath.Join(dir, fmt.Sprintf("k%d.toml", i))
+		if err := WritePOTKey(f, &keys[i]); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	h := newHarness(t)
+	for _, mode := range []string{"inline", "encap"} {
+		enc := h.mustBuild("ioam.encap", encapKeys(1, mode, `{ namespace = 123, type = "0xD00000", option = "incremental", hops = 4 }`)+
+			fmt.Sprintf("pot = { namespace = 123, key_file = %q }\n", files[0])+
+			"dex = { namespace = 123, type = \"0x800000\", flow_id = 5, sequence = true }\n")
+		tr := h.mustBuild("ioam.transit", nodeKeys(2)+fmt.Sprintf("pot = [ { namespace = 123, key_file = %q } ]\n", files[1]))
+		dec := h.mustBuild("ioam.decap", nodeKeys(3)+"export = true\n"+fmt.Sprintf("pot = [ { namespace = 123, key_file = %q } ]\n", files[2]))
+		in := buildFrame(t, frameSpec{payload: 33})
+		mid := h.run(in, 0, true, enc, tr).data
+		kernelCheckHeader(t, mid, 14, 54)
+		var s scan
+		if err := scanPacket(mid, 14, &s); err != nil || s.nTrace != 1 || s.pot == 0 || s.dex == 0 {
+			t.Fatalf("%s: after transit: %v %+v", mode, err, s)
+		}
+		out := h.run(mid, 0, false, dec).data
+		if !bytes.Equal(out, in) {
+			t.Errorf("%s: not restored\n got % x\nwant % x", mode, out, in)
+		}
+		recs := drainRecords(t, dec)
+		if len(recs) != 1 || recs[0].POTResult != POTValid || recs[0].DEXFlow != 5 || len(recs[0].Hops()) != 3 {
+			t.Errorf("%s: record %+v", mode, recs)
+		}
+	}
+}

@@ -64,6 +64,7 @@ func (d *senderDefaults) apply(c *SenderSession) {
 type reflectorDefaults struct {
 	stage  string
 	keyDir string
+	port   uint16
 }
 
 func (d *reflectorDefaults) apply(c *ReflectorSession) {

@@ -22,7 +22,10 @@ type fakeEnv struct {
 	freed   []packet.Handle
 }
 
-func (e *fakeEnv) Emit(h packet.Handle, port uint16) bool { e.emitted = append(e.emitted, h); return true }
+func (e *fakeEnv) Emit(h packet.Handle, port uint16) bool {
+	e.emitted = append(e.emitted, h)
+	return true
+}
 func (e *fakeEnv) TxDepth(port uint16) int                 { return 0 }
 func (e *fakeEnv) Owner(key uint64) int                    { return 0 }
 func (e *fakeEnv) Handoff(h packet.Handle, owner int) bool { return false }

@@ -59,13 +59,12 @@ func (r *Record) Synchronized() bool { return r.Flags&RecUnsynchronized == 0 }
 // of any value in it, up to 2^37 ns (137 s; larger values land in the top
 // bucket). Owned by one lcore.
 type hist struct {
-	c     [histBuckets]uint32
-	n     uint64
-	sum   int64
-	min   int64
-	max   int64
-	neg   uint64 // values below zero (unsynchronised clocks), counted apart
-	exact bool
+	c   [histBuckets]uint32
+	n   uint64
+	sum int64
+	min int64
+	max int64
+	neg uint64 // values below zero (unsynchronised clocks), counted apart
 }
 
 const (
@@ -110,8 +109,6 @@ func (h *hist) record(v int64) {
 	}
 	h.c[histIndex(uint64(v))]++
 }
-
-func (h *hist) reset() { *h = hist{} }
 
 // quantile is the midpoint of the bucket holding the q-th value, clamped to
 // the observed range.

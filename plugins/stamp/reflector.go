@@ -160,7 +160,7 @@ func newReflector(s *plugins.Setup) (plugins.Stage, error) {
 		return nil, fmt.Errorf("stamp.reflector: sync_source %d is outside 0..255", c.SyncSource)
 	}
 	r.syncSrc = uint8(c.SyncSource)
-	d := reflectorDefaults{stage: s.Name, keyDir: c.KeyDir}
+	d := reflectorDefaults{stage: s.Name, keyDir: c.KeyDir, port: uint16(c.Port)}
 	r.reg.addReflector(s.Name, d)
 	res := s.Shared("stamp.reflector/config", func() any {
 		for i := range c.Sessions {
