@@ -169,7 +169,7 @@ func (n *neighbor) ndp(ctx *plugins.Context, p *packet.Packet, d []byte) {
 		}
 		n.nsIn.Inc()
 		if !unspecified && hasSLL {
-			if n.table.Learn(in.ID, src, sll, n.rt.Learn.Allow(ctx.Now), true, ctx.Now) {
+			if n.table.Learn(in.ID, src, sll, n.rt.Learn, true, ctx.Now) {
 				n.learned.Inc()
 			}
 		}
@@ -217,7 +217,7 @@ func (n *neighbor) ndp(ctx *plugins.Context, p *packet.Packet, d []byte) {
 			opts = ra.Options()
 		}
 		if sll, ok := opts.LinkAddr(packet.NDPOptSourceLinkAddr); ok && !unspecified {
-			if n.table.Learn(in.ID, src, sll, n.rt.Learn.Allow(ctx.Now), true, ctx.Now) {
+			if n.table.Learn(in.ID, src, sll, n.rt.Learn, true, ctx.Now) {
 				n.learned.Inc()
 			}
 		}
@@ -288,8 +288,14 @@ func (n *neighbor) arp(ctx *plugins.Context, p *packet.Packet, d []byte) {
 		key := mapped4(spa)
 		if a.Op() == packet.ARPReply {
 			n.table.Advert(in.ID, key, sha, true, ours, true, false, true, ctx.Now)
-		} else if n.table.Learn(in.ID, key, sha, ours && n.rt.Learn.Allow(ctx.Now), true, ctx.Now) {
-			n.learned.Inc()
+		} else {
+			var create *Limiter
+			if ours {
+				create = n.rt.Learn
+			}
+			if n.table.Learn(in.ID, key, sha, create, true, ctx.Now) {
+				n.learned.Inc()
+			}
 		}
 	}
 	switch {

@@ -409,11 +409,11 @@ func (t *Table) Use(port uint16, addr [16]byte, now int64) {
 // Learn is what a Neighbor Solicitation, Router Solicitation or Advertisement
 // with a source link-layer address, or an ARP request, tells (RFC 4861 §7.2.3,
 // §6.2.6; RFC 826): addr is at mac. A new entry is STALE, and made only when
-// create is true (the caller rate-limits creation); it may evict only STALE
-// entries, so a flood of solicitations from made-up sources cannot push out
-// the neighbours in use. A known entry whose address changed becomes STALE.
-// try makes an lcore skip the update when a writer holds the table.
-func (t *Table) Learn(port uint16, addr [16]byte, mac packet.MAC, create, try bool, now int64) (created bool) {
+// create grants a token (nil: never); it may evict only STALE entries, so a
+// flood of solicitations from made-up sources cannot push out the neighbours
+// in use. A known entry whose address changed becomes STALE, and takes no
+// token. try makes an lcore skip the update when a writer holds the table.
+func (t *Table) Learn(port uint16, addr [16]byte, mac packet.MAC, create *Limiter, try bool, now int64) (created bool) {
 	if !t.lock(try) {
 		return false
 	}
@@ -421,7 +421,7 @@ func (t *Table) Learn(port uint16, addr [16]byte, mac packet.MAC, create, try bo
 	b, tag := t.locate(port, addr)
 	i := t.find(b, tag, port, addr)
 	if i < 0 {
-		if !create {
+		if create == nil || !create.Allow(now) {
 			return false
 		}
 		return t.insert(b, tag, port, addr, pack(mac, Stale, 0), rank(Stale), now) >= 0

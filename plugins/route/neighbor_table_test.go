@@ -10,6 +10,9 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 )
 
+// always grants every token.
+var always = NewLimiter(0, 1)
+
 var (
 	macA = packet.MAC{2, 0, 0, 0, 0, 0xa}
 	macB = packet.MAC{2, 0, 0, 0, 0, 0xb}
@@ -90,8 +93,8 @@ func TestStateMachine(t *testing.T) {
 	}
 	// A solicitation from it with its (same) address changes nothing; with a
 	// new one it is STALE at the new address.
-	tb.Learn(1, x, macB, true, false, now)
-	tb.Learn(1, x, macA, true, false, now)
+	tb.Learn(1, x, macB, always, false, now)
+	tb.Learn(1, x, macA, always, false, now)
 	if m, st := state(t, tb, 1, x, now); st != Stale || m != macA {
 		t.Fatalf("after NS: %v %v", m, st)
 	}
@@ -161,7 +164,7 @@ func TestStaleTimeAndStatic(t *testing.T) {
 	p := DefaultParams
 	tb := NewTable(p)
 	x, y := a16("2001:db8::2"), a16("2001:db8::3")
-	tb.Learn(0, x, macA, true, false, 0)
+	tb.Learn(0, x, macA, always, false, 0)
 	tb.SetStatic(0, y, macB, 0)
 	now := p.StaleTime + 1
 	var buf [8]Solicit
@@ -176,7 +179,7 @@ func TestStaleTimeAndStatic(t *testing.T) {
 		t.Errorf("static entry: %v %v", m, st)
 	}
 	// Nothing learnt changes a static entry.
-	tb.Learn(0, y, macA, true, false, now)
+	tb.Learn(0, y, macA, always, false, now)
 	tb.Advert(0, y, macA, true, true, true, false, false, now)
 	if m, _ := state(t, tb, 0, y, now); m != macB {
 		t.Error("a static entry was overwritten")
@@ -217,7 +220,7 @@ func TestFloodBounded(t *testing.T) {
 		for i := 8; i < 16; i++ {
 			a[i] = byte(r.Uint32())
 		}
-		if tb.Learn(0, a, macA, true, false, now) {
+		if tb.Learn(0, a, macA, always, false, now) {
 			made++
 		}
 		if tb.Len() > tb.Capacity() {
@@ -271,7 +274,7 @@ func TestConcurrent(t *testing.T) {
 				case 1:
 					tb.Advert(3, k, macA, true, true, true, false, false, 1)
 				case 2:
-					tb.Learn(3, k, macB, true, false, 1)
+					tb.Learn(3, k, macB, always, false, 1)
 				default:
 					tb.Delete(3, k)
 				}
@@ -302,7 +305,7 @@ func TestTableNoAllocs(t *testing.T) {
 	var buf [8]Solicit
 	if n := testing.AllocsPerRun(1000, func() {
 		tb.Lookup(0, x, 1)
-		tb.Learn(0, x, macA, true, true, 1)
+		tb.Learn(0, x, macA, always, true, 1)
 		tb.Scan(2e9, buf[:0])
 	}); n != 0 {
 		t.Errorf("%v allocations", n)
@@ -355,5 +358,29 @@ func TestLimiter(t *testing.T) {
 		if !u.Allow(0) {
 			t.Fatal("rate 0 limits")
 		}
+	}
+}
+
+// TestLearnTokens: only new entries take a token; updates of known ones do
+// not, so a flood's spent bucket never stops known neighbours from updating.
+func TestLearnTokens(t *testing.T) {
+	tb := NewTable(DefaultParams)
+	lim := NewLimiter(1, 1) // one token, then one a second
+	x, y := a16("2001:db8::2"), a16("2001:db8::3")
+	if !tb.Learn(0, x, macA, lim, false, 0) {
+		t.Fatal("the first entry was refused")
+	}
+	if tb.Learn(0, y, macA, lim, false, 0) {
+		t.Fatal("a second entry without a token")
+	}
+	tb.Learn(0, x, macB, lim, false, 0)
+	if m, _ := state(t, tb, 0, x, 0); m != macB {
+		t.Error("a known entry did not update without a token")
+	}
+	if !tb.Learn(0, y, macA, lim, false, 1e9) {
+		t.Error("no token a second later")
+	}
+	if tb.Learn(0, a16("2001:db8::4"), macA, nil, false, 2e9) {
+		t.Error("made an entry with no limiter")
 	}
 }
