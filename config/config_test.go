@@ -290,7 +290,8 @@ func TestLab(t *testing.T) {
 	type memPort struct {
 		Peer string `toml:"peer"`
 	}
-	wantPorts := []struct{ name, driver, peer string }{{"m0", "mem", "m1"}, {"m1", "mem", "m0"}, {"null0", "null", ""}}
+	wantPorts := []struct{ name, driver, peer string }{{"m0", "mem", "m1"}, {"m1", "mem", "m0"}, {"null0", "null", ""},
+		{"rl0", "mem", "rl1"}, {"rl1", "mem", "rl0"}, {"rl2", "mem", "rl3"}, {"rl3", "mem", "rl2"}} // rl*: the RLNC path
 	if len(f.Ports) != len(wantPorts) {
 		t.Fatalf("%d ports", len(f.Ports))
 	}
@@ -308,7 +309,7 @@ func TestLab(t *testing.T) {
 		}
 	}
 
-	if len(f.Pipelines) != 2 {
+	if len(f.Pipelines) != 5 { // source, lab, and the RLNC path's rlnc-source, rlnc-relay, rlnc-dest
 		t.Fatalf("%d pipelines", len(f.Pipelines))
 	}
 	src, lab := f.Pipelines[0], f.Pipelines[1]

@@ -335,7 +335,7 @@ func counter(st stats.StageSnapshot, name string) uint64 {
 // printLab reports what generators sent and sinks received, and the sinks'
 // latency percentiles.
 func printLab(w io.Writer, s *stats.Snapshot, secs float64) {
-	var sent uint64
+	var sent, generators uint64
 	type sinkRow struct {
 		name                  string
 		recv, bytes, lost, re uint64
@@ -345,6 +345,7 @@ func printLab(w io.Writer, s *stats.Snapshot, secs float64) {
 		switch st.Kind {
 		case "generator":
 			sent += counter(st, "sent")
+			generators++
 		case "sink":
 			sinks = append(sinks, sinkRow{st.Pipeline + "/" + st.Name, counter(st, "received"), counter(st, "received_bytes"),
 				counter(st, "lost"), counter(st, "reordered")})
@@ -356,7 +357,12 @@ func printLab(w io.Writer, s *stats.Snapshot, secs float64) {
 	fmt.Fprintf(w, "\nlab: %d packets generated\n", sent)
 	for _, k := range sinks {
 		loss := 0.0
-		if sent > 0 {
+		switch {
+		case generators > 1 && k.recv+k.lost > 0:
+			// Several paths, each with its own generator: a sink's loss is
+			// its own sequence gaps.
+			loss = 100 * float64(k.lost) / float64(k.recv+k.lost)
+		case sent > 0:
 			loss = 100 * (1 - float64(k.recv)/float64(sent))
 		}
 		fmt.Fprintf(w, "  sink %-20s received %d (%.3f Mpps, %.3f Gbit/s)  loss %.3f%% (sequence gaps %d, reordered %d)\n",

@@ -1,0 +1,117 @@
+package rlnc_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linerate/linerate/appliance"
+	_ "github.com/linerate/linerate/appliance/all"
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+)
+
+func counterOf(s *stats.Snapshot, stage, name string) uint64 {
+	var v uint64
+	for _, st := range s.Stages {
+		if st.Name != stage {
+			continue
+		}
+		for _, c := range st.Counters {
+			if c.Name == name {
+				v += c.Value
+			}
+		}
+	}
+	return v
+}
+
+// TestLabPath runs the embedded lab in virtual time and checks its RLNC path:
+// generator → encoder → 10% loss → recoder → 10% loss → decoder → sink
+// delivers the generated packets, in order, with every buffer returned.
+func TestLabPath(t *testing.T) {
+	cfg, err := config.LoadLab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Control.Listen = ""
+	sim := clock.NewSim(1_700_000_000_000_000_000)
+	e, err := appliance.New(cfg, appliance.Options{Manual: true, Clock: sim, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	const dt = 20 * time.Microsecond
+	for t0 := time.Duration(0); t0 < 300*time.Millisecond; t0 += dt {
+		sim.Advance(dt)
+		e.Step()
+	}
+	// Let the last generations flush and drain.
+	sim.Advance(10 * time.Millisecond)
+	for i := 0; i < 2000; i++ {
+		sim.Advance(dt)
+		e.Step()
+	}
+	e.Stop()
+	s := e.Snapshot()
+	sent := counterOf(s, "rlnc-generator", "sent")
+	blocks := counterOf(s, "rlnc-encoder", "source_blocks")
+	recv := counterOf(s, "rlnc-sink", "received")
+	gaps := counterOf(s, "rlnc-sink", "lost")
+	decoded := counterOf(s, "rlnc-decoder", "generations_decoded")
+	lost1 := counterOf(s, "link#0", "lost") // the two hops' links
+	t.Logf("generated %d, taken as blocks %d, delivered %d (gaps %d), generations decoded %d, lost on the hops %d",
+		sent, blocks, recv, gaps, decoded, lost1)
+	if sent < 5000 || blocks != sent {
+		t.Fatalf("generator sent %d, encoder took %d", sent, blocks)
+	}
+	if lost1 < sent/10 {
+		t.Errorf("the hops lost only %d of ≥ %d coded packets: the path is not lossy", lost1, 2*sent)
+	}
+	// 24 coded packets per 16 over two 10% hops: nearly every generation
+	// decodes; the last one or two may still be in flight when it stops.
+	if float64(recv) < 0.995*float64(sent) {
+		t.Errorf("delivered %d of %d", recv, sent)
+	}
+	if recv > sent {
+		t.Errorf("delivered %d, more than the %d generated", recv, sent)
+	}
+	if reordered := counterOf(s, "rlnc-sink", "reordered"); reordered != 0 {
+		t.Errorf("%d reordered", reordered)
+	}
+	if err := e.Close(); err != nil {
+		t.Errorf("close: %v (every buffer must come back)", err)
+	}
+}
+
+// TestValidateMTU: `linerate validate` (a dry-run engine) refuses a coded
+// packet that does not fit its link, naming the file, line, stage and the
+// largest N that would fit.
+func TestValidateMTU(t *testing.T) {
+	lab := string(config.Lab())
+	bad := strings.Replace(lab, "block = 1400                   # N:", "block = 1440                   # N:", 1)
+	if bad == lab {
+		t.Fatal("the lab's encoder block line moved; update the test")
+	}
+	cfg, err := config.Parse("lab-bad.toml", []byte(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = appliance.New(cfg, appliance.Options{DryRun: true, Log: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		t.Fatal("a 1508-byte coded packet on a 1500 MTU link passed validation")
+	}
+	for _, want := range []string{"lab-bad.toml:", "rlnc-encoder", "MTU", "1432", "rl0"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	cfg, _ = config.LoadLab()
+	if _, err := appliance.New(cfg, appliance.Options{DryRun: true, Log: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Errorf("the lab does not validate: %v", err)
+	}
+}
