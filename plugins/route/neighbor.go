@@ -99,7 +99,13 @@ func newNeighbor(s *plugins.Setup) (plugins.Stage, error) {
 	return n, nil
 }
 
+// Start checks what only open ports know, and takes the cache.
 func (n *neighbor) Start(ctx *plugins.Context) error {
+	for _, p := range n.ports {
+		if p != nil && len(p.Addrs) > 0 && p.MAC == (packet.MAC{}) {
+			return fmt.Errorf("neighbor: port %q has addresses but no MAC to answer with: set its mac", p.Name)
+		}
+	}
 	n.table = n.rt.Neighbors()
 	return nil
 }

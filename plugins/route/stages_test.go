@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -643,5 +644,18 @@ func TestRouteFragments(t *testing.T) {
 	o = h.run(port0, [][]byte{first[:14+30]}, r)
 	if o.dropped["malformed"] != 1 {
 		t.Errorf("truncated header: %+v", o)
+	}
+}
+
+func TestNeighborNeedsMAC(t *testing.T) {
+	h := newHarness(t)
+	h.ports[port1].MAC = packet.MAC{}
+	k, _ := plugins.Lookup("neighbor")
+	st, err := k.New(h.setup("neighbor", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.(plugins.Starter).Start(&h.ctx); err == nil || !strings.Contains(err.Error(), `port "eth1" has addresses but no MAC`) {
+		t.Errorf("Start: %v", err)
 	}
 }
