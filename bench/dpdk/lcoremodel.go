@@ -7,13 +7,18 @@ package main
 #cgo CFLAGS: -DALLOW_EXPERIMENTAL_API
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <stdint.h>
 int lr_bench_launch(unsigned lcore);
+uint64_t lr_bench_c_loop(uint16_t in, uint16_t out, double seconds, uint64_t *cpu_ns);
 */
 import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"time"
+
+	"github.com/linerate/linerate/ports/dpdk"
 )
 
 // The remote-launch side of -lcore-model: rte_eal_remote_launch runs a C
@@ -50,4 +55,25 @@ func (l *loopPorts) runRemote(cpu int, d time.Duration) (result, error) {
 		return result{}, fmt.Errorf("rte_eal_remote_launch: %d", int(rc))
 	}
 	return remote.out, nil
+}
+
+// runCInProcess runs cref's loop in C on the (a) loop's own ports, on a
+// registered thread pinned to cpu: the cost of (a) without Go.
+func (l *loopPorts) runCInProcess(cpu int, d time.Duration) result {
+	res := make(chan result)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		pin(cpu)
+		if err := dpdk.RegisterThread(); err != nil {
+			fail("%v", err)
+		}
+		defer dpdk.UnregisterThread()
+		var cpuNs C.uint64_t
+		C.lr_bench_c_loop(C.uint16_t(l.in.PortID()), C.uint16_t(l.out.PortID()), 0.2, &cpuNs)
+		start := time.Now()
+		n := C.lr_bench_c_loop(C.uint16_t(l.in.PortID()), C.uint16_t(l.out.PortID()), C.double(d.Seconds()), &cpuNs)
+		res <- result{packets: uint64(n), wall: time.Since(start).Seconds(), cpu: float64(cpuNs) / 1e9}
+	}()
+	return <-res
 }

@@ -92,7 +92,8 @@ func main() {
 
 	c, a, b := &series{name: "C reference"}, &series{name: "(a) Go loop via ports/dpdk"}, &series{name: "(b) engine, forward swap_mac"}
 	reg, rem := &series{name: "rte_thread_register"}, &series{name: "rte_eal_remote_launch"}
-	var ratioA, ratioB, ratioModel []float64
+	cin := &series{name: "C loop in this process"}
+	var ratioA, ratioB, ratioModel, ratioIn []float64
 	for r := 0; r < *rounds; r++ {
 		cm, err := runRef(*ref, cpu, *dur)
 		if err != nil {
@@ -103,11 +104,14 @@ func main() {
 		if err != nil {
 			fail("engine: %v", err)
 		}
+		im := pair.runCInProcess(cpu, *dur)
 		c.add(cm)
 		a.add(am)
 		b.add(bm)
+		cin.add(im)
+		ratioIn = append(ratioIn, am.perCore()/im.perCore())
 		ratioA, ratioB = append(ratioA, am.perCore()/cm.perCore()), append(ratioB, bm.perCore()/cm.perCore())
-		fmt.Fprintf(os.Stderr, "round %d: C %v  (a) %v  (b) %v\n", r+1, cm, am, bm)
+		fmt.Fprintf(os.Stderr, "round %d: C %v  (a) %v  (b) %v  C in-process %v\n", r+1, cm, am, bm, im)
 		if *lcoreModel {
 			rm, err := pair.runRemote(cpu, *dur)
 			if err != nil {
@@ -134,6 +138,9 @@ func main() {
 	}
 	fmt.Printf("\n  (a)/C = %.2f   (goal ≥ 0.85)\n", median(ratioA))
 	fmt.Printf("  (b)/C = %.2f   (goal ≥ 0.70)\n", median(ratioB))
+	fmt.Printf("\nthe same C loop inside this process, on (a)'s ports and pools (what (a) costs without Go):\n")
+	cin.print()
+	fmt.Printf("  (a)/(C in-process) = %.2f\n", median(ratioIn))
 	if *lcoreModel {
 		fmt.Printf("\nlcore model, the (a) loop on the same CPU:\n")
 		reg.print()
@@ -252,6 +259,15 @@ func (l *loopPorts) loop(d time.Duration) result {
 	return result{packets: sent, wall: time.Since(start).Seconds(), cpu: threadCPU() - cpu0}
 }
 
+// pin pins the calling (locked) thread to cpu.
+func pin(cpu int) {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		fail("pin to CPU %d: %v", cpu, err)
+	}
+}
+
 func threadCPU() float64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
@@ -275,11 +291,7 @@ func (l *loopPorts) runRegistered(cpu int, d time.Duration) result {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			fail("pin to CPU %d: %v", cpu, err)
-		}
+		pin(cpu)
 		if err := dpdk.RegisterThread(); err != nil {
 			fail("%v", err)
 		}
