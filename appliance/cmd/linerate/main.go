@@ -40,6 +40,7 @@ func init() {
 		{"status", "show a running appliance's status and stats", cmdStatus},
 		{"route", "show or change the route table (routed mode)", cmdRoute},
 		{"neighbor", "show or change the neighbour cache (routed mode)", cmdNeighbor},
+		{"stamp", "STAMP sessions: list, create, start, stop, destroy, results, watch", cmdStamp},
 		{"stages", "list the stage kinds this binary knows", cmdStages},
 		{"version", "print the version", cmdVersion},
 	}
