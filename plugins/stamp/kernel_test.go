@@ -1,0 +1,307 @@
+//go:build linux
+
+package stamp
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/netns"
+	"github.com/linerate/linerate/internal/testenv"
+
+	_ "github.com/linerate/linerate/ports/afpacket"
+)
+
+// A real SRv6 path: the Linux kernel is the End node between linerate's
+// sender and reflector.
+//
+//	linerate ns                                  kernel ns (forwarding, seg6_enabled)
+//	 sender ── afpacket lrsa ══veth══ lrka  fc00:a::1
+//	                                        End SID fc00:e::1 (seg6local End)
+//	 reflector ─ afpacket lrra ══veth══ lrkb  fc00:b::1
+//
+// Test packets fc00:a::2 → fc00:b::2 carry SRH [fc00:e::1, fc00:b::2]; the
+// kernel performs End and forwards them to the reflector; replies come back
+// on the return path [fc00:e::1, fc00:a::2]. A link stage in the reflector's
+// pipeline holds replies for a known delay: the records show it backward and
+// in the round trip.
+
+const (
+	kSender    = "fc00:a::2"
+	kReflector = "fc00:b::2"
+	kEnd       = "fc00:e::1"
+	kDelay     = 10 * time.Millisecond
+)
+
+type srv6Lab struct {
+	lr, k  *netns.NS
+	sa, ra [6]byte // linerate's ends
+	ka, kb [6]byte // the kernel's ends
+}
+
+func nsMAC(t *testing.T, ns *netns.NS, ifname string) [6]byte {
+	t.Helper()
+	var m [6]byte
+	if err := ns.Do(func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		copy(m[:], ifc.HardwareAddr)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func newSRv6Lab(t *testing.T) *srv6Lab {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCmd(t, "ip")
+	_, err := os.Stat("/proc/sys/net/ipv6/conf/all/seg6_enabled")
+	testenv.Require(t, "a kernel with SRv6 (CONFIG_IPV6_SEG6_LWTUNNEL)", err == nil)
+	l := &srv6Lab{lr: netns.New(t), k: netns.New(t)}
+	netns.Veth(t, l.lr, "lrsa", l.k, "lrka")
+	netns.Veth(t, l.lr, "lrra", l.k, "lrkb")
+	l.sa, l.ra = nsMAC(t, l.lr, "lrsa"), nsMAC(t, l.lr, "lrra")
+	l.ka, l.kb = nsMAC(t, l.k, "lrka"), nsMAC(t, l.k, "lrkb")
+	err = l.k.Do(func() error {
+		for _, s := range [][2]string{
+			{"conf/all/forwarding", "1"},
+			{"conf/lrka/addr_gen_mode", "1"}, {"conf/lrkb/addr_gen_mode", "1"},
+			{"conf/lrka/accept_dad", "0"}, {"conf/lrkb/accept_dad", "0"},
+			{"conf/all/disable_ipv6", "0"}, {"conf/lrka/disable_ipv6", "0"}, {"conf/lrkb/disable_ipv6", "0"},
+			{"conf/all/seg6_enabled", "1"}, {"conf/lrka/seg6_enabled", "1"}, {"conf/lrkb/seg6_enabled", "1"},
+		} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/"+s[0], []byte(s[1]), 0); err != nil {
+				return fmt.Errorf("sysctl %s: %w", s[0], err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.k.IP(t, "addr", "add", "fc00:a::1/64", "dev", "lrka", "nodad")
+	l.k.IP(t, "addr", "add", "fc00:b::1/64", "dev", "lrkb", "nodad")
+	l.k.IP(t, "-6", "route", "add", kEnd+"/128", "encap", "seg6local", "action", "End", "dev", "lrka")
+	l.k.IP(t, "-6", "neigh", "add", kSender, "lladdr", net.HardwareAddr(l.sa[:]).String(), "dev", "lrka", "nud", "permanent")
+	l.k.IP(t, "-6", "neigh", "add", kReflector, "lladdr", net.HardwareAddr(l.ra[:]).String(), "dev", "lrkb", "nud", "permanent")
+	return l
+}
+
+// engine builds linerate inside its namespace (the afpacket sockets stay
+// there) and starts it on real lcores.
+func (l *srv6Lab) engine(t *testing.T, senderAuth, reflectorAuth string, delay time.Duration) *appliance.Engine {
+	t.Helper()
+	toml := fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "s0"
+driver = "afpacket"
+interface = "lrsa"
+block_timeout = "1ms"
+[[ports]]
+name = "r0"
+driver = "afpacket"
+interface = "lrra"
+block_timeout = "1ms"
+
+[[pipelines]]
+name = "sender"
+lcores = [1]
+rx = ["s0"]
+[[pipelines.stages]]
+kind = "stamp.collector"
+name = "collector"
+[[pipelines.stages]]
+kind = "stamp.sender"
+name = "sender"
+src = %q
+src_mac = %q
+dst_mac = %q
+synchronized = true
+clock_error = "1us"
+[[pipelines.stages.sessions]]
+ssid = 11
+reflector = %q
+segments = [%q]
+interval = "5ms"
+reflector_mode = "stateful"
+tlvs = ["timestamp_info", "direct_measurement"]
+%s
+[[pipelines.stages]]
+kind = "forward"
+port = "s0"
+
+[[pipelines]]
+name = "reflector"
+lcores = [1]
+rx = ["r0"]
+[[pipelines.stages]]
+kind = "stamp.reflector"
+name = "reflector"
+addresses = [%q]
+synchronized = true
+clock_error = "1us"
+[[pipelines.stages.sessions]]
+ssid = 11
+mode = "stateful"
+return_path = [%q]
+%s
+[[pipelines.stages]]
+kind = "link"
+name = "return-delay"
+delay = %q
+[[pipelines.stages]]
+kind = "forward"
+port = "r0"
+`, kSender, net.HardwareAddr(l.sa[:]), net.HardwareAddr(l.ka[:]), kReflector, kEnd, senderAuth,
+		kReflector, kEnd, reflectorAuth, delay.String())
+	cfg, err := config.Parse("srv6.toml", []byte(toml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *appliance.Engine
+	if err := l.lr.Do(func() (err error) {
+		e, err = appliance.New(cfg, appliance.Options{Log: quiet})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func dropsOf(s *stats.Snapshot, stage, reason string) uint64 {
+	var n uint64
+	for _, st := range s.Stages {
+		if st.Name == stage {
+			for _, d := range st.Drops {
+				if d.Reason == reason {
+					n += d.Count
+				}
+			}
+		}
+	}
+	return n
+}
+
+// run measures the path for a while and returns the session's metrics and
+// records.
+func (l *srv6Lab) run(t *testing.T, delay time.Duration) (Metrics, []Record) {
+	t.Helper()
+	e := l.engine(t, "", "", delay)
+	time.Sleep(1500 * time.Millisecond)
+	s := registryOfEngine(t, e).tx.Load().get(11)
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3*delay + 20*time.Millisecond)
+	recs := s.drain(0)
+	if len(recs) < 50 {
+		t.Fatalf("%d records in 1.5 s at 5 ms; stages: %+v", len(recs), e.Snapshot().Stages)
+	}
+	var m Metrics
+	if err := e.Do(0, func() { m = metricsOf(s) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil { // its reflector would answer the next run too
+		t.Fatal(err)
+	}
+	t.Logf("link %v: %d records; rtt p50 %v p99 %v; forward p50 %v; backward p50 %v p99 %v", delay, len(recs),
+		time.Duration(m.RTT.P50), time.Duration(m.RTT.P99), time.Duration(m.Forward.P50), time.Duration(m.Backward.P50),
+		time.Duration(m.Backward.P99))
+	for _, r := range recs {
+		// The kernel's End hop took one from each direction's hop limit.
+		if r.SenderTTL != 63 || r.HopLimit != 254 || r.Flags&(RecTLVUnrecognized|RecTLVMalformed|RecTLVIntegrity) != 0 {
+			t.Fatalf("record %+v", r)
+		}
+		if r.Flags&RecDirectMeasurement == 0 || r.DirectMeasurement.SenderTx != r.Seq+1 {
+			t.Fatalf("direct measurement %+v for seq %d", r.DirectMeasurement, r.Seq)
+		}
+	}
+	if m.LostForward != 0 || m.LostBackward != 0 || m.Duplicates != 0 {
+		t.Errorf("loss %d/%d, duplicates %d", m.LostForward, m.LostBackward, m.Duplicates)
+	}
+	return m, recs
+}
+
+// The path without the delay, then with it: what the link adds shows in the
+// backward delay and the round trip, within 10%, and not forward. (Both
+// runs share what the path itself costs: the kernel's forwarding and the
+// AF_PACKET ring handing over its rx blocks, up to block_timeout late.)
+func TestKernelSRv6Path(t *testing.T) {
+	l := newSRv6Lab(t)
+	base, _ := l.run(t, 0)
+	m, _ := l.run(t, kDelay)
+	within := func(name string, got int64) {
+		if d := time.Duration(got) - kDelay; d < -kDelay/10 || d > kDelay/10 {
+			t.Errorf("%s grew by %v: not within 10%% of the %v link", name, time.Duration(got), kDelay)
+		}
+	}
+	within("backward p50", m.Backward.P50-base.Backward.P50)
+	within("round trip p50", m.RTT.P50-base.RTT.P50)
+	if d := time.Duration(m.Forward.P50 - base.Forward.P50); d > kDelay/10 || d < -kDelay/10 {
+		t.Errorf("forward p50 moved by %v: the link is on the return path", d)
+	}
+}
+
+// Authenticated over the same path: the right key gives records, a wrong
+// one a counted drop and none.
+func TestKernelSRv6Authenticated(t *testing.T) {
+	l := newSRv6Lab(t)
+	dir := t.TempDir()
+	keyA, keyB := dir+"/a.key", dir+"/b.key"
+	if err := os.WriteFile(keyA, []byte(strings.Repeat("5a", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyB, []byte(strings.Repeat("a5", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		refl     string
+		wantRecs bool
+	}{{"right key", keyA, true}, {"wrong key", keyB, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := l.engine(t, fmt.Sprintf("authenticated = true\nkey_file = %q\n", keyA),
+				fmt.Sprintf("authenticated = true\nkey_file = %q\n", c.refl), time.Millisecond)
+			time.Sleep(time.Second)
+			s := registryOfEngine(t, e).tx.Load().get(11)
+			_ = s.stop()
+			time.Sleep(3 * kDelay)
+			recs := s.drain(0)
+			bad := dropsOf(e.Snapshot(), "reflector", "stamp_bad_hmac")
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d records, %d stamp_bad_hmac drops", len(recs), bad)
+			if c.wantRecs && (len(recs) < 50 || bad != 0) {
+				t.Errorf("right key: %d records, %d bad HMACs", len(recs), bad)
+			}
+			if !c.wantRecs && (len(recs) != 0 || bad < 50) {
+				t.Errorf("wrong key: %d records, %d bad HMACs", len(recs), bad)
+			}
+		})
+	}
+}
