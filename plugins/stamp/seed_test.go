@@ -1,0 +1,198 @@
+//go:build linux
+
+package stamp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/linerate/linerate/internal/netns"
+	"github.com/linerate/linerate/internal/testenv"
+)
+
+// The seed's SDN controller drives linerate unchanged: a Python client with
+// stubs generated from appliance/api/srv6pm (grpc_tools.protoc) runs Init,
+// Create, Start, Stop, GetStampSessionResults and Destroy against two
+// linerate processes, a Session-Sender and a Session-Reflector joined by a
+// veth pair, and gets consistent T1..T4.
+func TestSeedController(t *testing.T) {
+	testenv.RequireRoot(t)
+	goBin := testenv.RequireCmd(t, "go")
+	testenv.RequireCmd(t, "ip")
+	err := exec.Command(python, "-c", "import grpc, grpc_tools.protoc").Run()
+	testenv.Require(t, "python3-grpcio and python3-grpc-tools", err == nil)
+
+	dir := t.TempDir()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "linerate")
+	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/linerate/linerate/appliance/cmd/linerate").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	gen := filepath.Join(dir, "gen")
+	if err := os.Mkdir(gen, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	protos, _ := filepath.Glob(filepath.Join(root, "appliance/api/srv6pm/*.proto"))
+	args := []string{"-m", "grpc_tools.protoc", "-I", root, "--python_out=" + gen, "--grpc_python_out=" + gen}
+	for _, p := range protos {
+		rel, _ := filepath.Rel(root, p)
+		args = append(args, rel)
+	}
+	cmd := exec.Command(python, args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("grpc_tools.protoc: %v: %s", err, out)
+	}
+
+	ns := netns.New(t)
+	netns.Veth(t, ns, "lrpa", ns, "lrpb")
+	ma, mb := nsMAC(t, ns, "lrpa"), nsMAC(t, ns, "lrpb")
+	keys := filepath.Join(dir, "keys")
+	if err := os.Mkdir(keys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(keys, "site-a"), []byte(strings.Repeat("c3", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const sAddr, rAddr = "2001:db8:a::2", "2001:db8:b::2"
+	sSock, rSock := filepath.Join(dir, "sender.sock"), filepath.Join(dir, "reflector.sock")
+	senderCfg := fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = "unix:%s"
+[[ports]]
+name = "s0"
+driver = "afpacket"
+interface = "lrpa"
+[[pipelines]]
+name = "sender"
+rx = ["s0"]
+[[pipelines.stages]]
+kind = "stamp.collector"
+[[pipelines.stages]]
+kind = "stamp.sender"
+src_mac = %q
+dst_mac = %q
+key_dir = %q
+[[pipelines.stages]]
+kind = "forward"
+port = "s0"
+`, sSock, net.HardwareAddr(ma[:]), net.HardwareAddr(mb[:]), keys)
+	reflectorCfg := fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = "unix:%s"
+[[ports]]
+name = "r0"
+driver = "afpacket"
+interface = "lrpb"
+[[pipelines]]
+name = "reflector"
+rx = ["r0"]
+[[pipelines.stages]]
+kind = "stamp.reflector"
+addresses = [%q]
+key_dir = %q
+forward = "in"
+`, rSock, rAddr, keys)
+	start := func(name, cfg, sock string) {
+		path := filepath.Join(dir, name+".toml")
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		p := exec.Command("ip", "netns", "exec", ns.Name(), bin, "run", "-c", path, "--live=false", "--log-level", "warn")
+		p.Stdout, p.Stderr = &out, &out
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = p.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- p.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = p.Process.Kill()
+				<-done
+			}
+			if t.Failed() {
+				t.Logf("%s process output:\n%s", name, out.String())
+			}
+		})
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(sock); err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no control socket: %s", name, out.String())
+			}
+		}
+	}
+	start("sender", senderCfg, sSock)
+	start("reflector", reflectorCfg, rSock)
+
+	cl := exec.Command(python, "testdata/seed_client.py", gen, sSock, rSock, sAddr, rAddr, "site-a")
+	out, err := cl.Output()
+	if err != nil {
+		t.Fatalf("seed client: %v: %s", err, stderrOf(err))
+	}
+	var res struct {
+		Status   map[string]string `json:"status"`
+		Counters map[string]int    `json:"counters"`
+		Results  map[string][]struct {
+			SSID           uint32
+			T1, T2, T3, T4 float64
+		} `json:"results"`
+		After1 int `json:"results_after_drain_1"`
+		After2 int `json:"results_after_drain_2"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for name, st := range res.Status {
+		want := "STATUS_CODE_SUCCESS"
+		switch {
+		case strings.HasSuffix(name, ".params"):
+			t.Logf("%s: %s", name, st)
+			continue
+		case name == "sender.Destroy.again":
+			want = "STATUS_CODE_SESSION_NOT_FOUND"
+		}
+		if st != want {
+			t.Errorf("%s: %s, want %s", name, st, want)
+		}
+	}
+	for _, ssid := range []string{"1", "2"} {
+		rs := res.Results[ssid]
+		if len(rs) < 3 || res.Counters[ssid] != len(rs) {
+			t.Errorf("session %s: %d results, counter said %d", ssid, len(rs), res.Counters[ssid])
+		}
+		now := float64(time.Now().Unix())
+		for i, r := range rs {
+			// One clock on both sides: T1 < T2 ≤ T3 < T4, all recent.
+			if !(r.T1 < r.T2 && r.T2 <= r.T3 && r.T3 < r.T4) || r.T4-r.T1 > 1 || now-r.T1 > 60 || r.T1 > now+1 {
+				t.Errorf("session %s result %d: T1..T4 %.9f %.9f %.9f %.9f", ssid, i, r.T1, r.T2, r.T3, r.T4)
+			}
+		}
+	}
+	if res.After1 != 0 || res.After2 != 0 {
+		t.Errorf("results after draining: %d, %d", res.After1, res.After2)
+	}
+}
