@@ -131,7 +131,9 @@ func TestFlood(t *testing.T) {
 				h.tick(st)
 			}
 			checkBounded(t, s, "end")
-			if h.counter("st", "sessions_evicted") == 0 || h.counter("st", "generations_evicted") == 0 {
+			// The recoder finishes a generation once the session moves on, so
+			// only the decoder fills its generation limits here.
+			if h.counter("st", "sessions_evicted") == 0 || (kind == "rlnc.decoder" && h.counter("st", "generations_evicted") == 0) {
 				t.Errorf("the flood never hit a limit: sessions_evicted %d generations_evicted %d",
 					h.counter("st", "sessions_evicted"), h.counter("st", "generations_evicted"))
 			}

@@ -2,9 +2,11 @@ package rlnc
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/gf"
 	"github.com/linerate/linerate/plugins"
 )
@@ -17,15 +19,16 @@ func init() {
 
 type recoderConfig struct {
 	storeConfig
-	K           int          `toml:"k"`
-	Block       int          `toml:"block"`
-	Coded       int          `toml:"coded"`
-	RepairRatio float64      `toml:"repair_ratio"`
-	MTU         int          `toml:"mtu"`
-	PoolBuffers int          `toml:"pool_buffers"`
-	Queue       int          `toml:"queue"`
-	Seed        uint64       `toml:"seed"`
-	Links       []linkConfig `toml:"links"`
+	K           int             `toml:"k"`
+	Block       int             `toml:"block"`
+	Coded       int             `toml:"coded"`
+	RepairRatio float64         `toml:"repair_ratio"`
+	MTU         int             `toml:"mtu"`
+	Flush       config.Duration `toml:"flush"`
+	PoolBuffers int             `toml:"pool_buffers"`
+	Queue       int             `toml:"queue"`
+	Seed        uint64          `toml:"seed"`
+	Links       []linkConfig    `toml:"links"`
 }
 
 // recoder is a CODED IP forwarder (§II.B). It checks each packet's
@@ -46,6 +49,7 @@ type recoder struct {
 	ctx     *plugins.Context
 	pending int // packets owed on paced links
 	paced   bool
+	flush   int64
 
 	coef []byte
 	srcs [][]byte
@@ -55,7 +59,7 @@ type recoder struct {
 }
 
 func newRecoder(s *plugins.Setup) (plugins.Stage, error) {
-	c := recoderConfig{storeConfig: defaultStoreConfig(), PoolBuffers: 8192, Queue: 4096, Seed: 2}
+	c := recoderConfig{storeConfig: defaultStoreConfig(), Flush: config.Duration(20 * time.Millisecond), PoolBuffers: 8192, Queue: 4096, Seed: 2}
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
 	}
@@ -63,6 +67,8 @@ func newRecoder(s *plugins.Setup) (plugins.Stage, error) {
 		return nil, fmt.Errorf("rlnc.recoder: %w", err)
 	}
 	switch {
+	case c.Flush <= 0:
+		return nil, fmt.Errorf("rlnc.recoder: flush must be positive")
 	case c.PoolBuffers < 64:
 		return nil, fmt.Errorf("rlnc.recoder: pool_buffers %d is below 64", c.PoolBuffers)
 	case c.Queue < packet.MaxBurst:
@@ -77,7 +83,7 @@ func newRecoder(s *plugins.Setup) (plugins.Stage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rlnc.recoder: %w", err)
 	}
-	r := &recoder{receiver: newReceiver(s, st), links: links}
+	r := &recoder{receiver: newReceiver(s, st), links: links, flush: int64(time.Duration(c.Flush))}
 	for i := range r.links {
 		if r.links[i].bitsPerNs > 0 {
 			r.links[i].fifo.init(c.MaxGenerations + 1)
@@ -165,34 +171,65 @@ func (r *recoder) take(ctx *plugins.Context, h packet.Handle) {
 	p.Consume()
 	ctx.Env.Free(h)
 	st.touchGen(gi, ctx.Now)
-	full := ge.ech.Rank() >= ge.kk
-	done := full
-	for li := range r.links {
-		ln := &r.links[li]
-		owed := ln.budget(ge.k, ge.kk) - int(ge.sent[li]) - int(ge.credits[li])
-		if owed <= 0 {
-			continue
-		}
-		add := 1
-		if full {
-			add = owed
-		}
-		if ln.bitsPerNs == 0 {
-			for ; add > 0; add-- {
-				r.send(gi, li)
+	if ge.fresh {
+		// Links deliver in order: a newer generation means the session's
+		// older ones will get nothing more from this upstream.
+		ge.fresh = false
+		for o := st.gs.next[gi]; o >= 0; {
+			next := st.gs.next[o]
+			if og := &st.gens[o]; !og.granted && serialDiff(og.id, ge.id) > 0 {
+				r.grant(o)
 			}
-			continue
+			o = next
 		}
-		if ge.credits[li] == 0 {
-			ln.fifo.push(genRef{gi, ge.epoch})
+	}
+	if ge.ech.Rank() >= ge.kk {
+		r.grant(gi)
+		return
+	}
+	for li := range r.links {
+		if r.owed(ge, li) > 0 {
+			r.credit(gi, li, 1)
 		}
-		ge.credits[li] += uint16(add)
-		r.pending += add
-		done = false
 	}
-	if done {
-		r.finish(gi)
+	r.maybeFinish(gi)
+}
+
+// owed is what link li may still carry of generation ge: its budget less
+// what was sent and what is owed already.
+func (r *recoder) owed(ge *generation, li int) int {
+	return r.links[li].budget(ge.k, ge.kk) - int(ge.sent[li]) - int(ge.credits[li])
+}
+
+// credit owes link li n more packets of generation gi: sent at once on an
+// unpaced link, queued for its transmit opportunities on a paced one.
+func (r *recoder) credit(gi int32, li, n int) {
+	ge := &r.st.gens[gi]
+	ln := &r.links[li]
+	if ln.bitsPerNs == 0 {
+		for ; n > 0; n-- {
+			r.send(gi, li)
+		}
+		return
 	}
+	if ge.credits[li] == 0 {
+		ln.fifo.push(genRef{gi, ge.epoch})
+	}
+	ge.credits[li] += uint16(n)
+	r.pending += n
+}
+
+// grant owes every link the rest of its budget for generation gi (its
+// redundancy), and finishes the generation when nothing is owed.
+func (r *recoder) grant(gi int32) {
+	ge := &r.st.gens[gi]
+	ge.granted = true
+	for li := range r.links {
+		if n := r.owed(ge, li); n > 0 {
+			r.credit(gi, li, n)
+		}
+	}
+	r.maybeFinish(gi)
 }
 
 // send makes one recoded packet of generation gi and sends it on link li.
@@ -285,18 +322,22 @@ func (r *recoder) pace(now int64) {
 	}
 }
 
-// maybeFinish frees a generation at full rank that owes nothing more.
+// maybeFinish frees a generation that owes nothing more: granted (full
+// rank, superseded or idle) and sent, or with every link's budget spent.
 func (r *recoder) maybeFinish(gi int32) {
 	ge := &r.st.gens[gi]
-	if ge.ech.Rank() < ge.kk {
-		return
-	}
+	spent := true
 	for li := range r.links {
 		if ge.credits[li] > 0 {
 			return
 		}
+		if r.owed(ge, li) > 0 {
+			spent = false
+		}
 	}
-	r.finish(gi)
+	if spent || ge.granted {
+		r.finish(gi)
+	}
 }
 
 // dropCredits forgets what a generation the store frees still owes.
@@ -308,10 +349,19 @@ func (r *recoder) dropCredits(gi int32) {
 	}
 }
 
-// Tick flushes sessions past their timeout.
+// Tick grants generations idle for the flush time their remaining budget,
+// and flushes sessions past their timeout.
 func (r *recoder) Tick(ctx *plugins.Context) {
 	r.ctx = ctx
-	r.st.expire(ctx.Now)
+	st := r.st
+	for gi := st.genLRU.tail; gi >= 0 && ctx.Now-st.gens[gi].last > r.flush; {
+		prev := st.gl.prev[gi]
+		if !st.gens[gi].granted {
+			r.grant(gi)
+		}
+		gi = prev
+	}
+	st.expire(ctx.Now)
 }
 
 // Held counts queued packets and packets owed on paced links.

@@ -68,6 +68,7 @@ func (r *receiver) generation(ctx *plugins.Context, h packet.Handle, l *packet.L
 			return -1, reasonNoMemory, false
 		}
 		ge := &st.gens[gi]
+		ge.fresh = true
 		setTemplate(ge, d, l)
 		// The template goes on to the fixed CODED IP header, which every
 		// packet of the generation shares but for flags and k′.

@@ -83,9 +83,14 @@ type generation struct {
 	hdrLen int
 	l3     int
 	nhOff  int
-	// Per output link: packets still owed (credits) and sent.
+	// Per output link: packets still owed (credits) and sent. A recoder
+	// grants a generation its whole remaining budget once (granted) at full
+	// rank, when the session moves on to a newer generation, or when it has
+	// been idle for the flush time.
 	credits [maxLinks]uint16
 	sent    [maxLinks]uint16
+	granted bool
+	fresh   bool // just opened: the recoder has not yet looked at it
 }
 
 func bitHas(b *[4]uint64, i int) bool { return b[i>>6]&(1<<(i&63)) != 0 }

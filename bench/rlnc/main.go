@@ -1,0 +1,365 @@
+// Command rlnc reproduces CODED IP's claim in virtual time: random linear
+// network coding at the IP layer reaches the multicast capacity (the min-cut)
+// where the best routing, store-and-forward over an optimal fractional
+// packing of Steiner trees, cannot.
+//
+// Every node is a linerate pipeline: the source runs generator →
+// rlnc.encoder, the relays rlnc.recoder, the terminals rlnc.decoder → sink
+// (and a fan-out to their hosts). Every directed link is a pair of mem ports
+// and a pipeline with a `link` stage of the given capacity, delay and loss.
+// The engine runs in Manual mode on a simulated clock, stepped by dt, so the
+// machine's two CPUs are not the bottleneck: the links are.
+//
+// It prints, per topology (the butterfly, and a 22-node network shaped like
+// CODED IP's testbed), each sink's goodput in units of one link's capacity,
+// its min-cut, and the routing optimum.
+//
+//	go run ./bench/rlnc            (make bench-rlnc-multicast)
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/linerate/linerate/appliance"
+	_ "github.com/linerate/linerate/appliance/all"
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
+)
+
+type params struct {
+	k, n     int
+	rate     float64 // link capacity, bit/s
+	dur      time.Duration
+	warm     time.Duration
+	dt       time.Duration
+	loss     float64
+	margin   int // coded packets per link per generation beyond K/min-cut
+	pace     bool
+	headroom float64 // the source runs this much below the links' rate
+}
+
+func main() {
+	var p params
+	var rate, topo string
+	flag.IntVar(&p.k, "k", 32, "generation size K")
+	flag.IntVar(&p.n, "n", 1400, "block length N")
+	flag.StringVar(&rate, "rate", "10Mbit", "capacity of every link")
+	flag.DurationVar(&p.dur, "dur", 6*time.Second, "virtual time simulated")
+	flag.DurationVar(&p.warm, "warm", 1*time.Second, "virtual time before measuring")
+	flag.DurationVar(&p.dt, "dt", 50*time.Microsecond, "virtual time per engine step")
+	flag.Float64Var(&p.loss, "loss", 0, "loss probability of every link")
+	flag.IntVar(&p.margin, "margin", 1, "coded packets per link per generation beyond ceil(K/min-cut)")
+	flag.BoolVar(&p.pace, "pace", true, "relays code at each transmit opportunity (rate-paced links); false: on each innovative arrival")
+	flag.Float64Var(&p.headroom, "headroom", 0.01, "the source sends this fraction below what its links carry")
+	flag.StringVar(&topo, "topo", "all", "butterfly, coded-ip or all")
+	flag.Parse()
+	var r config.Rate
+	if err := r.UnmarshalText([]byte(rate)); err != nil {
+		fmt.Fprintf(os.Stderr, "rlnc: -rate %q: %v\n", rate, err)
+		os.Exit(2)
+	}
+	p.rate = float64(r)
+	var tops []topology
+	switch topo {
+	case "butterfly":
+		tops = []topology{butterfly()}
+	case "coded-ip":
+		tops = []topology{codedIP()}
+	case "all":
+		tops = []topology{butterfly(), codedIP()}
+	default:
+		fmt.Fprintf(os.Stderr, "rlnc: -topo %q: butterfly, coded-ip or all\n", topo)
+		os.Exit(2)
+	}
+	fail := false
+	for _, t := range tops {
+		res, err := simulate(t, p)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rlnc: %s: %v\n", t.name, err)
+			os.Exit(1)
+		}
+		res.print(os.Stdout)
+		if t.name == "butterfly" && res.minGoodput() < 1.8 {
+			fail = true
+		}
+	}
+	if fail {
+		fmt.Println("goal NOT met: coding below 1.8 (0.9 × the min-cut of 2) in the butterfly")
+		os.Exit(1)
+	}
+}
+
+// fanout copies each packet to every port it names: an edge switch handing
+// decoded packets to its hosts.
+type fanout struct {
+	ports []uint16
+	pool  packet.Pool
+}
+
+func init() {
+	plugins.Register(plugins.Kind{Name: "bench.fanout", Summary: "copy each packet to every port named (multicast to hosts)", New: newFanout})
+}
+
+func newFanout(s *plugins.Setup) (plugins.Stage, error) {
+	var c struct {
+		Ports []string `toml:"ports"`
+	}
+	if err := s.Config.Decode(&c); err != nil {
+		return nil, err
+	}
+	f := &fanout{}
+	for _, n := range c.Ports {
+		pi, ok := s.Ports.Port(n)
+		if !ok {
+			return nil, fmt.Errorf("bench.fanout: no port %q", n)
+		}
+		f.ports = append(f.ports, pi.ID)
+	}
+	if len(f.ports) == 0 {
+		return nil, fmt.Errorf("bench.fanout: no ports")
+	}
+	var err error
+	f.pool, err = s.Pool("bench-fanout", 16384, 2048)
+	return f, err
+}
+
+func (f *fanout) Process(ctx *plugins.Context, b *packet.Burst) {
+	for i := 0; i < b.N; i++ {
+		p := b.H[i].P()
+		for _, port := range f.ports[1:] {
+			q, ok := f.pool.AllocOne()
+			if !ok {
+				continue
+			}
+			if q.P().CopyFrom(p, f.pool.Headroom()) != nil {
+				f.pool.FreeOne(q)
+				continue
+			}
+			q.P().Continue()
+			ctx.Emit(q, port)
+		}
+		p.Forward(f.ports[0])
+	}
+}
+
+// result is one topology's measurement.
+type result struct {
+	t         topology
+	p         params
+	cut       map[string]int
+	packing   float64
+	trees     int
+	perLink   int     // coded packets per link per generation
+	linkPkts  float64 // coded packets a link carries per second
+	sinks     []sinkResult
+	decoded   map[string]uint64
+	undecoded map[string]uint64
+}
+
+type sinkResult struct {
+	name, via string
+	delivered uint64
+	gaps      uint64
+	goodput   float64
+}
+
+func (r *result) minGoodput() float64 {
+	m := math.Inf(1)
+	for _, s := range r.sinks {
+		m = math.Min(m, s.goodput)
+	}
+	return m
+}
+
+func (r *result) print(w *os.File) {
+	p := r.p
+	fmt.Fprintf(w, "\n%s\n", r.t.String())
+	fmt.Fprintf(w, "K = %d, N = %d; links %.0f Mbit/s = %.0f coded packets/s, loss %.0f%%; %d coded packets per link per generation; %v measured after %v\n",
+		p.k, p.n, p.rate/1e6, r.linkPkts, p.loss*100, r.perLink, p.dur-p.warm, p.warm)
+	fmt.Fprintf(w, "routing optimum: fractional Steiner-tree packing %.3f (over %d trees)\n", r.packing, r.trees)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "sink\tvia\tdelivered\tseq. gaps\tgoodput (× link)\tmin-cut\trouting optimum\tcoding / routing\tcoding / min-cut\t")
+	for _, s := range r.sinks {
+		term := s.name
+		if s.via != "" {
+			term = s.via
+		}
+		cut := r.cut[term]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3f\t%d\t%.3f\t%.2f\t%.2f\t\n", s.name, s.via, s.delivered, s.gaps, s.goodput, cut,
+			r.packing, s.goodput/r.packing, s.goodput/float64(cut))
+	}
+	tw.Flush()
+	var notes []string
+	for _, term := range r.t.terminals {
+		notes = append(notes, fmt.Sprintf("%s decoded %d generations (%d blocks dropped undecoded)", term, r.decoded[term], r.undecoded[term]))
+	}
+	fmt.Fprintf(w, "%s\n", strings.Join(notes, "; "))
+	if r.t.name == "butterfly" {
+		verdict := "met"
+		if r.minGoodput() < 1.8 {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "goal (coding ≥ 1.8 = 0.9 × min-cut in the butterfly): %s, min %.3f\n", verdict, r.minGoodput())
+	}
+}
+
+// simulate builds the topology as an engine and runs it in virtual time.
+func simulate(t topology, p params) (*result, error) {
+	res := &result{t: t, p: p, cut: map[string]int{}, decoded: map[string]uint64{}, undecoded: map[string]uint64{}}
+	h := math.MaxInt
+	for _, term := range t.terminals {
+		res.cut[term] = t.minCut(term)
+		h = min(h, res.cut[term])
+	}
+	res.packing, res.trees = t.steinerPacking()
+	res.perLink = (p.k+h-1)/h + p.margin
+	codedFrame := 14 + 40 + FixedLen + p.k + p.n
+	res.linkPkts = p.rate / float64((codedFrame+24)*8)
+	// The source makes K originals per generation; each link carries perLink
+	// coded packets of it.
+	genRate := res.linkPkts / float64(res.perLink) * (1 - p.headroom)
+	cfgText := buildConfig(t, p, res.perLink, genRate*float64(p.k))
+	cfg, err := config.Parse(t.name+".toml", []byte(cfgText))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w\n%s", err, cfgText)
+	}
+	sim := clock.NewSim(1_700_000_000_000_000_000)
+	e, err := appliance.New(cfg, appliance.Options{Manual: true, Clock: sim, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	if err := e.Start(); err != nil {
+		return nil, err
+	}
+	run := func(d time.Duration) {
+		for v := time.Duration(0); v < d; v += p.dt {
+			sim.Advance(p.dt)
+			e.Step()
+		}
+	}
+	run(p.warm)
+	before := e.Snapshot()
+	run(p.dur - p.warm)
+	after := e.Snapshot()
+	secs := (p.dur - p.warm).Seconds()
+	for _, term := range t.terminals {
+		res.decoded[term] = counter(after, "dec-"+term, "generations_decoded")
+		res.undecoded[term] = counter(after, "dec-"+term, "blocks_undelivered")
+		sinks := []string{term}
+		via := ""
+		if hs := t.hosts[term]; len(hs) > 0 {
+			sinks, via = hs, term
+		}
+		for _, s := range sinks {
+			d := counter(after, "sink-"+s, "received") - counter(before, "sink-"+s, "received")
+			res.sinks = append(res.sinks, sinkResult{name: s, via: via, delivered: d, gaps: counter(after, "sink-"+s, "lost"),
+				goodput: float64(d) / secs / res.linkPkts})
+		}
+	}
+	e.Stop()
+	return res, nil
+}
+
+// FixedLen is the fixed CODED IP header (docs/rlnc-wire.md).
+const FixedLen = 12
+
+func counter(s *stats.Snapshot, stage, name string) uint64 {
+	var v uint64
+	for _, st := range s.Stages {
+		if st.Name == stage {
+			for _, c := range st.Counters {
+				if c.Name == name {
+					v += c.Value
+				}
+			}
+		}
+	}
+	return v
+}
+
+// buildConfig writes the engine config: ports, one pipeline per link and one
+// per node.
+func buildConfig(t topology, p params, perLink int, srcPPS float64) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	w("version = 1\n[engine]\npoll = \"adaptive\"\npin = false\ntx_buffer = 1024\n")
+	w("[control]\nlisten = \"\"\n")
+	w("[[pools]]\nname = \"default\"\nbuffers = 131072\n")
+	pair := func(a, z string) {
+		w("[[ports]]\nname = %q\ndriver = \"mem\"\npeer = %q\n", a, z)
+		w("[[ports]]\nname = %q\ndriver = \"mem\"\npeer = %q\n", z, a)
+	}
+	for _, e := range t.edges {
+		pair(e[0]+"-"+e[1], e[0]+"-"+e[1]+".rx")
+	}
+	for _, n := range t.nodes() {
+		if n != t.source {
+			pair(n+".in", n+".in.rx")
+		}
+	}
+	for _, term := range t.terminals {
+		for _, hst := range t.hosts[term] {
+			pair(hst, hst+".rx")
+		}
+	}
+	store := "memory = \"16MiB\"\nmax_block = %d\npool_buffers = 4096\nwindow = 1024\n"
+	links := func(n string, paced bool) string {
+		var l []string
+		for _, v := range t.out(n) {
+			s := fmt.Sprintf("{ port = %q, coded = %d", n+"-"+v, perLink)
+			if paced {
+				s += fmt.Sprintf(", rate = \"%.0fbit\"", p.rate)
+			}
+			l = append(l, s+" }")
+		}
+		return "links = [ " + strings.Join(l, ", ") + " ]\n"
+	}
+	// The source.
+	w("[[pipelines]]\nname = \"node-%s\"\nlcores = [0]\n", t.source)
+	w("[[pipelines.stages]]\nkind = \"generator\"\nname = \"gen\"\nflows = 1\nsrc = \"2001:db8:1::1\"\ndst = \"2001:db8:2::1\"\n"+
+		"udp_src_port = 5000\nudp_dst_port = 6000\nsizes = [%d]\nrate = \"%.0fpps\"\n", p.n+56, srcPPS)
+	w("[[pipelines.stages]]\nkind = \"rlnc.encoder\"\nname = \"enc\"\nk = %d\nblock = %d\nflush = \"1s\"\n"+store+links(t.source, false), p.k, p.n, p.n)
+	// Links.
+	for i, e := range t.edges {
+		w("[[pipelines]]\nname = \"link-%s-%s\"\nlcores = [0]\nrx = [%q]\n", e[0], e[1], e[0]+"-"+e[1]+".rx")
+		w("[[pipelines.stages]]\nkind = \"link\"\nrate = \"%.0fbit\"\ndelay = \"1ms\"\nloss = %g\nseed = %d\nqueue = 1000000\n", p.rate, p.loss, i+1)
+		w("[[pipelines.stages]]\nkind = \"forward\"\nport = %q\n", e[1]+".in")
+	}
+	// Relays and terminals.
+	isTerm := map[string]bool{}
+	for _, term := range t.terminals {
+		isTerm[term] = true
+	}
+	for _, n := range t.nodes() {
+		if n == t.source {
+			continue
+		}
+		w("[[pipelines]]\nname = \"node-%s\"\nlcores = [0]\nrx = [%q]\n", n, n+".in.rx")
+		if !isTerm[n] {
+			w("[[pipelines.stages]]\nkind = \"rlnc.recoder\"\nname = \"rec-%s\"\nk = %d\nblock = %d\n"+store+links(n, p.pace), n, p.k, p.n, p.n)
+			continue
+		}
+		w("[[pipelines.stages]]\nkind = \"rlnc.decoder\"\nname = \"dec-%s\"\n"+store, n, p.n)
+		if hs := t.hosts[n]; len(hs) > 0 {
+			w("[[pipelines.stages]]\nkind = \"bench.fanout\"\nports = [\"%s\"]\n", strings.Join(hs, "\", \""))
+			for _, hst := range hs {
+				w("[[pipelines]]\nname = \"host-%s\"\nlcores = [0]\nrx = [%q]\n", hst, hst+".rx")
+				w("[[pipelines.stages]]\nkind = \"sink\"\nname = \"sink-%s\"\n", hst)
+			}
+			continue
+		}
+		w("[[pipelines.stages]]\nkind = \"sink\"\nname = \"sink-%s\"\n", n)
+	}
+	return b.String()
+}
