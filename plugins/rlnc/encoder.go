@@ -372,7 +372,7 @@ func (e *encoder) sendSystematic(ge *generation, i int) {
 func (e *encoder) generationDone(gi int32) {
 	ge := &e.st.gens[gi]
 	kk := len(ge.rows)
-	if e.stopping || kk == 0 {
+	if e.stopping || kk == 0 || e.ctx == nil {
 		return
 	}
 	e.st.sess[ge.sess].finished++
