@@ -16,6 +16,7 @@ type receiver struct {
 }
 
 func newReceiver(s *plugins.Setup, st *store) receiver {
+	st.receiver = true
 	cs := s.Counters
 	return receiver{st: st,
 		cPackets:    cs.New("coded_received", "CODED IP packets received"),
@@ -101,5 +102,6 @@ func (r *receiver) finish(gi int32) {
 	s := &st.sess[ge.sess]
 	s.done.set(ge.id)
 	s.finished++
+	ge.done = true
 	st.freeGen(gi)
 }

@@ -91,6 +91,7 @@ type generation struct {
 	sent    [maxLinks]uint16
 	granted bool
 	fresh   bool // just opened: the recoder has not yet looked at it
+	done    bool // decoded (decoder) or spent (recoder) when freed
 }
 
 func bitHas(b *[4]uint64, i int) bool { return b[i>>6]&(1<<(i&63)) != 0 }
@@ -132,9 +133,9 @@ func (c *storeConfig) check() error {
 
 // storeCounters are what the store counts; the stage registers them.
 type storeCounters struct {
-	sessions, sessionEvicted, sessionTimeout  *stats.Counter
-	gens, genEvicted, genWindow, genUnfinishd *stats.Counter
-	echelonAlloc                              *stats.Counter
+	sessions, sessionEvicted, sessionTimeout   *stats.Counter
+	gens, genEvicted, genWindow, genUnfinished *stats.Counter
+	echelonAlloc                               *stats.Counter
 }
 
 func newStoreCounters(s *stats.Set) storeCounters {
@@ -145,18 +146,19 @@ func newStoreCounters(s *stats.Set) storeCounters {
 		gens:           s.New("generations_opened", "generations created"),
 		genEvicted:     s.New("generations_evicted", "generations dropped for room: max_generations, max_session_generations or memory, oldest update first"),
 		genWindow:      s.New("generations_left_window", "generations dropped as the window moved past them"),
-		genUnfinishd:   s.New("generations_unfinished", "generations dropped before they were finished"),
+		genUnfinished:  s.New("generations_unfinished", "generations dropped before they were finished"),
 		echelonAlloc:   s.New("echelon_allocs", "elimination matrices allocated (once per generation size, then reused)"),
 	}
 }
 
 type store struct {
-	cfg     storeConfig
-	seed    uint64
-	timeout int64
-	window  int
-	payload bool // Echelons track a K-byte transform (decoder)
-	c       storeCounters
+	cfg      storeConfig
+	seed     uint64
+	timeout  int64
+	window   int
+	payload  bool // Echelons track a K-byte transform (decoder)
+	receiver bool // count generations freed before they were finished
+	c        storeCounters
 
 	sess     []session
 	sessFree stack
@@ -408,6 +410,9 @@ func (st *store) freeGen(gi int32) {
 	}
 	if st.onFree != nil {
 		st.onFree(gi)
+	}
+	if !ge.done && st.receiver {
+		st.c.genUnfinished.Inc()
 	}
 	for _, s := range ge.rows {
 		st.slotFree.push(s)
