@@ -101,6 +101,7 @@ export_file = %q
 namespaces = [ { id = 7 } ]
 [[pipelines.stages]]
 kind = "sink"
+name = "sink"
 `, exportFile)
 }
 
@@ -200,6 +201,16 @@ func TestEngineExport(t *testing.T) {
 	for i, h := range rec.Trace.Hops {
 		if h.NodeId != uint64(i+1) {
 			t.Errorf("hop %d: node id %d", i, h.NodeId)
+		}
+	}
+
+	// Run until every packet has crossed.
+	for i := 0; counter(e, "sink", "received") < 3000; i++ {
+		for range 256 {
+			e.Step()
+		}
+		if i > 100000 {
+			t.Fatalf("the sink received %d of 3000", counter(e, "sink", "received"))
 		}
 	}
 
