@@ -4,12 +4,14 @@ package main
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -DALLOW_EXPERIMENTAL_API
+#cgo CFLAGS: -DALLOW_EXPERIMENTAL_API -O3 -I${SRCDIR}/../../ports/dpdk
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <stdint.h>
 int lr_bench_launch(unsigned lcore);
 uint64_t lr_bench_c_loop(uint16_t in, uint16_t out, double seconds, uint64_t *cpu_ns);
+uint64_t lr_bench_c_sync(uint16_t in, uint16_t out, const char *pool, double seconds, uint64_t *cpu_ns);
+#include <stdlib.h>
 */
 import "C"
 
@@ -17,6 +19,7 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+	"unsafe"
 
 	"github.com/linerate/linerate/ports/dpdk"
 )
@@ -58,8 +61,9 @@ func (l *loopPorts) runRemote(cpu int, d time.Duration) (result, error) {
 }
 
 // runCInProcess runs cref's loop in C on the (a) loop's own ports, on a
-// registered thread pinned to cpu: the cost of (a) without Go.
-func (l *loopPorts) runCInProcess(cpu int, d time.Duration) result {
+// registered thread pinned to cpu: the same work without linerate. With sync it
+// runs it through linerate's C layer instead: (a) without Go.
+func (l *loopPorts) runCInProcess(cpu int, d time.Duration, sync bool) result {
 	res := make(chan result)
 	go func() {
 		runtime.LockOSThread()
@@ -69,10 +73,19 @@ func (l *loopPorts) runCInProcess(cpu int, d time.Duration) result {
 			fail("%v", err)
 		}
 		defer dpdk.UnregisterThread()
+		in, out := C.uint16_t(l.in.PortID()), C.uint16_t(l.out.PortID())
+		pool := C.CString(l.in.DPDKPool().Name())
+		defer C.free(unsafe.Pointer(pool))
+		run := func(secs float64, cpuNs *C.uint64_t) C.uint64_t {
+			if sync {
+				return C.lr_bench_c_sync(in, out, pool, C.double(secs), cpuNs)
+			}
+			return C.lr_bench_c_loop(in, out, C.double(secs), cpuNs)
+		}
 		var cpuNs C.uint64_t
-		C.lr_bench_c_loop(C.uint16_t(l.in.PortID()), C.uint16_t(l.out.PortID()), 0.2, &cpuNs)
+		run(0.2, &cpuNs)
 		start := time.Now()
-		n := C.lr_bench_c_loop(C.uint16_t(l.in.PortID()), C.uint16_t(l.out.PortID()), C.double(d.Seconds()), &cpuNs)
+		n := run(d.Seconds(), &cpuNs)
 		res <- result{packets: uint64(n), wall: time.Since(start).Seconds(), cpu: float64(cpuNs) / 1e9}
 	}()
 	return <-res

@@ -358,12 +358,15 @@ func checkLayout() error {
 //
 // Why rte_thread_register and not rte_eal_remote_launch of an exported Go
 // function: both put the poll loop on a thread the EAL knows (an lcore id, a
-// mempool cache), and a burst costs the same cgo call on either (bench/dpdk
-// -lcore-model measures it: see docs/dpdk.md for the figures). Registration keeps
-// the engine's own threads, which it already pins, confines the runtime away
-// from, counts in GOMAXPROCS and stops gracefully; remote launch would run the
-// whole loop inside a cgo callback on a thread Go did not create, with the
-// engine's lifecycle crossing into C at every start and stop.
+// mempool cache), and a cgo call costs the same on either (about 27 ns here).
+// bench/dpdk -lcore-model runs the same forwarding loop both ways, back to back
+// on one CPU of a shared 2-CPU VM: per second of the thread's CPU time remote
+// launch ran at 1.00–1.08× the registered thread (the machine's run-to-run
+// noise), but per second of wall time at 0.57–0.7×: the Go code in a cgo
+// callback on a thread DPDK made was off its CPU far more often. Registration
+// is faster where it counts, and it keeps the lcores the engine's own
+// goroutines, which it already pins, confines the runtime away from, counts in
+// GOMAXPROCS, steps in simulations and stops gracefully.
 type lcoreHook struct{}
 
 func (lcoreHook) LcoreStart(cpu int) error {
