@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 
-	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
@@ -54,6 +53,9 @@ type collector struct {
 
 	cRecords, cDup, cReorder, cUnsync, cLost *stats.Counter
 	hRTT, hFwd, hBwd                         *stats.Histogram
+	cache                                    sessionCache[txSession]
+	ctab                                     *txTable
+	uoff                                     int64
 }
 
 // reportSink is where a collector stage's instances write their summaries.
@@ -104,10 +106,16 @@ func ssidOf(pay []byte) (uint16, bool) {
 // Process takes replies.
 func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 	t := c.reg.tx.Load()
+	if t != c.ctab {
+		c.ctab = t
+		c.cache.clear()
+	}
 	tai := 37
 	if st := ctx.Clock.Sync(); st.TAIOffset != 0 {
 		tai = st.TAIOffset
 	}
+	c.uoff = ctx.Clock.UnixOffset()
+	multi := ctx.Env.NumLcores() > 1
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]
 		p := h.P()
@@ -129,7 +137,11 @@ func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 			continue
 		}
 		id, auth := ssidOf(pay)
-		s := t.get(id)
+		s := c.cache.lookup(id)
+		if s == nil {
+			s = t.get(id)
+			c.cache.put(id, s)
+		}
 		if s == nil || s.cfg.Auth != auth {
 			p.Drop(reasonUnknown)
 			continue
@@ -138,7 +150,7 @@ func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 			p.Drop(reasonWrongSource)
 			continue
 		}
-		if key := sessionKey(id); !ctx.Mine(key) {
+		if key := sessionKey(id); multi && !ctx.Mine(key) {
 			ctx.Handoff(h, ctx.Owner(key))
 			continue
 		}
@@ -235,7 +247,7 @@ func (c *collector) take(ctx *plugins.Context, s *txSession, p *packet.Packet, d
 	r.T1 = unixTime(r.T1Wire, r.SenderErr.PTP(), tai)
 	r.T2 = unixTime(r.T2Wire, r.ReflectorErr.PTP(), tai)
 	r.T3 = unixTime(r.T3Wire, r.ReflectorErr.PTP(), tai)
-	r.T4 = clock.Unix(ctx.Clock, p.RxTime)
+	r.T4 = p.RxTime + c.uoff
 	if !r.SenderErr.Synchronized() || !r.ReflectorErr.Synchronized() {
 		r.Flags |= RecUnsynchronized
 		c.cUnsync.Inc()

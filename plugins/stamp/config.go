@@ -81,57 +81,67 @@ type clockConfig struct {
 }
 
 // errEstSource makes Error Estimates from the clock's sync state, or from the
-// config's override.
+// config's override. A stage refreshes it once per burst; per packet it is
+// two loads.
 type errEstSource struct {
-	clk     clock.Clock
-	sync    *bool
-	errNs   int64
-	fixed   bool
-	last    clock.SyncState
-	cached  [2]ErrorEstimate // by format
-	primed  bool
-	lastTAI int
+	clk    clock.Clock
+	sync   *bool
+	errNs  int64
+	fixed  bool
+	last   clock.SyncState
+	primed bool
+	ee     [2]ErrorEstimate // by format
+	tai    int              // TAI − UTC, seconds
+	uoff   int64            // the clock's Unix offset at the last refresh
 }
 
 func newErrEstSource(c clock.Clock, cc clockConfig) *errEstSource {
 	e := &errEstSource{clk: c, sync: cc.Synchronized, errNs: int64(time.Duration(cc.ClockError))}
 	e.fixed = cc.Synchronized != nil && cc.ClockError > 0
+	e.refresh()
 	return e
 }
 
-// get returns the Error Estimate for timestamps in format, and the TAI
-// offset for PTP. It reads the clock's published sync state (an atomic load)
-// and recomputes only when it changed.
-func (e *errEstSource) get(format int) (ErrorEstimate, int) {
+// refresh reads the clock's published sync state and Unix offset (atomic
+// loads) and recomputes the Error Estimates when the state changed.
+func (e *errEstSource) refresh() {
+	e.uoff = e.clk.UnixOffset()
 	var st clock.SyncState
 	if !e.fixed {
 		st = e.clk.Sync()
 	}
-	if !e.primed || st != e.last {
-		e.last, e.primed = st, true
-		sync := st.Synchronized
-		if e.sync != nil {
-			sync = *e.sync
-		}
-		errNs := st.ErrorNs
-		if e.errNs > 0 {
-			errNs = e.errNs
-		}
-		e.cached[formatNTP] = ErrorEstimateFor(sync, false, errNs)
-		e.cached[formatPTP] = ErrorEstimateFor(sync, true, errNs)
-		e.lastTAI = st.TAIOffset
-		if e.lastTAI == 0 {
-			e.lastTAI = 37
+	if e.primed && st == e.last {
+		return
+	}
+	e.last, e.primed = st, true
+	sync := st.Synchronized
+	if e.sync != nil {
+		sync = *e.sync
+	}
+	errNs := st.ErrorNs
+	if e.errNs > 0 {
+		errNs = e.errNs
+	}
+	e.ee[formatNTP] = ErrorEstimateFor(sync, false, errNs)
+	e.ee[formatPTP] = ErrorEstimateFor(sync, true, errNs)
+	e.tai = st.TAIOffset
+	if e.tai == 0 {
+		e.tai = 37
+	}
+	if e.fixed {
+		e.tai = 37
+		if t := e.clk.Sync().TAIOffset; t != 0 {
+			e.tai = t
 		}
 	}
-	return e.cached[format], e.lastTAI
 }
 
-// wireTime encodes monotonic time mono of clk in format.
-func wireTime(clk clock.Clock, mono int64, format, taiOffset int) uint64 {
-	u := clock.Unix(clk, mono)
+// wire encodes monotonic time mono in format, with the offsets of the last
+// refresh.
+func (e *errEstSource) wire(mono int64, format int) uint64 {
+	u := mono + e.uoff
 	if format == formatPTP {
-		return clock.PTP(u + int64(taiOffset)*1e9)
+		return clock.PTP(u + int64(e.tai)*1e9)
 	}
 	return clock.NTP(u)
 }

@@ -155,11 +155,11 @@ func (h *hist) stats() DelayStats {
 // jitter tracks IPDV (RFC 3393: the difference of the delays of consecutive
 // packets) and the smoothed interarrival jitter of RFC 3550 §6.4.1 (J += (|D|−J)/16).
 type jitter struct {
-	n        uint64
-	sumAbs   int64
-	maxAbs   int64
-	last     int64
-	smoothed float64
+	n      uint64
+	sumAbs int64
+	maxAbs int64
+	last   int64
+	j16    int64 // the smoothed jitter × 16, so the update is integer
 }
 
 func (j *jitter) add(ipdv int64) {
@@ -173,7 +173,8 @@ func (j *jitter) add(ipdv int64) {
 		j.maxAbs = a
 	}
 	j.last = ipdv
-	j.smoothed += (float64(a) - j.smoothed) / 16
+	// J += (|D| − J)/16, kept as 16·J: 16J += |D| − J.
+	j.j16 += a - (j.j16+8)>>4
 }
 
 // JitterStats summarise one direction's delay variation, in nanoseconds.
@@ -186,7 +187,7 @@ type JitterStats struct {
 }
 
 func (j *jitter) stats() JitterStats {
-	s := JitterStats{N: j.n, MaxAbs: j.maxAbs, Last: j.last, Smoothed: j.smoothed}
+	s := JitterStats{N: j.n, MaxAbs: j.maxAbs, Last: j.last, Smoothed: float64(j.j16) / 16}
 	if j.n > 0 {
 		s.MeanAbs = j.sumAbs / int64(j.n)
 	}
@@ -206,7 +207,7 @@ type collectorState struct {
 	have     bool
 	firstSeq uint32
 	maxSeq   uint32
-	window   [16]uint64 // bit i: maxSeq−i was received (1024 back)
+	window   [16]uint64 // bit s mod 1024: sequence s was received, for s in maxSeq−1023..maxSeq
 	haveR    bool
 	firstR   uint32
 	firstRS  uint32 // the sender sequence that came with firstR
@@ -235,50 +236,44 @@ func (c *collectorState) reset() {
 	*c = collectorState{mac: mac}
 }
 
+// windowLen is how far back duplicates are told from reordered packets.
+const windowLen = 16 * 64
+
 // seen marks seq and reports whether it was already marked; it also keeps
-// maxSeq and classifies reordering.
+// maxSeq and classifies reordering. The window is a ring of bits indexed by
+// the sequence number: moving it forward clears only the bits it passes.
 func (c *collectorState) seen(seq uint32) (dup, reordered bool) {
+	bit := func(s uint32) (int, uint64) { return int(s % windowLen / 64), 1 << (s % 64) }
 	if !c.have {
 		c.have, c.firstSeq, c.maxSeq = true, seq, seq
-		c.window[0] = 1
+		w, m := bit(seq)
+		c.window[w] |= m
 		return false, false
 	}
 	d := int64(seq) - int64(c.maxSeq)
 	switch {
 	case d > 0:
-		c.shift(uint64(d))
-		c.maxSeq = seq
-		c.window[0] |= 1
-		return false, false
-	case -d >= int64(len(c.window)*64):
-		return false, true // too far back to tell: count it as reordered
-	default:
-		i := uint64(-d)
-		w, b := i/64, i%64
-		if c.window[w]&(1<<b) != 0 {
-			return true, false
-		}
-		c.window[w] |= 1 << b
-		return false, d < 0
-	}
-}
-
-// shift moves the window up by n sequence numbers.
-func (c *collectorState) shift(n uint64) {
-	if n >= uint64(len(c.window))*64 {
-		c.window = [16]uint64{}
-		return
-	}
-	words, rem := int(n/64), n%64
-	for i := len(c.window) - 1; i >= 0; i-- {
-		var v uint64
-		if j := i - words; j >= 0 {
-			v = c.window[j] << rem
-			if rem != 0 && j-1 >= 0 {
-				v |= c.window[j-1] >> (64 - rem)
+		if d >= windowLen {
+			c.window = [16]uint64{}
+		} else {
+			for s := c.maxSeq + 1; s != seq; s++ {
+				w, m := bit(s)
+				c.window[w] &^= m
 			}
 		}
-		c.window[i] = v
+		c.maxSeq = seq
+		w, m := bit(seq)
+		c.window[w] |= m
+		return false, false
+	case -d >= windowLen:
+		return false, true // too far back to tell: count it as reordered
+	default:
+		w, m := bit(seq)
+		if c.window[w]&m != 0 {
+			return true, false
+		}
+		c.window[w] |= m
+		return false, d < 0
 	}
 }
 

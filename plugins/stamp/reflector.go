@@ -69,6 +69,7 @@ type reflector struct {
 	out        uint16
 	swapMAC    bool
 	addrs      []netip.Addr
+	addrs16    [][16]byte // addrs, IPv4 mapped
 	allow      []netip.Prefix
 	reflectAll bool // unknown SSIDs: reflect statelessly
 	limiter    *srcLimiter
@@ -81,6 +82,8 @@ type reflector struct {
 
 	np     int
 	pend   [packet.MaxBurst]pending
+	cache  sessionCache[rfSession]
+	ctab   *rfTable
 	segBuf [packet.SRHMaxSegments][16]byte
 	srhBuf [8 + 16*packet.SRHMaxSegments]byte
 
@@ -128,6 +131,9 @@ func newReflector(s *plugins.Setup) (plugins.Stage, error) {
 		return nil, fmt.Errorf("stamp.reflector: mac %q: swap or keep", c.MAC)
 	}
 	r.addrs = addrs(c.Addresses)
+	for _, a := range r.addrs {
+		r.addrs16 = append(r.addrs16, as16(a))
+	}
 	for _, p := range c.Allow {
 		r.allow = append(r.allow, p.Prefix)
 	}
@@ -196,24 +202,33 @@ func addr16(a [16]byte, v4 bool) netip.Addr {
 	return netip.AddrFrom16(a)
 }
 
-func (r *reflector) ours(a netip.Addr) bool {
-	if len(r.addrs) == 0 {
+// as16 is an address as the reflector compares them: IPv4 mapped.
+func as16(a netip.Addr) [16]byte {
+	if a.Is4() {
+		return v4mapped(a.As4())
+	}
+	return a.As16()
+}
+
+func (r *reflector) ours(a [16]byte) bool {
+	if len(r.addrs16) == 0 {
 		return true
 	}
-	for _, x := range r.addrs {
-		if x == a {
+	for i := range r.addrs16 {
+		if r.addrs16[i] == a {
 			return true
 		}
 	}
 	return false
 }
 
-func (r *reflector) allowed(a netip.Addr) bool {
+func (r *reflector) allowed(a [16]byte, v4 bool) bool {
 	if len(r.allow) == 0 {
 		return true
 	}
+	x := addr16(a, v4)
 	for _, p := range r.allow {
-		if p.Contains(a) {
+		if p.Contains(x) {
 			return true
 		}
 	}
@@ -224,7 +239,13 @@ func (r *reflector) allowed(a netip.Addr) bool {
 // other packet pass.
 func (r *reflector) Process(ctx *plugins.Context, b *packet.Burst) {
 	t := r.reg.rf.Load()
+	if t != r.ctab {
+		r.ctab = t
+		r.cache.clear()
+	}
 	r.np = 0
+	r.ee.refresh()
+	multi := ctx.Env.NumLcores() > 1
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]
 		p := h.P()
@@ -249,8 +270,7 @@ func (r *reflector) Process(ctx *plugins.Context, b *packet.Burst) {
 			ip := packet.IPv6(data[l.L3:l.End])
 			src, dst = ip.Src(), ip.Dst()
 		}
-		srcA, dstA := addr16(src, v4), addr16(dst, v4)
-		if !r.ours(dstA) {
+		if !r.ours(dst) {
 			continue
 		}
 		pay := u[packet.UDPLen:u.Length()]
@@ -258,12 +278,16 @@ func (r *reflector) Process(ctx *plugins.Context, b *packet.Burst) {
 			p.Drop(reasonShort)
 			continue
 		}
-		if !r.allowed(srcA) {
+		if !r.allowed(src, v4) {
 			p.Drop(reasonNotAllowed)
 			continue
 		}
 		id, auth := ssidOf(pay)
-		s := t.get(id)
+		s := r.cache.lookup(id)
+		if s == nil {
+			s = t.get(id)
+			r.cache.put(id, s)
+		}
 		if s != nil && s.stage != r.name {
 			s = nil
 		}
@@ -281,11 +305,11 @@ func (r *reflector) Process(ctx *plugins.Context, b *packet.Burst) {
 				p.Drop(reasonNotRunning)
 				continue
 			}
-			if s.cfg.Sender.IsValid() && s.cfg.Sender != srcA {
+			if s.pinned && s.sender != src {
 				p.Drop(reasonWrongSource)
 				continue
 			}
-			if key := sessionKey(id); !ctx.Mine(key) {
+			if key := sessionKey(id); multi && !ctx.Mine(key) {
 				ctx.Handoff(h, ctx.Owner(key))
 				continue
 			}
@@ -294,7 +318,7 @@ func (r *reflector) Process(ctx *plugins.Context, b *packet.Burst) {
 			p.Drop(reasonRateLimited)
 			continue
 		}
-		if reason := r.reflect(ctx, h, l, s, auth, src, dst, srcA, dstA); reason != 0 {
+		if reason := r.reflect(ctx, h, l, s, auth, src, dst); reason != 0 {
 			p.Drop(reason)
 			continue
 		}
@@ -320,7 +344,7 @@ type tlvOutcome struct {
 // reflect builds the reply in place, all but T3, the HMACs and the UDP
 // checksum, and queues it for finish.
 func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Layers, s *rfSession, auth bool,
-	src, dst [16]byte, srcA, dstA netip.Addr) packet.Reason {
+	src, dst [16]byte) packet.Reason {
 	p := h.P()
 	data := p.Data()
 	v4 := l.IPVersion == 4
@@ -340,12 +364,16 @@ func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Lay
 	sts := binary.BigEndian.Uint64(pay[slay.ts:])
 	serr := ErrorEstimate(binary.BigEndian.Uint16(pay[slay.errEst:]))
 	var ttl, tc uint8
+	var addrSum uint16 // the pseudo-header's addresses, when the reply just swaps them
 	if v4 {
 		ip := packet.IPv4(data[l.L3:l.End])
 		ttl, tc = ip.TTL(), ip.TOS()
 	} else {
 		ip := packet.IPv6(data[l.L3:l.End])
 		ttl, tc = ip.HopLimit(), ip.TrafficClass()
+		// Source and destination are adjacent: one sum over both (the
+		// destination is the final one: no segments were left).
+		addrSum = packet.Checksum(ip[8:40], 0)
 	}
 	format := r.format
 	if s != nil && s.format >= 0 {
@@ -357,7 +385,7 @@ func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Lay
 			format = formatPTP
 		}
 	}
-	ee, tai := r.ee.get(format)
+	ee := r.ee.ee[format]
 	rseq := sseq
 	stateful := s != nil && s.cfg.Stateful
 	if s != nil {
@@ -371,7 +399,7 @@ func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Lay
 	out := tlvOutcome{tc: -1, fu: -1, hmac: -1}
 	if len(pay) > slay.base {
 		r.cTLVs.Inc()
-		out = r.tlvs(p, l, pay, slay.base, s, m, auth, v4, src, dst, srcA, dstA, tc)
+		out = r.tlvs(p, l, pay, slay.base, s, m, auth, v4, src, dst, tc)
 	}
 	if out.noReply {
 		return reasonNoReply
@@ -385,7 +413,7 @@ func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Lay
 	}
 	binary.BigEndian.PutUint32(pay[rlay.seq:], rseq)
 	binary.BigEndian.PutUint16(pay[rlay.errEst:], uint16(ee))
-	binary.BigEndian.PutUint64(pay[rlay.rxTS:], wireTime(ctx.Clock, p.RxTime, format, tai))
+	binary.BigEndian.PutUint64(pay[rlay.rxTS:], r.ee.wire(p.RxTime, format))
 	binary.BigEndian.PutUint32(pay[rlay.sSeq:], sseq)
 	binary.BigEndian.PutUint64(pay[rlay.sTS:], sts)
 	binary.BigEndian.PutUint16(pay[rlay.sErr:], uint16(serr))
@@ -397,8 +425,7 @@ func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Lay
 	case out.segs > 0:
 		srh = r.tlvSRH(out.segs, src)
 	case s != nil && s.srh != nil:
-		last := s.cfg.ReturnPath[len(s.cfg.ReturnPath)-1]
-		if last == srcA {
+		if s.retLast == src {
 			srh = s.srhLast
 		} else {
 			srh, slot0 = s.srh, true
@@ -418,7 +445,7 @@ func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Lay
 	}
 	// Never larger than the request (amplification), unless the session pins
 	// its sender: then the operator chose the return path for a known peer.
-	if newL3 > oldL3 && (s == nil || !s.cfg.Sender.IsValid()) {
+	if newL3 > oldL3 && (s == nil || !s.pinned) {
 		return reasonReplyTooBig
 	}
 	l3 := int(l.L3)
@@ -481,17 +508,22 @@ func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Lay
 			if slot0 {
 				x.SetSegment(0, src)
 			}
-			a, _ := x.ActiveSegment()
-			ip.SetDst(a)
+			// The first hop, wherever the SRH came from.
+			copy(ip[24:40], x[8+16*int(x[3]):])
 		}
-		pseudo = packet.PseudoHeaderChecksum(packet.ProtocolUDP, replySrc[:], src[:], uint32(udpLen))
+		if replySrc == dst {
+			// The same two addresses, swapped: their sum is the request's.
+			pseudo = packet.ChecksumCombine(packet.ChecksumCombine(addrSum, packet.ProtocolUDP), uint16(udpLen))
+		} else {
+			pseudo = packet.PseudoHeaderChecksum(packet.ProtocolUDP, replySrc[:], src[:], uint32(udpLen))
+		}
 	}
 	ru := packet.UDP(data[l4 : l4+udpLen])
 	sport := ru.SrcPort()
 	ru.SetSrcPort(r.port)
 	ru.SetDstPort(sport)
 	e := &r.pend[r.np]
-	*e = pending{h: h, s: s, auth: auth, format: format, l4: l4, udpLen: udpLen, pseudo: pseudo, fu: -1, hmac: -1, rseq: rseq}
+	e.h, e.s, e.auth, e.format, e.l4, e.udpLen, e.pseudo, e.fu, e.hmac, e.rseq = h, s, auth, format, l4, udpLen, pseudo, -1, -1, rseq
 	if out.fu >= 0 {
 		e.fu = slay.base + out.fu
 	}
@@ -537,7 +569,7 @@ func (r *reflector) tlvSRH(n int, sender [16]byte) []byte {
 // marks them all (I set), an unknown one is copied with U set, and the
 // rest are filled in for the reply.
 func (r *reflector) tlvs(p *packet.Packet, l *packet.Layers, pay []byte, base int, s *rfSession, m *mac,
-	auth, v4 bool, src, dst [16]byte, srcA, dstA netip.Addr, tc uint8) tlvOutcome {
+	auth, v4 bool, src, dst [16]byte, tc uint8) tlvOutcome {
 	out := tlvOutcome{tc: -1, fu: -1, hmac: -1}
 	area := pay[base:]
 	// Structure first: lengths, and where the HMAC TLV is.
@@ -612,7 +644,7 @@ func (r *reflector) tlvs(p *packet.Packet, l *packet.Layers, pay []byte, base in
 			sync := r.syncSrc
 			if sync == 0 {
 				sync = SyncLocalFree
-				if e, _ := r.ee.get(formatNTP); e.Synchronized() {
+				if r.ee.ee[formatNTP].Synchronized() {
 					sync = SyncNTP
 				}
 			}
@@ -652,7 +684,7 @@ func (r *reflector) tlvs(p *packet.Packet, l *packet.Layers, pay []byte, base in
 			}
 		case TLVDestinationNodeAddress:
 			a, _ := DecodeDestinationNodeAddress(v)
-			if a != dstA && !(len(r.addrs) > 0 && r.ours(a)) {
+			if a16 := as16(a); a16 != dst && !(len(r.addrs16) > 0 && r.ours(a16)) {
 				f |= FlagU // not the intended destination (RFC 9503 §3)
 			}
 		case TLVReturnPath:
@@ -743,10 +775,9 @@ func (r *reflector) finish(ctx *plugins.Context) {
 		return
 	}
 	t3 := ctx.Clock.Now()
-	_, tai := r.ee.get(formatNTP)
 	var ts [2]uint64
-	ts[formatNTP] = wireTime(ctx.Clock, t3, formatNTP, tai)
-	ts[formatPTP] = wireTime(ctx.Clock, t3, formatPTP, tai)
+	ts[formatNTP] = r.ee.wire(t3, formatNTP)
+	ts[formatPTP] = r.ee.wire(t3, formatPTP)
 	for i := 0; i < r.np; i++ {
 		e := &r.pend[i]
 		d := e.h.P().Data()
@@ -768,8 +799,13 @@ func (r *reflector) finish(ctx *plugins.Context) {
 		}
 		if s != nil {
 			s.st.lastSeq, s.st.lastTS, s.st.haveLast = e.rseq, ts[e.format], true
-			s.received.Store(uint64(s.st.rx))
-			s.replied.Add(1)
+			s.st.replied++
+			if i+1 == r.np || r.pend[i+1].s != s {
+				// Published once per run of one session's packets: atomic
+				// stores cost more than the rest of this loop.
+				s.received.Store(uint64(s.st.rx))
+				s.replied.Store(s.st.replied)
+			}
 			m := s.st.mac
 			if e.hmac >= 0 && m != nil {
 				copy(pay[e.hmac+TLVHeaderLen:], m.sum16(pay[:4], pay[rlay.base:e.hmac]))

@@ -264,6 +264,30 @@ func (r *Registry) rfSessions() []*rfSession {
 	return out
 }
 
+// sessionCache is a stage instance's direct-mapped cache of its last
+// session lookups: most bursts hold packets of few sessions, and an array
+// probe is cheaper than a map's hash. The owner clears it when the table
+// changes.
+type sessionCache[S any] struct {
+	ids [64]uint16
+	ss  [64]*S
+}
+
+func (c *sessionCache[S]) clear() { *c = sessionCache[S]{} }
+
+func (c *sessionCache[S]) lookup(id uint16) *S {
+	if i := id & 63; c.ids[i] == id {
+		return c.ss[i]
+	}
+	return nil
+}
+
+func (c *sessionCache[S]) put(id uint16, s *S) {
+	if s != nil {
+		c.ids[id&63], c.ss[id&63] = id, s
+	}
+}
+
 // sessionKey is the owner key of a session: every lcore computes the same
 // owner for it (plugins.Context.Owner).
 func sessionKey(ssid uint16) uint64 { return uint64(ssid) | 0x57A3<<16 }

@@ -187,6 +187,7 @@ func (st *sender) Produce(ctx *plugins.Context, b *packet.Burst) {
 		return
 	}
 	t1 := ctx.Clock.Now()
+	st.ee.refresh()
 	next := int64(math.MaxInt64)
 	allDone := st.finite
 	for _, s := range st.mine {
@@ -218,6 +219,7 @@ func (st *sender) Produce(ctx *plugins.Context, b *packet.Burst) {
 			}
 			s.tx.next += s.interval
 		}
+		s.sent.Store(s.tx.sent)
 		if s.finished(now) {
 			next = now // stop it on the next round
 		} else if s.tx.next < next {
@@ -257,10 +259,9 @@ func (st *sender) send(ctx *plugins.Context, s *txSession, b *packet.Burst, t1 i
 	if s.cfg.PTP {
 		format = formatPTP
 	}
-	ee, tai := st.ee.get(format)
 	binary.BigEndian.PutUint32(pay[l.seq:], s.tx.seq)
-	binary.BigEndian.PutUint64(pay[l.ts:], wireTime(ctx.Clock, t1, format, tai))
-	binary.BigEndian.PutUint16(pay[l.errEst:], uint16(ee))
+	binary.BigEndian.PutUint64(pay[l.ts:], st.ee.wire(t1, format))
+	binary.BigEndian.PutUint16(pay[l.errEst:], uint16(st.ee.ee[format]))
 	if s.dmOff >= 0 {
 		binary.BigEndian.PutUint32(pay[s.dmOff:], uint32(s.tx.sent+1))
 	}
@@ -281,7 +282,6 @@ func (st *sender) send(ctx *plugins.Context, s *txSession, b *packet.Burst, t1 i
 	p.RxTime = t1
 	s.tx.seq++
 	s.tx.sent++
-	s.sent.Store(s.tx.sent)
 	st.cSent.Inc()
 	if st.emit {
 		ctx.Emit(h, st.port)

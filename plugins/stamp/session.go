@@ -198,7 +198,10 @@ type rfSession struct {
 	// srhLast is for a return path that already ends at the sender.
 	srh      []byte
 	srhLast  []byte
-	format   int // formatNTP, formatPTP, or -1: the sender's
+	format   int      // formatNTP, formatPTP, or -1: the sender's
+	pinned   bool     // cfg.Sender is set: answer only it
+	sender   [16]byte // cfg.Sender, IPv4 mapped
+	retLast  [16]byte // the return path's last segment
 	running  atomic.Bool
 	received atomic.Uint64 // published counters, for the API
 	replied  atomic.Uint64
@@ -207,6 +210,7 @@ type rfSession struct {
 	st struct {
 		seq      uint32 // the reflector's own sequence (stateful)
 		rx, tx   uint32 // in-profile packets, for the Direct Measurement TLV
+		replied  uint64
 		lastSeq  uint32 // Follow-Up Telemetry: the previous reflected packet
 		lastTS   uint64
 		haveLast bool
@@ -470,6 +474,12 @@ func buildRf(c ReflectorSession, d *reflectorDefaults) (*rfSession, error) {
 		return nil, errors.New("a return path needs an IPv6 sender")
 	}
 	s := &rfSession{id: c.SSID, stage: c.Stage, cfg: c, format: -1}
+	if c.Sender.IsValid() {
+		s.pinned, s.sender = true, as16(c.Sender)
+	}
+	if n := len(c.ReturnPath); n > 0 {
+		s.retLast = c.ReturnPath[n-1].As16()
+	}
 	if c.PTP != nil {
 		s.format = formatNTP
 		if *c.PTP {
