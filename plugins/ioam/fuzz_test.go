@@ -253,3 +253,31 @@ e2e = { namespace = 123, type = "0xF000" }
 		}
 	})
 }
+
+// The fast path accepts only what the full walk accepts, and finds the same
+// trace: a differential check of fastTrace against scanPacket.
+func FuzzFastTrace(f *testing.F) {
+	for _, s := range packetSeeds(f) {
+		f.Add(s)
+	}
+	h := newHarness(f)
+	enc := h.mustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xF00000", hops = 3 }`))
+	f.Add(h.run(buildFrame(f, frameSpec{payload: 10}), 0, false, enc).data)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		opt, hl := fastTrace(b, 14)
+		if opt == 0 {
+			return
+		}
+		var s scan
+		if err := scanPacket(b, 14, &s); err != nil {
+			t.Fatalf("fastTrace took a packet scanPacket refuses: %v", err)
+		}
+		if s.nTrace != 1 || s.trace[0] != opt || s.hbhLen != hl || s.pot != 0 || s.dex != 0 || s.dest != 0 || s.hbhMore {
+			t.Fatalf("fastTrace found %d/%d, scanPacket %+v", opt, hl, s)
+		}
+		var fs scan
+		if !fastScan(b, 14, &fs) || fs != s {
+			t.Fatalf("fastScan %+v, scanPacket %+v", fs, s)
+		}
+	})
+}

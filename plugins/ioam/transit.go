@@ -289,7 +289,12 @@ func (t *transit) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt
 		t.cOverflow.Inc()
 		return true
 	}
-	t.values(ctx, p, &t.vals, hl, tt)
+	if tt&perBurst != 0 {
+		t.values(ctx, p, &t.vals, hl, tt)
+	} else {
+		ids := t.ingressIDs(p.InPort)
+		t.vals.hopLimit, t.vals.ingress, t.vals.ingressW = hl, ids.short, ids.wide
+	}
 	if fillPrealloc(tr, pl, &t.vals) {
 		t.cFilled.Inc()
 	} else {
@@ -332,6 +337,10 @@ func (e *exportState) countDropped(c *stats.Counter, last *uint64) {
 		*last = n
 	}
 }
+
+// perBurst are the trace fields whose values take more than the packet's own
+// fields: the clock, the tx buffer, the pool.
+const perBurst = TraceTimestampSeconds | TraceTimestampFraction | TraceTransitDelay | TraceQueueDepth | TraceBufferOccupancy
 
 // errOverflow: the trace had no room; the O flag is set.
 var errOverflow = fmt.Errorf("ioam: overflow")

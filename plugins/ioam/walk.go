@@ -71,17 +71,22 @@ func ipv6At(p *packet.Packet, d []byte) int {
 // faults).
 func fastTrace(d []byte, l3 int) (opt, hl int) {
 	hbh := l3 + packet.IPv6Len
-	if len(d) < hbh+16 || d[l3+6] != packet.ProtocolHopByHop {
+	if l3 < 0 || hbh+16 > len(d) {
 		return 0, 0
 	}
-	hl = (int(d[hbh+1]) + 1) << 3
-	end := hbh + int(binary.BigEndian.Uint16(d[l3+4:]))
+	// Fixed-size views: one bounds check for the fields read below.
+	ip := (*[packet.IPv6Len]byte)(d[l3:])
+	h := (*[16]byte)(d[hbh:])
+	if ip[6] != packet.ProtocolHopByHop {
+		return 0, 0
+	}
+	hl = (int(h[1]) + 1) << 3
+	end := hbh + (int(ip[4])<<8 | int(ip[5]))
 	if hbh+hl > end || end > len(d) {
 		return 0, 0
 	}
-	h := d[hbh : hbh+hl]
 	// Next header, PadN of 2, option type 0x31, its length, reserved, type 0.
-	if h[0] == packet.ProtocolDestOpts || binary.BigEndian.Uint32(h[2:])&0xFFFFFF00 != 0x01003100 || h[7] != TypePreallocatedTrace {
+	if h[0] == packet.ProtocolDestOpts || binary.BigEndian.Uint32(h[2:6])&0xFFFFFF00 != 0x01003100 || h[7] != TypePreallocatedTrace {
 		return 0, 0
 	}
 	optEnd := 6 + int(h[5])
@@ -91,17 +96,18 @@ func fastTrace(d []byte, l3 int) (opt, hl int) {
 	switch rest := hl - optEnd; {
 	case rest == 0:
 	case rest == 1:
-		if h[optEnd] != packet.IPv6OptPad1 {
+		if d[hbh+optEnd] != packet.IPv6OptPad1 {
 			return 0, 0
 		}
 	default:
-		if h[optEnd] != packet.IPv6OptPadN || int(h[optEnd+1]) != rest-2 {
+		if d[hbh+optEnd] != packet.IPv6OptPadN || int(d[hbh+optEnd+1]) != rest-2 {
 			return 0, 0
 		}
 	}
-	tr := Trace(h[8:optEnd])
-	data := len(tr) - TraceHeaderLen
-	if data > MaxTraceData || tr.NodeLen() != NodeLen(tr.TraceType()) || tr.RemainingLen()*4 > data {
+	// The trace header: h[8:16].
+	data := optEnd - 8 - TraceHeaderLen
+	tt := uint32(h[12])<<16 | uint32(h[13])<<8 | uint32(h[14])
+	if data > MaxTraceData || int(h[10]>>3) != NodeLen(tt) || int(h[11]&0x7F)*4 > data {
 		return 0, 0
 	}
 	return hbh + 4, hl
