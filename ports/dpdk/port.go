@@ -309,6 +309,11 @@ func (p *Port) open(o *Options) error {
 		return err
 	}
 	p.pool = pool
+	// A frame of the MTU (Ethernet header, one VLAN tag, FCS) must fit one
+	// buffer: multi-segment rx would only be linearised or dropped.
+	if frame := o.MTU + 22; o.MTU > 0 && frame > pool.DataRoom() {
+		return fmt.Errorf("mtu %d makes %d-byte frames; the pool's data_room is %d ([dpdk] data_room)", o.MTU, frame, pool.DataRoom())
+	}
 
 	var rssHF C.uint64_t
 	if o.RxQueues > 1 && len(o.RSS) > 0 {

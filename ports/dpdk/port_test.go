@@ -79,6 +79,7 @@ func TestOpenErrors(t *testing.T) {
 		{Options{Name: "x", Device: vdev("net_null"), RxTimestamp: TimestampHardware}, "RTE_ETH_RX_OFFLOAD_TIMESTAMP"},
 		{Options{Name: "x", Device: vdev("net_ring"), RxQueues: 2, RSS: []string{"ip"}}, "cannot hash"},
 		{Options{Name: "x", Device: vdev("net_null"), PoolSize: 10}, "pool_size"},
+		{Options{Name: "x", Device: vdev("net_null"), MTU: 9000}, "data_room"},
 	} {
 		p, err := Open(c.o)
 		if err == nil {
