@@ -168,7 +168,11 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 			dc.cNoIOAM.Inc()
 			return
 		}
-		if !fastScan(d, l3, s) {
+		opt, hl := fastTrace(d, l3)
+		if opt != 0 && !p.LayersValid() && dc.fast(ctx, p, d, l3, opt, hl) {
+			return
+		}
+		if opt == 0 || !fastScan(d, l3, s) {
 			if err := scanPacket(d, l3, s); err != nil {
 				p.Drop(dropReason(err))
 				return
@@ -259,6 +263,62 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 	if dc.remove {
 		dc.strip(p, s)
 	}
+}
+
+// fast handles the common case without a scan record: one pre-allocated
+// trace (fastTrace found and checked it at opt) of a known namespace, no
+// record to export, no copy to loop back. It reports false to leave the
+// packet to the general path.
+func (dc *decap) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt, hl int) bool {
+	tr := Trace(d[opt+OptionHeaderLen : opt+2+int(d[opt+1])])
+	if dc.wantRec || tr.Loopback() && dc.loop != nil {
+		return false
+	}
+	ns := dc.ns.lookup(binary.BigEndian.Uint16(tr))
+	if ns == nil {
+		return false
+	}
+	dc.cDecap.Inc()
+	tt := tr.TraceType()
+	if dc.fill {
+		if pl := ns.plan(tt, dc.eg); pl == nil {
+			tr.SetOverflow()
+			dc.cOverflow.Inc()
+		} else {
+			if tt&perBurst != 0 {
+				dc.values(ctx, p, &dc.vals, d[l3+7], tt)
+			} else {
+				ids := dc.ingressIDs(p.InPort)
+				dc.vals.hopLimit, dc.vals.ingress, dc.vals.ingressW = d[l3+7], ids.short, ids.wide
+			}
+			if !fillPrealloc(tr, pl, &dc.vals) {
+				dc.cOverflow.Inc()
+			}
+		}
+	}
+	if dc.hops != nil || dc.e2e != nil {
+		dc.delays(tt, tr.Data()[tr.RemainingLen()*4:], ns.Timestamp)
+	}
+	if !dc.remove {
+		return true
+	}
+	hbh := l3 + packet.IPv6Len
+	end := hbh + int(binary.BigEndian.Uint16(d[l3+4:]))
+	if d[hbh] == packet.ProtocolIPv6 && dc.mode != decapInline && hbh+hl+packet.IPv6Len <= end {
+		if p.RemoveGap(l3, packet.IPv6Len+hl) == nil {
+			dc.cStripped.Add(uint64(packet.IPv6Len + hl))
+		}
+		return true
+	}
+	if dc.mode == decapEncap {
+		return true
+	}
+	d[l3+6] = d[hbh]
+	if p.RemoveGap(hbh, hl) == nil {
+		addPayloadLength(p.Data(), l3, -hl)
+		dc.cStripped.Add(uint64(hl))
+	}
+	return true
 }
 
 // record fills dc.rec with the packet's IOAM data. own is this node's data
