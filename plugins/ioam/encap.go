@@ -863,7 +863,12 @@ func (e *encap) inline(ctx *plugins.Context, b *packet.Burst, i int, pr *profile
 // unused when the profile has none).
 func (e *encap) fill(ctx *plugins.Context, p *packet.Packet, pr *profile, d []byte, opts, e2e int, hopLimit uint8) {
 	if pr.plan != nil && opts >= 0 {
-		e.values(ctx, p, &e.vals, hopLimit, pr.traceType)
+		if pr.traceType&perBurst != 0 {
+			e.values(ctx, p, &e.vals, hopLimit, pr.traceType)
+		} else {
+			ids := e.ingressIDs(p.InPort)
+			e.vals.hopLimit, e.vals.ingress, e.vals.ingressW = hopLimit, ids.short, ids.wide
+		}
 		pr.plan.write(d[opts+pr.traceOff+pr.nodeAt:], &e.vals)
 	}
 	if pr.potKey != nil && opts >= 0 {
