@@ -291,7 +291,8 @@ func TestLab(t *testing.T) {
 		Peer string `toml:"peer"`
 	}
 	wantPorts := []struct{ name, driver, peer string }{{"m0", "mem", "m1"}, {"m1", "mem", "m0"}, {"null0", "null", ""},
-		{"rl0", "mem", "rl1"}, {"rl1", "mem", "rl0"}, {"rl2", "mem", "rl3"}, {"rl3", "mem", "rl2"}} // rl*: the RLNC path
+		{"rl0", "mem", "rl1"}, {"rl1", "mem", "rl0"}, {"rl2", "mem", "rl3"}, {"rl3", "mem", "rl2"}, // rl*: the RLNC path
+		{"st0", "mem", "st1"}, {"st1", "mem", "st0"}} // st*: the STAMP path
 	if len(f.Ports) != len(wantPorts) {
 		t.Fatalf("%d ports", len(f.Ports))
 	}
@@ -309,7 +310,7 @@ func TestLab(t *testing.T) {
 		}
 	}
 
-	if len(f.Pipelines) != 5 { // source, lab, and the RLNC path's rlnc-source, rlnc-relay, rlnc-dest
+	if len(f.Pipelines) != 7 { // source, lab, the RLNC path's rlnc-source, rlnc-relay, rlnc-dest, the STAMP path's stamp-sender, stamp-reflector
 		t.Fatalf("%d pipelines", len(f.Pipelines))
 	}
 	src, lab := f.Pipelines[0], f.Pipelines[1]

@@ -40,7 +40,7 @@ func WriteReport(w io.Writer, title string, m *Metrics) {
 		fmt.Fprintf(w, "  %d negative one-way delays: the clocks disagree\n", m.Forward.Negative+m.Backward.Negative)
 	}
 	if m.RecordsLost > 0 {
-		fmt.Fprintf(w, "  %d records lost: the FIFO was full (fetch results more often)\n", m.RecordsLost)
+		fmt.Fprintf(w, "  %d records not kept for the control API: its FIFO was full (linerate stamp results drains it); the metrics count them all\n", m.RecordsLost)
 	}
 }
 

@@ -1,0 +1,94 @@
+package stamp
+
+import (
+	"io"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/config"
+
+	_ "github.com/linerate/linerate/plugins"
+)
+
+// The embedded lab's STAMP path, in virtual time: the delays, the jitter and
+// the loss the collector reports per direction are the links'.
+func TestLabSTAMP(t *testing.T) {
+	cfg, err := config.LoadLab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Control.Listen = ""
+	// Only the STAMP path: the others are their plugins' to test.
+	var pls []config.Pipeline
+	for _, p := range cfg.Pipelines {
+		if strings.HasPrefix(p.Name, "stamp-") {
+			pls = append(pls, p)
+		}
+	}
+	if len(pls) != 2 {
+		t.Fatalf("the lab has %d STAMP pipelines", len(pls))
+	}
+	cfg.Pipelines = pls
+	sim := clock.NewSim(testUnixBase)
+	e, err := appliance.New(cfg, appliance.Options{Manual: true, Clock: sim, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	runFor(e, sim, 20*time.Second, 50*time.Microsecond)
+	var reg *Registry
+	for _, st := range e.Stages("stamp-sender") {
+		reg = st.(*sender).reg
+	}
+	s := reg.tx.Load().get(1)
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	runFor(e, sim, 20*time.Millisecond, 50*time.Microsecond)
+	m := metricsOf(s)
+
+	// The report goes to stdout when the engine stops.
+	r, w, _ := os.Pipe()
+	stdout := os.Stdout
+	os.Stdout = w
+	e.Stop()
+	os.Stdout = stdout
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if err := e.Close(); err != nil {
+		t.Error(err)
+	}
+	t.Logf("\n%s", out)
+	for _, want := range []string{"STAMP session 1", "round trip", "forward", "backward"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the report has no %q", want)
+		}
+	}
+
+	within := func(name string, got, want, tol float64) {
+		if math.Abs(got-want) > tol*want {
+			t.Errorf("%s: %.4g, want %.4g ±%.0f%%", name, got, want, 100*tol)
+		}
+	}
+	// Each mem hop waits up to one step (50 µs) for the next loop.
+	within("forward p50 (ms)", float64(m.Forward.P50)/1e6, 2.05, 0.03)
+	within("backward p50 (ms)", float64(m.Backward.P50)/1e6, 5.05, 0.03)
+	within("round trip p50 (ms)", float64(m.RTT.P50)/1e6, 7.1, 0.03)
+	// Uniform jitter ±j: the mean |IPDV| of two independent draws is 2j/3.
+	within("forward IPDV (µs)", float64(m.JitterForward.MeanAbs)/1e3, 2*200.0/3, 0.1)
+	within("backward IPDV (µs)", float64(m.JitterBack.MeanAbs)/1e3, 2*500.0/3, 0.1)
+	// About 20000 packets: 1% forward is 200 ± 14 (1σ), 2% of the rest
+	// backward 396 ± 20.
+	within("forward loss", float64(m.LostForward)/float64(m.Answered), 0.01, 0.25)
+	within("backward loss", float64(m.LostBackward)/float64(m.Answered-uint64(m.LostForward)), 0.02, 0.2)
+	if !m.Split || m.Unsynchronized != 0 || m.Duplicates != 0 || m.Reordered != 0 {
+		t.Errorf("metrics %+v", m)
+	}
+}
