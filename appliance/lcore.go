@@ -120,6 +120,27 @@ func (lc *lcore) forward(h packet.Handle, port uint16) {
 	t.n++
 }
 
+// forwardBurst appends every handle of hs to the tx buffer of port, flushing it
+// whenever it fills.
+func (lc *lcore) forwardBurst(hs []packet.Handle, port uint16) {
+	if int(port) >= len(lc.tx) {
+		lc.countDrop(packet.ReasonNoPort, uint64(len(hs)))
+		for _, h := range hs {
+			lc.free(h)
+		}
+		return
+	}
+	t := &lc.tx[port]
+	for len(hs) > 0 {
+		if t.n == len(t.buf) {
+			lc.flush(t, lc.e.clock.Now())
+		}
+		k := copy(t.buf[t.n:], hs)
+		t.n += k
+		hs = hs[k:]
+	}
+}
+
 // emit appends h to the tx buffer of port, dropping it as emit_full when full.
 func (lc *lcore) emit(h packet.Handle, port uint16) bool {
 	if int(port) >= len(lc.tx) {
@@ -652,6 +673,13 @@ func (e env) NumLcores() int { return len(e.in.pipe.instances) }
 
 func (e env) Free(h packet.Handle) { e.in.lc.free(h) }
 
+// ForwardBurst moves the whole burst to a port's tx buffer: the packets leave
+// the chain with no verdict written and no partition pass.
+func (e env) ForwardBurst(b *packet.Burst, port uint16) {
+	e.in.lc.forwardBurst(b.H[:b.N], port)
+	b.N = 0
+}
+
 func (e env) Handoff(h packet.Handle, owner int) bool {
 	in := e.in
 	if owner == in.idx || owner < 0 || owner >= len(in.pipe.instances) {
@@ -677,5 +705,8 @@ func ownerOf(key uint64, n int) int {
 	return int((key >> 32) * uint64(n) >> 32)
 }
 
-var _ plugins.Env = env{}
+var (
+	_ plugins.Env            = env{}
+	_ plugins.BurstForwarder = env{}
+)
 var _ = clock.Mono

@@ -64,11 +64,13 @@ func newForward(s *Setup) (Stage, error) {
 }
 
 func (f *forward) Process(ctx *Context, b *packet.Burst) {
+	bad := 0
 	for i := 0; i < b.N; i++ {
 		p := b.H[i].P()
 		d := p.Data()
 		if len(d) < 14 {
 			p.Drop(packet.ReasonMalformed)
+			bad++
 			continue
 		}
 		if f.swapMAC {
@@ -88,7 +90,18 @@ func (f *forward) Process(ctx *Context, b *packet.Burst) {
 		}
 		if f.toIn {
 			p.Forward(p.InPort)
-		} else {
+		}
+	}
+	if f.toIn {
+		return
+	}
+	if bad == 0 {
+		// The common case: the whole burst goes to one port in one move.
+		ctx.ForwardBurst(b, f.port)
+		return
+	}
+	for i := 0; i < b.N; i++ {
+		if p := b.H[i].P(); p.Verdict() == packet.Continue {
 			p.Forward(f.port)
 		}
 	}

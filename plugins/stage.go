@@ -100,6 +100,25 @@ type Context struct {
 	Env   Env
 }
 
+// BurstForwarder is an Env that takes a whole burst for one port at once: no
+// verdict per packet and no partition pass. The engine's Env is one.
+type BurstForwarder interface {
+	ForwardBurst(b *packet.Burst, port uint16)
+}
+
+// ForwardBurst sends every packet of b to port and empties b: for a stage that
+// forwards the whole burst to one port, the common case of a forwarding chain's
+// last stage. Every packet of b must still be at Continue.
+func (c *Context) ForwardBurst(b *packet.Burst, port uint16) {
+	if f, ok := c.Env.(BurstForwarder); ok {
+		f.ForwardBurst(b, port)
+		return
+	}
+	for i := 0; i < b.N; i++ {
+		b.H[i].P().Forward(port)
+	}
+}
+
 // Emit queues h for transmit on port; see Env.
 func (c *Context) Emit(h packet.Handle, port uint16) bool { return c.Env.Emit(h, port) }
 
