@@ -28,12 +28,12 @@ type decoderConfig struct {
 // decoder is a CODED IP destination (§II.C). Each arriving coefficient vector
 // is reduced against the generation's rows at once (gf.Echelon), and only an
 // innovative packet's bytes are touched: they are copied into the store, as
-// they came. Beside each row the Echelon carries the row's combination of the
-// packets kept (a K-octet transform, e_s for the s-th kept), so that at full
-// rank row i of the transform says how source block i is made of the packets
-// kept. Every block still owed is then written by one fused dot product over
-// the kept blocks, straight into the buffers of the packets delivered: the
-// payload work of a generation is one pass, whatever the arrival order.
+// they came. The Echelon's rows are augmented with a column per packet, so
+// that at full rank the row with pivot i says how source block i is made of
+// the packets kept (see insert). Every block still owed is then written by
+// one fused dot product over the kept blocks, straight into the buffers of
+// the packets delivered: the payload work of a generation is one pass,
+// whatever the arrival order.
 //
 // A systematic packet (an uncoded source block) is delivered at once, in
 // place: its CODED IP header is cut out and the Next Header restored.
@@ -44,12 +44,15 @@ type decoder struct {
 	q       outQueue
 	ctx     *plugins.Context
 	coef    []byte
+	alloc   packet.Burst
+	aug     []byte
+	pivRow  []int32
 	dsts    [][]byte
 	srcs    [][]byte
 	outH    []packet.Handle
 	latency *stats.Histogram
 
-	cDecoded, cDelivered, cSystematic, cUnfinished, cBadPrefix, cNoBuf, cQueueFull *stats.Counter
+	cDecoded, cDelivered, cSystematic, cUnfinished, cBadPrefix, cNoBuf, cQueueFull, cRebuilds *stats.Counter
 }
 
 func newDecoder(s *plugins.Setup) (plugins.Stage, error) {
@@ -81,7 +84,7 @@ func newDecoder(s *plugins.Setup) (plugins.Stage, error) {
 		}
 	}
 	seed := s.Shared("seed", func() any { return uint64(0x9E3779B97F4A7C15) }).(uint64)
-	st, err := newStore(c.storeConfig, seed, true, newStoreCounters(s.Counters))
+	st, err := newStore(c.storeConfig, seed, augmentedWidth, newStoreCounters(s.Counters))
 	if err != nil {
 		return nil, fmt.Errorf("rlnc.decoder: %w", err)
 	}
@@ -96,6 +99,8 @@ func newDecoder(s *plugins.Setup) (plugins.Stage, error) {
 	}
 	d.q.init(c.Queue)
 	d.coef = make([]byte, MaxK*MaxK)
+	d.aug = make([]byte, augmentedWidth(MaxK))
+	d.pivRow = make([]int32, MaxK)
 	d.dsts = make([][]byte, MaxK)
 	d.srcs = make([][]byte, MaxK)
 	d.outH = make([]packet.Handle, MaxK)
@@ -108,6 +113,7 @@ func newDecoder(s *plugins.Setup) (plugins.Stage, error) {
 	d.cBadPrefix = cs.New("bad_length_prefix", "decoded blocks whose length prefix exceeds N − 2 (not delivered)")
 	d.cNoBuf = cs.New("no_buffer", "decoded packets not delivered: the pool was empty")
 	d.cQueueFull = cs.New("queue_full", "decoded packets dropped: the chain queue was full")
+	d.cRebuilds = cs.New("echelon_rebuilds", "eliminations restarted from the packets kept, after many non-innovative arrivals")
 	return d, nil
 }
 
@@ -158,17 +164,11 @@ func (d *decoder) take(ctx *plugins.Context, h packet.Handle) {
 		}
 	}
 	innov := false
-	if rank := ge.ech.Rank(); rank < ge.kk {
-		slot, ok := st.allocSlot(gi)
-		if !ok {
+	if ge.rank < ge.kk {
+		var ok bool
+		if innov, ok = d.insert(gi, hd); !ok {
 			p.Drop(reasonNoMemory)
 			return
-		}
-		innov, _ = ge.ech.Insert(hd.Vector(), unitVector(rank, ge.k))
-		if innov {
-			d.keep(gi, slot, hd)
-		} else {
-			st.slotFree.push(slot)
 		}
 	}
 	if !innov && sys < 0 {
@@ -179,7 +179,7 @@ func (d *decoder) take(ctx *plugins.Context, h packet.Handle) {
 	if sys >= 0 {
 		bitSet(&ge.delivered, sys) // in place, below
 	}
-	if ge.ech.Rank() >= ge.kk {
+	if ge.rank >= ge.kk {
 		d.decode(gi)
 	}
 	if sys >= 0 {
@@ -216,6 +216,83 @@ func (d *decoder) unwrap(p *packet.Packet, l *packet.Layers, hd Header) {
 	}
 }
 
+// spareCols are augmented columns beyond K: a generation can take this many
+// non-innovative packets before full rank (each uses a column).
+const spareCols = 8
+
+// augmentedWidth is the decoder's Echelon width for generation size k: the
+// K coefficients, then one column per packet inserted.
+func augmentedWidth(k int) int { return 2*k + spareCols }
+
+// insert reduces a packet's coefficient vector, augmented with a 1 in a
+// column of its own, and keeps the packet if it is innovative. The augmented
+// part of each row records how the row is made of the packets kept, in one
+// Echelon pass over short rows. A packet whose coefficients reduce to zero
+// leaves a row with its pivot in its own column: the columns run from the
+// newest packet to the oldest, so that pivot is the new packet's, and
+// back-substitution clears it from every other row; its bytes are never
+// needed and never touched. ok is false when no block memory can be had.
+func (d *decoder) insert(gi int32, hd Header) (innov, ok bool) {
+	st := d.st
+	ge := &st.gens[gi]
+	k, w := ge.k, ge.k+spareCols
+	if ge.ins >= w {
+		d.rebuild(gi)
+	}
+	slot, ok := st.allocSlot(gi)
+	if !ok {
+		return false, false
+	}
+	v := d.aug[:k+w]
+	copy(v, hd.Vector())
+	clear(v[k:])
+	c := ge.ins
+	v[k+w-1-c] = 1
+	ge.ech.Insert(v, nil)
+	ge.ins++
+	row, _ := ge.ech.Row(ge.ech.Rank() - 1)
+	if pivot(row, k) < 0 {
+		ge.col[c] = -1
+		st.slotFree.push(slot)
+		return false, true
+	}
+	ge.col[c] = int16(len(ge.rows))
+	d.keep(gi, slot, hd)
+	ge.rank++
+	return true, true
+}
+
+// rebuild starts generation gi's Echelon again from the packets kept, when
+// non-innovative arrivals have used up its augmented columns: each kept
+// packet gets a column again, and the spare ones are free. Rare, and bounded
+// by K inserts.
+func (d *decoder) rebuild(gi int32) {
+	st := d.st
+	ge := &st.gens[gi]
+	k, w := ge.k, ge.k+spareCols
+	ge.ech.Reset()
+	v := d.aug[:k+w]
+	for j, sl := range ge.rows {
+		copy(v, st.slot(sl)[:k])
+		clear(v[k:])
+		v[k+w-1-j] = 1
+		ge.ech.Insert(v, nil)
+		ge.col[j] = int16(j)
+	}
+	ge.ins = len(ge.rows)
+	d.cRebuilds.Inc()
+}
+
+// pivot is the first non-zero column of row among the first k, or -1.
+func pivot(row []byte, k int) int {
+	for j, c := range row[:k] {
+		if c != 0 {
+			return j
+		}
+	}
+	return -1
+}
+
 // decode writes every source block of generation gi not yet delivered, in one
 // fused pass over the packets kept, into fresh packets built on the
 // generation's headers, and delivers them.
@@ -223,35 +300,64 @@ func (d *decoder) decode(gi int32) {
 	st := d.st
 	ge := &st.gens[gi]
 	s := &st.sess[ge.sess]
-	rank := len(ge.rows)
+	k, w := ge.k, ge.k+spareCols
+	kept := len(ge.rows)
 	hl, n := ge.hdrLen, ge.n
-	m := 0
+	// At full rank, the row with pivot i has e_i for coefficients; its
+	// augmented part is source block i in terms of the packets kept.
 	for i := 0; i < ge.kk; i++ {
-		if bitHas(&ge.delivered, i) {
+		d.pivRow[i] = -1
+	}
+	for r := 0; r < ge.ech.Rank(); r++ {
+		row, _ := ge.ech.Row(r)
+		if p := pivot(row, k); p >= 0 && p < ge.kk {
+			d.pivRow[p] = int32(r)
+		}
+	}
+	owed := 0
+	for i := 0; i < ge.kk; i++ {
+		if !bitHas(&ge.delivered, i) && d.pivRow[i] >= 0 {
+			owed++
+		}
+	}
+	// Buffers for every block owed, in batches of one pool lock each.
+	got := 0
+	for got < owed {
+		b := &d.alloc
+		b.N = 0
+		n := d.pool.Alloc(b, min(owed-got, packet.MaxBurst))
+		if n == 0 {
+			d.cNoBuf.Add(uint64(owed - got))
+			break
+		}
+		copy(d.outH[got:], b.H[:n])
+		got += n
+	}
+	m := 0
+	for i := 0; i < ge.kk && m < got; i++ {
+		if bitHas(&ge.delivered, i) || d.pivRow[i] < 0 {
 			continue
 		}
-		t, ok := ge.ech.Decoded(i)
-		if !ok {
-			continue
-		}
-		h, ok := d.pool.AllocOne()
-		if !ok {
-			d.cNoBuf.Inc()
-			continue
+		h := d.outH[m]
+		row, _ := ge.ech.Row(int(d.pivRow[i]))
+		t := row[k : k+w]
+		cr := d.coef[m*kept : (m+1)*kept]
+		for c := 0; c < ge.ins; c++ {
+			if j := ge.col[c]; j >= 0 {
+				cr[j] = t[w-1-c]
+			}
 		}
 		// The block starts with its length prefix: decoded 2 bytes early, the
 		// prefix lands on the end of the headers, written over afterwards.
 		b, _ := h.P().Append(hl - LenPrefix + n)
 		d.dsts[m] = b[hl-LenPrefix:]
-		copy(d.coef[m*rank:], t[:rank])
-		d.outH[m] = h
 		bitSet(&ge.delivered, i)
 		m++
 	}
 	for j, sl := range ge.rows {
-		d.srcs[j] = st.slot(sl)[ge.k : ge.k+n]
+		d.srcs[j] = st.slot(sl)[k : k+n]
 	}
-	gf.MulMulti(d.dsts[:m], d.srcs[:rank], d.coef[:m*rank])
+	gf.MulMulti(d.dsts[:m], d.srcs[:kept], d.coef[:m*kept])
 	now := d.ctx.Now
 	for j := 0; j < m; j++ {
 		h := d.outH[j]

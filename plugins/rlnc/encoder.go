@@ -161,7 +161,7 @@ func newEncoder(s *plugins.Setup) (plugins.Stage, error) {
 		return nil, fmt.Errorf("rlnc.encoder: %w", err)
 	}
 	seed := s.Shared("seed", func() any { return c.Seed * 0x9E3779B97F4A7C15 }).(uint64)
-	e.st, err = newStore(c.storeConfig, seed, false, newStoreCounters(s.Counters))
+	e.st, err = newStore(c.storeConfig, seed, nil, newStoreCounters(s.Counters))
 	if err != nil {
 		return nil, fmt.Errorf("rlnc.encoder: %w", err)
 	}

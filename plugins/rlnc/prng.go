@@ -1,6 +1,9 @@
 package rlnc
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // prng is wyrand: one add and one 64×64→128 multiply per 8 random bytes. Each
 // stage instance has its own, so lcores share nothing; coefficients need to be
@@ -15,8 +18,17 @@ func (r *prng) next() uint64 {
 }
 
 // nonZero fills dst with uniformly random non-zero bytes (zero is redrawn).
+// Eight at a time while a draw has no zero byte, which is nearly always.
 func (r *prng) nonZero(dst []byte) {
-	for i := 0; i < len(dst); {
+	i := 0
+	for ; i+8 <= len(dst); i += 8 {
+		v := r.next()
+		for (v-0x0101010101010101)&^v&0x8080808080808080 != 0 {
+			v = r.next()
+		}
+		binary.LittleEndian.PutUint64(dst[i:], v)
+	}
+	for i < len(dst) {
 		v := r.next()
 		for j := 0; j < 8 && i < len(dst); j++ {
 			if b := byte(v); b != 0 {

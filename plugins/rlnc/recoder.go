@@ -79,7 +79,7 @@ func newRecoder(s *plugins.Setup) (plugins.Stage, error) {
 		return nil, fmt.Errorf("rlnc.recoder: %w", err)
 	}
 	seed := s.Shared("seed", func() any { return c.Seed * 0x9E3779B97F4A7C15 }).(uint64)
-	st, err := newStore(c.storeConfig, seed, false, newStoreCounters(s.Counters))
+	st, err := newStore(c.storeConfig, seed, func(k int) int { return k }, newStoreCounters(s.Counters))
 	if err != nil {
 		return nil, fmt.Errorf("rlnc.recoder: %w", err)
 	}

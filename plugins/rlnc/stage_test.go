@@ -419,3 +419,59 @@ func TestExtensionChain(t *testing.T) {
 	}
 	freeAll(out)
 }
+
+// Non-innovative packets before full rank, many more than the decoder's spare
+// columns, and a systematic packet already in the span: the generation still
+// decodes, byte for byte, and no dependent packet is kept.
+func TestDecoderDependent(t *testing.T) {
+	h := newHarness(t)
+	dec := h.mustBuild("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
+	r := rand.New(rand.NewPCG(5, 5))
+	src := source(r, 3, 64)
+	blocks := make([][]byte, 3)
+	for i, f := range src {
+		blocks[i] = make([]byte, 64)
+		binary.BigEndian.PutUint16(blocks[i], uint16(len(f)-54))
+		copy(blocks[i][2:], f[54:])
+	}
+	frame := func(v []byte, sys bool) []byte {
+		blk := make([]byte, 64)
+		gf.MulAddMulti([][]byte{blk}, blocks, v)
+		f := goodFields(0, 3, v)
+		f.BlockLen = 64
+		if sys {
+			f.Flags = FlagSystematic
+		}
+		return codedFrame(testSrc, testDst, f, blk)
+	}
+	frames := [][]byte{frame([]byte{1, 2, 3}, false), frame([]byte{0, 1, 0}, true)}
+	// 2·(1,2,3) + c·(0,1,0) span nothing new: 20 of them.
+	for c := byte(1); c <= 20; c++ {
+		frames = append(frames, frame([]byte{2, gf.Mul8(2, 2) ^ c, gf.Mul8(2, 3)}, false))
+	}
+	frames = append(frames, frame([]byte{9, 9, 8}, false))
+	o := h.run(dec, h.bursts(frames, 0)[0])
+	if o.dropped["rlnc_non_innovative"] != 20 || o.consumed != 2 || len(o.continued) != 1 {
+		t.Fatalf("want 20 non-innovative, 2 consumed, 1 systematic delivered: %+v", o)
+	}
+	out := append(o.continued, h.produce(dec)...)
+	if len(out) != 3 {
+		t.Fatalf("%d delivered", len(out))
+	}
+	got := map[string]bool{}
+	for _, hd := range out {
+		got[string(hd.P().Data()[14:])] = true
+	}
+	for i, f := range src {
+		if !got[string(f[14:])] {
+			t.Errorf("original %d not delivered", i)
+		}
+	}
+	freeAll(out)
+	if h.counter("dec", "echelon_rebuilds") == 0 {
+		t.Error("20 dependent packets should have used up the spare columns")
+	}
+	if h.counter("dec", "innovative") != 3 {
+		t.Errorf("%d kept, want 3", h.counter("dec", "innovative"))
+	}
+}

@@ -74,6 +74,11 @@ type generation struct {
 	last  int64
 	ech   *gf.Echelon
 	rows  []int32 // arena slots held, in arrival order
+	// Decoder: augmented columns used, and for each the index in rows of the
+	// packet kept for it (-1: not kept, it was not innovative).
+	ins  int
+	col  [MaxK + spareCols]int16
+	rank int // decoder: independent coefficient vectors held
 	// Delivered source blocks (decoder) or blocks sent systematically.
 	delivered [4]uint64
 	// Template: the headers of the packet that opened the generation, up to
@@ -152,11 +157,14 @@ func newStoreCounters(s *stats.Set) storeCounters {
 }
 
 type store struct {
-	cfg      storeConfig
-	seed     uint64
-	timeout  int64
-	window   int
-	payload  bool // Echelons track a K-byte transform (decoder)
+	cfg     storeConfig
+	seed    uint64
+	timeout int64
+	window  int
+	// width is the column count of a generation's Echelon for size K:
+	// K for coefficients alone (recoder), more for a decoder's augmented
+	// rows; nil for none (encoder).
+	width    func(k int) int
 	receiver bool // count generations freed before they were finished
 	c        storeCounters
 
@@ -190,7 +198,7 @@ type store struct {
 	onFree func(gi int32)
 }
 
-func newStore(cfg storeConfig, seed uint64, payload bool, c storeCounters) (*store, error) {
+func newStore(cfg storeConfig, seed uint64, width func(k int) int, c storeCounters) (*store, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -203,7 +211,7 @@ func newStore(cfg storeConfig, seed uint64, payload bool, c storeCounters) (*sto
 		return nil, fmt.Errorf("memory %v is too large (at most %d blocks)", cfg.Memory, 1<<24)
 	}
 	st := &store{cfg: cfg, seed: seed, timeout: int64(time.Duration(cfg.SessionTimeout)), window: cfg.Window,
-		payload: payload, c: c, lastSess: -1,
+		width: width, c: c, lastSess: -1,
 		sess: make([]session, cfg.MaxSessions), sessFree: newStack(cfg.MaxSessions), stab: newTable(cfg.MaxSessions),
 		sessLRU: newList(), sl: newLinks(cfg.MaxSessions),
 		gens: make([]generation, cfg.MaxGenerations), genFree: newStack(cfg.MaxGenerations), gtab: newTable(cfg.MaxGenerations),
@@ -418,7 +426,7 @@ func (st *store) freeGen(gi int32) {
 		st.slotFree.push(s)
 	}
 	ge.rows = ge.rows[:0]
-	st.putEchelon(ge.ech)
+	st.putEchelon(ge.k, ge.ech)
 	ge.ech = nil
 	s := &st.sess[ge.sess]
 	if s.open == gi {
@@ -432,8 +440,12 @@ func (st *store) freeGen(gi int32) {
 	st.genFree.push(gi)
 }
 
-// echelon takes an Echelon for generation size k from the cache, or makes one.
+// echelon takes an Echelon for generation size k from the cache, or makes
+// one of width(k) columns. A store without width keeps none (encoder).
 func (st *store) echelon(k int) (*gf.Echelon, error) {
+	if st.width == nil {
+		return nil, nil
+	}
 	if l := st.echelons[k]; len(l) > 0 {
 		e := l[len(l)-1]
 		st.echelons[k] = l[:len(l)-1]
@@ -441,19 +453,15 @@ func (st *store) echelon(k int) (*gf.Echelon, error) {
 		e.Reset()
 		return e, nil
 	}
-	pl := 0
-	if st.payload {
-		pl = k
-	}
 	st.c.echelonAlloc.Inc()
-	return gf.NewEchelon(k, pl)
+	return gf.NewEchelon(st.width(k), 0)
 }
 
-func (st *store) putEchelon(e *gf.Echelon) {
+// putEchelon keeps the Echelon of a generation of size k for reuse.
+func (st *store) putEchelon(k int, e *gf.Echelon) {
 	if e == nil || st.cached >= st.cfg.MaxGenerations {
 		return
 	}
-	k := e.K()
 	if st.echelons[k] == nil {
 		st.echelons[k] = make([]*gf.Echelon, 0, 16)
 	}
