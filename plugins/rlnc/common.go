@@ -228,8 +228,3 @@ func (q *outQueue) free() {
 
 // putIPv6PayloadLen sets the Payload Length of the IPv6 header at l3 of d.
 func putIPv6PayloadLen(d []byte, l3, n int) { binary.BigEndian.PutUint16(d[l3+4:], uint16(n)) }
-
-// unit holds a single 1 at index MaxK−1: unit[MaxK−1−s:][:k] is e_s.
-var unit = func() (u [2 * MaxK]byte) { u[MaxK-1] = 1; return }()
-
-func unitVector(s, k int) []byte { return unit[MaxK-1-s : MaxK-1-s+k] }
