@@ -92,7 +92,9 @@ type portEntry struct {
 	ownPoolOnly  bool
 	engineStamps bool
 	internal     bool
-	cfgPort      config.Port
+	// driverRxBytes: the driver stamps rx itself, so rx bytes are the driver's.
+	driverRxBytes bool
+	cfgPort       config.Port
 }
 
 type pipeline struct {
@@ -553,6 +555,7 @@ func (e *Engine) Start() error {
 	if err := e.rt.apply(); err != nil {
 		return err
 	}
+	e.askStamping()
 	if e.opt.Manual {
 		for _, lc := range e.lcores {
 			for _, in := range lc.instances {
@@ -578,6 +581,25 @@ func (e *Engine) Start() error {
 	}
 	go e.watch()
 	return nil
+}
+
+// askStamping lets drivers that can stamp rx packets in their own pass do so,
+// when the engine's clock is the host's monotonic clock they stamp with.
+func (e *Engine) askStamping() {
+	if _, host := e.clock.(*clock.System); !host {
+		return
+	}
+	for _, pl := range e.pipelines {
+		for _, in := range pl.instances {
+			for i := range in.rx {
+				rq := &in.rx[i]
+				if s, ok := rq.port.port.(ports.RxStamper); ok && rq.port.engineStamps {
+					rq.stamped = s.StampRx(rq.queue, rq.port.id)
+					rq.port.driverRxBytes = rq.port.driverRxBytes || rq.stamped
+				}
+			}
+		}
+	}
 }
 
 // Step runs one loop iteration of every lcore on the calling goroutine. Only for
@@ -879,6 +901,9 @@ func (e *Engine) Snapshot() *stats.Snapshot {
 		if pe.port != nil {
 			st := pe.port.Stats()
 			ps.RxDropped, ps.TxDropped, ps.RxErrors, ps.Extra = st.RxDropped, st.TxDropped, st.RxErrors, st.Extra
+			if pe.driverRxBytes {
+				ps.RxBytes = st.RxBytes
+			}
 			ps.LinkUp = pe.port.Info().LinkUp
 		}
 		s.Ports = append(s.Ports, ps)

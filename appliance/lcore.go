@@ -171,22 +171,33 @@ func (lc *lcore) flush(t *txBuffer, now int64) {
 		n := copy(b.H[:], t.buf[off:t.n])
 		b.N = n
 		off += n
-		if pe.ownPoolOnly {
-			for i := 0; i < b.N; i++ {
-				if b.H[i].P().PoolID() != pe.poolID {
-					b.H[i] = lc.copyToPool(b.H[i], pe)
+		// One pass: the tx timestamp, the length (read now: once the port has a
+		// packet it may free it), and for ports that transmit only their own
+		// buffers, a copy of any other pool's packet.
+		bytes, failed := 0, false
+		for i := 0; i < b.N; i++ {
+			p := b.H[i].P()
+			if pe.ownPoolOnly && p.PoolID() != pe.poolID {
+				if b.H[i] = lc.copyToPool(b.H[i], pe); b.H[i] == 0 {
+					failed = true
+					continue
 				}
+				p = b.H[i].P()
 			}
-			// A copy that failed left a zero handle: squeeze those out.
-			b.N = compactZero(b)
-		}
-		// Lengths are read now: once the port has a packet it may free it.
-		bytes := 0
-		for i, h := range b.H[:b.N] {
-			p := h.P()
 			p.TxTime = now
 			lc.txLen[i] = uint32(p.Len())
 			bytes += p.Len()
+		}
+		if failed {
+			// A copy that failed left a zero handle: squeeze those out.
+			j := 0
+			for i := 0; i < b.N; i++ {
+				if b.H[i] != 0 {
+					b.H[j], lc.txLen[j] = b.H[i], lc.txLen[i]
+					j++
+				}
+			}
+			b.N = j
 		}
 		sent := pe.port.TxBurst(t.queue, b)
 		if sent == b.N {
@@ -216,17 +227,6 @@ func (t *txBuffer) countTx(lens []uint32) {
 		t.txBytes.Add(uint64(n))
 	}
 	t.txPackets.Add(uint64(len(lens)))
-}
-
-func compactZero(b *packet.Burst) int {
-	j := 0
-	for i := 0; i < b.N; i++ {
-		if b.H[i] != 0 {
-			b.H[j] = b.H[i]
-			j++
-		}
-	}
-	return j
 }
 
 // copyToPool copies a packet into a buffer of the port's own pool, for ports that
@@ -441,6 +441,7 @@ type rxQueue struct {
 	port     *portEntry
 	queue    int
 	internal bool // a mem link: keep polling while draining
+	stamped  bool // the driver stamps InPort, InQueue and RxTime itself
 }
 
 type stageInst struct {
@@ -539,6 +540,13 @@ func (in *instance) poll(now int64, draining bool) int {
 		b.N = 0
 		n := rq.port.port.RxBurst(rq.queue, b)
 		if n == 0 {
+			continue
+		}
+		if rq.stamped {
+			in.lc.tx[rq.port.id].rxPackets.Add(uint64(n))
+			in.ctx.Now = b.H[0].P().RxTime
+			moved += n
+			in.run(b, 0)
 			continue
 		}
 		t := in.lc.e.clock.Now()

@@ -60,6 +60,15 @@ type Stats struct {
 	Extra map[string]uint64
 }
 
+// RxStamper is a port that stamps received packets itself, in the per-packet
+// pass its driver makes anyway: InPort, InQueue, RxTime from CLOCK_MONOTONIC
+// (the engine's host clock) and a clear verdict. The engine then skips its own
+// stamping pass for that queue and takes rx bytes from the driver's Stats. The
+// engine asks only when its clock is the host's.
+type RxStamper interface {
+	StampRx(queue int, port uint16) bool
+}
+
 // Finite is a port whose input ends (a pcap file read once). The engine stops by
 // itself when every finite input is done and nothing is left in flight.
 type Finite interface {

@@ -9,6 +9,8 @@
 #include <rte_lcore.h>
 #include <rte_mbuf_dyn.h>
 
+#include <time.h>
+
 #include "lr.h"
 
 _Static_assert(sizeof(struct lr_meta) == LR_META_SIZE, "lr_meta is not packet.MetaSize bytes");
@@ -186,6 +188,12 @@ uint16_t lr_rx_burst(uintptr_t qp, uintptr_t outp, uint16_t n)
 	const struct lr_tsconv *conv = NULL;
 	if (q->ts_on)
 		conv = &q->conv[__atomic_load_n(&q->conv_idx, __ATOMIC_ACQUIRE) & 1];
+	int64_t now = 0;
+	if (q->stamp) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	}
 	uint16_t k = 0;
 	for (uint16_t i = 0; i < got; i++) {
 		struct rte_mbuf *mb = m[i];
@@ -208,6 +216,11 @@ uint16_t lr_rx_burst(uintptr_t qp, uintptr_t outp, uint16_t n)
 		}
 		struct lr_meta *p = LR_META(mb);
 		lr_reset(p, mb);
+		if (q->stamp) {
+			p->in_port = q->engine_port;
+			p->in_queue = q->queue;
+			p->rx_time = now;
+		}
 		if (mb->ol_flags & RTE_MBUF_F_RX_RSS_HASH)
 			p->hash = mb->hash.rss;
 		if (conv != NULL && (mb->ol_flags & q->ts_flag)) {

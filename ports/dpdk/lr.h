@@ -67,6 +67,11 @@ struct lr_rxq {
 	uint64_t ts_flag;
 	struct lr_tsconv conv[2];
 	uint32_t conv_idx; // which conv the lcore reads; flipped by the control side
+	// Set once before the first burst when the engine lets the driver stamp:
+	// in_port, in_queue and rx_time (CLOCK_MONOTONIC, the engine's clock) are
+	// then written in the pass rx makes anyway.
+	uint16_t engine_port;
+	uint16_t stamp;
 
 	// Written by the polling lcore only (relaxed atomic stores), read by Stats.
 	uint64_t linearized;

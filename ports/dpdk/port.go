@@ -514,6 +514,19 @@ func (p *Port) RxBurst(q int, b *packet.Burst) int {
 	return n
 }
 
+// StampRx lets rx queue q stamp its packets in the C rx pass: InPort, InQueue
+// and RxTime from CLOCK_MONOTONIC, which is the engine's clock (the Go
+// runtime's nanotime reads the same clock). A hardware timestamp, where the PMD
+// gives one, still wins. Call it before the queue's first burst.
+func (p *Port) StampRx(q int, port uint16) bool {
+	if q < 0 || q >= len(p.rxq) {
+		return false
+	}
+	p.rxq[q].engine_port = C.uint16_t(port)
+	p.rxq[q].stamp = 1
+	return true
+}
+
 // TxBurst transmits from the front of b: one cgo call, which writes each
 // packet's window back into its mbuf. The packets must be of a DPDK pool
 // (Info.OwnPoolOnly makes the engine copy others).
