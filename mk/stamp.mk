@@ -7,7 +7,7 @@
 # make bench-stamp: the engine on mem ports mixing data traffic with 0, 1, 10
 # and 100% STAMP, for the reflector and for the collector, like the seed
 # paper's Figs. 15-16; then the per-core stage benchmarks. BENCH_STAMP_FLAGS
-# passes flags to the program (-dur 2s, -size 128).
+# passes flags to the program (-count 2000000, -runs 3, -size 128).
 
 GEN_SRV6PM_PROTOS := $(wildcard appliance/api/srv6pm/*.proto)
 BENCH_STAMP_FLAGS ?=
