@@ -94,7 +94,10 @@ type portEntry struct {
 	internal     bool
 	// driverRxBytes: the driver stamps rx itself, so rx bytes are the driver's.
 	driverRxBytes bool
-	cfgPort       config.Port
+	// handleTx: the driver transmits from the tx buffer and stamps TxTime itself;
+	// tx bytes are then the driver's.
+	handleTx ports.HandleTx
+	cfgPort  config.Port
 }
 
 type pipeline struct {
@@ -589,6 +592,11 @@ func (e *Engine) askStamping() {
 	if _, host := e.clock.(*clock.System); !host {
 		return
 	}
+	for _, pe := range e.ports {
+		if h, ok := pe.port.(ports.HandleTx); ok {
+			pe.handleTx = h
+		}
+	}
 	for _, pl := range e.pipelines {
 		for _, in := range pl.instances {
 			for i := range in.rx {
@@ -903,6 +911,9 @@ func (e *Engine) Snapshot() *stats.Snapshot {
 			ps.RxDropped, ps.TxDropped, ps.RxErrors, ps.Extra = st.RxDropped, st.TxDropped, st.RxErrors, st.Extra
 			if pe.driverRxBytes {
 				ps.RxBytes = st.RxBytes
+			}
+			if pe.handleTx != nil {
+				ps.TxBytes = st.TxBytes
 			}
 			ps.LinkUp = pe.port.Info().LinkUp
 		}

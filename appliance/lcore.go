@@ -159,6 +159,37 @@ func (lc *lcore) emit(h packet.Handle, port uint16) bool {
 	return true
 }
 
+// flushHandles transmits a tx buffer through a port that takes handles straight
+// from it (ports.HandleTx): no copy into a burst and no pass here.
+func (lc *lcore) flushHandles(t *txBuffer, tx ports.HandleTx, now int64) {
+	hs := t.buf[:t.n]
+	retried := false
+	for len(hs) > 0 {
+		n, foreign := tx.TxHandles(t.queue, hs, now)
+		t.txPackets.Add(uint64(n))
+		hs = hs[n:]
+		switch {
+		case len(hs) == 0:
+		case foreign:
+			// Not the port's own buffer: copy it into one (counted) and go on.
+			if q := lc.copyToPool(hs[0], t.port); q != 0 {
+				hs[0] = q
+			} else {
+				hs = hs[1:]
+			}
+		case !retried && n == 0:
+			retried = true
+		case n == 0:
+			lc.countDrop(packet.ReasonTxFull, uint64(len(hs)))
+			for _, h := range hs {
+				lc.free(h)
+			}
+			hs = nil
+		}
+	}
+	t.n = 0
+}
+
 // flush transmits a tx buffer in bursts, stamped now. What the port does not
 // take is retried once, then dropped as tx_full.
 func (lc *lcore) flush(t *txBuffer, now int64) {
@@ -166,6 +197,10 @@ func (lc *lcore) flush(t *txBuffer, now int64) {
 		return
 	}
 	pe := t.port
+	if pe.handleTx != nil {
+		lc.flushHandles(t, pe.handleTx, now)
+		return
+	}
 	b := &lc.txb
 	for off := 0; off < t.n; {
 		n := copy(b.H[:], t.buf[off:t.n])

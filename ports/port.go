@@ -69,6 +69,16 @@ type RxStamper interface {
 	StampRx(queue int, port uint16) bool
 }
 
+// HandleTx is a port that transmits straight from the engine's tx buffer and
+// does the engine's per-packet tx work in its own pass: it sets TxTime = now on
+// each packet it takes and counts tx bytes in its Stats. It stops before the
+// first packet that is not one of its own buffers and reports foreign, so the
+// engine copies that one (counted) and goes on; fewer taken without foreign
+// means its ring is full. The engine uses it only when its clock is the host's.
+type HandleTx interface {
+	TxHandles(queue int, hs []packet.Handle, now int64) (n int, foreign bool)
+}
+
 // Finite is a port whose input ends (a pcap file read once). The engine stops by
 // itself when every finite input is done and nothing is left in flight.
 type Finite interface {

@@ -234,6 +234,35 @@ uint16_t lr_rx_burst(uintptr_t qp, uintptr_t outp, uint16_t n)
 	return k;
 }
 
+uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n, int64_t now, uintptr_t foreignp)
+{
+	const uintptr_t *h = (const uintptr_t *)hp;
+	struct rte_mbuf *m[LR_MAX_BURST];
+	uint8_t *foreign = (uint8_t *)foreignp;
+	if (n > LR_MAX_BURST)
+		n = LR_MAX_BURST;
+	uint16_t k = 0;
+	for (; k < n; k++) {
+		struct lr_meta *p = (struct lr_meta *)h[k];
+		struct rte_mbuf *mb = LR_MBUF(p);
+		/* A buffer of ours carries its mbuf in backend; anything else (a Go
+		 * slab packet) stops the burst for the engine to copy. */
+		if (unlikely(p->backend != (uintptr_t)mb)) {
+			*foreign = 1;
+			break;
+		}
+		p->tx_time = now;
+		mb->data_off = (uint16_t)p->off;
+		mb->data_len = (uint16_t)p->length;
+		mb->pkt_len = p->length;
+		m[k] = mb;
+	}
+	uint16_t sent = rte_eth_tx_burst(port, queue, m, k);
+	if (sent < k)
+		*foreign = 0; /* the ring filled first: the engine retries */
+	return sent;
+}
+
 uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n)
 {
 	const uintptr_t *h = (const uintptr_t *)hp;

@@ -97,6 +97,10 @@ void lr_pool_init_meta(struct rte_mempool *mp, uint16_t id);
 // on every call, and a burst should cost one plain call.
 uint16_t lr_rx_burst(uintptr_t q, uintptr_t out, uint16_t n);
 uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n);
+// lr_tx_handles transmits up to n handles straight from the engine's tx buffer,
+// stamping tx_time; it stops before the first packet that is not an mbuf of
+// ours and sets *foreign.
+uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n, int64_t now, uintptr_t foreign);
 unsigned lr_alloc(struct rte_mempool *mp, uintptr_t out, unsigned n);
 void lr_free(uintptr_t h, unsigned n);
 

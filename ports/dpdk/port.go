@@ -537,6 +537,25 @@ func (p *Port) TxBurst(q int, b *packet.Burst) int {
 	return int(C.lr_tx_burst(C.uint16_t(p.id), C.uint16_t(q), C.uintptr_t(uintptr(unsafe.Pointer(&b.H[0]))), C.uint16_t(b.N)))
 }
 
+// TxHandles transmits straight from the engine's tx buffer in one cgo call per
+// 64 handles, stamping TxTime in the C pass that writes the mbuf window back. It
+// stops before a packet that is not one of our mbufs and reports foreign.
+func (p *Port) TxHandles(q int, hs []packet.Handle, now int64) (int, bool) {
+	sent := 0
+	for len(hs) > 0 {
+		n := min(len(hs), packet.MaxBurst)
+		var foreign C.uint8_t
+		k := int(C.lr_tx_handles(C.uint16_t(p.id), C.uint16_t(q), C.uintptr_t(uintptr(unsafe.Pointer(&hs[0]))),
+			C.uint16_t(n), C.int64_t(now), C.uintptr_t(uintptr(unsafe.Pointer(&foreign)))))
+		sent += k
+		if k < n {
+			return sent, foreign != 0
+		}
+		hs = hs[k:]
+	}
+	return sent, false
+}
+
 // Stats reads rte_eth_stats and every xstat.
 func (p *Port) Stats() ports.Stats {
 	p.statsMu.Lock()
