@@ -154,6 +154,12 @@ func (p *Packet) Data() []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(addr(p.base), p.off)), p.length)
 }
 
+// DataTail is Data with the tailroom as spare capacity: a writer may store past
+// the end (a fixed-size copy, say) where nothing lives yet.
+func (p *Packet) DataTail() []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(addr(p.base), p.off)), p.cap-p.off)[:p.length]
+}
+
 // Len is the data length.
 func (p *Packet) Len() int { return int(p.length) }
 

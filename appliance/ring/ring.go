@@ -59,9 +59,10 @@ func (r *SPSC[T]) Enqueue(vs []T) int {
 	if n > free {
 		n = free
 	}
-	for i := uint64(0); i < n; i++ {
-		r.slots[(tail+i)&r.mask] = vs[i]
-	}
+	// Two copies at most: up to the end of the slots, then from the start.
+	start := tail & r.mask
+	k := copy(r.slots[start:], vs[:n])
+	copy(r.slots, vs[k:n])
 	r.tail.Store(tail + n)
 	return int(n)
 }
@@ -92,9 +93,9 @@ func (r *SPSC[T]) Dequeue(out []T) int {
 	if n > avail {
 		n = avail
 	}
-	for i := uint64(0); i < n; i++ {
-		out[i] = r.slots[(head+i)&r.mask]
-	}
+	start := head & r.mask
+	k := copy(out[:n], r.slots[start:])
+	copy(out[k:n], r.slots)
 	r.head.Store(head + n)
 	return int(n)
 }
