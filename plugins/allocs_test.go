@@ -19,19 +19,19 @@ func TestProcessAllocs(t *testing.T) {
 	} {
 		t.Run(c.kind, func(t *testing.T) {
 			h := newHarness(t)
-			h.clock.Set(int64(time.Second))
+			h.Clock.Set(int64(time.Second))
 			st := h.mustBuild(c.kind, c.keys)
 			var raws [][]byte
 			for _, f := range []frame{udp6(1, 20000), {src: "2001:db8::1", dst: "2001:db8::2", hbh: true, srh: 2}, {v4: true, src: "192.0.2.1", dst: "192.0.2.2"}} {
 				raws = append(raws, f.bytes())
 			}
 			g := newGen(t, h, "src = \"2001:db8::1\"\ndst = \"2001:db8::2\"\nflows = 8\nsizes = [128, 1500]\n")
-			h.env.freed = make([]packet.Handle, 0, 64)
+			h.Env.Freed = make([]packet.Handle, 0, 64)
 			b := &packet.Burst{}
 			step := func() {
 				b.N = 0
-				h.clock.Advance(time.Microsecond)
-				h.ctx.Now = h.clock.Now()
+				h.Clock.Advance(time.Microsecond)
+				h.ctx.Now = h.Clock.Now()
 				g.Produce(&h.ctx, b) // 64 generator packets; the first three rewritten
 				b.N = 32
 				for i := 0; i < len(raws); i++ {
@@ -49,7 +49,7 @@ func TestProcessAllocs(t *testing.T) {
 				for i := b.N; i < 64; i++ {
 					packet.FreeOne(b.H[i])
 				}
-				h.flush()
+				h.Env.Flush()
 			}
 			step()
 			if a := testing.AllocsPerRun(100, step); a != 0 {

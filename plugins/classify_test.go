@@ -172,7 +172,7 @@ port = "eth0"`, pkts: []classifyPkt{
 			h := newHarness(t)
 			st := h.mustBuild("classify", c.keys)
 			want := map[string]uint64{}
-			for _, n := range h.counterNames() {
+			for _, n := range h.CounterNames() {
 				want[n] = 0
 			}
 			b := &packet.Burst{}
@@ -181,18 +181,18 @@ port = "eth0"`, pkts: []classifyPkt{
 				if raw == nil {
 					raw = p.f.bytes()
 				}
-				b.Push(h.pkt(raw, portEth0))
+				b.Push(h.Pkt(raw, portEth0))
 				want[p.counter]++
 			}
 			handles := append([]packet.Handle(nil), b.Handles()...)
 			o := h.run(b, st)
-			defer o.freeAll(h)
+			defer o.Free()
 			// Where did each go? Dropped packets are freed; they are the rest.
 			where := map[packet.Handle]string{}
-			for _, f := range o.forwarded {
-				where[f.h] = fmt.Sprint(f.port)
+			for _, f := range o.Forwarded {
+				where[f.H] = fmt.Sprint(f.Port)
 			}
-			for _, hd := range o.continued {
+			for _, hd := range o.Continued {
 				where[hd] = toContinue
 			}
 			drops := 0
@@ -210,11 +210,11 @@ port = "eth0"`, pkts: []classifyPkt{
 					t.Errorf("packet %d: went to %s, want %s (port ids: %v)", i, got, exp, portByName)
 				}
 			}
-			if o.dropped["classify_drop"] != drops || len(o.dropped) > 1 {
-				t.Errorf("dropped %v, want %d as classify_drop", o.dropped, drops)
+			if o.Dropped["classify_drop"] != drops || len(o.Dropped) > 1 {
+				t.Errorf("dropped %v, want %d as classify_drop", o.Dropped, drops)
 			}
 			for name, v := range want {
-				if got := h.counter(name); got != v {
+				if got := h.Counter(name); got != v {
 					t.Errorf("counter %s = %d, want %d", name, got, v)
 				}
 			}
@@ -226,9 +226,9 @@ port = "eth0"`, pkts: []classifyPkt{
 func TestClassifyLayersKept(t *testing.T) {
 	h := newHarness(t)
 	st := h.mustBuild("classify", "")
-	o := h.run(h.burst(portEth0, frame{src: "2001:db8::1", dst: "2001:db8::2", hbh: true, srh: 2, sport: 7, dport: 8}.bytes()), st)
-	defer o.freeAll(h)
-	p := o.continued[0].P()
+	o := h.run(h.Burst(portEth0, frame{src: "2001:db8::1", dst: "2001:db8::2", hbh: true, srh: 2, sport: 7, dport: 8}.bytes()), st)
+	defer o.Free()
+	p := o.Continued[0].P()
 	if !p.LayersValid() {
 		t.Fatal("classify left no valid Layers record")
 	}

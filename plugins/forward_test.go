@@ -34,15 +34,15 @@ func TestForward(t *testing.T) {
 			frames := [][]byte{udp6(1, 2).bytes(), frame{v4: true, src: "192.0.2.1", dst: "192.0.2.2", vlan: 5}.bytes(),
 				frame{etherType: packet.EtherTypeARP}.bytes(), make([]byte, 14)}
 			copy(frames[3], append(macB[:], macA[:]...))
-			o := h.run(h.burst(c.in, frames...), st)
-			defer o.freeAll(h)
-			if len(o.forwarded) != len(frames) {
+			o := h.run(h.Burst(c.in, frames...), st)
+			defer o.Free()
+			if len(o.Forwarded) != len(frames) {
 				t.Fatalf("%v; want all %d forwarded", o, len(frames))
 			}
-			for i, f := range o.forwarded {
-				d := f.h.P().Data()
-				if f.port != c.wantPort {
-					t.Errorf("packet %d: to port %d, want %d", i, f.port, c.wantPort)
+			for i, f := range o.Forwarded {
+				d := f.H.P().Data()
+				if f.Port != c.wantPort {
+					t.Errorf("packet %d: to port %d, want %d", i, f.Port, c.wantPort)
 				}
 				if !bytes.Equal(d[0:6], c.wantDst[:]) || !bytes.Equal(d[6:12], c.wantSrc[:]) {
 					t.Errorf("packet %d: MACs dst % x src % x, want dst % x src % x", i, d[0:6], d[6:12], c.wantDst, c.wantSrc)
@@ -60,9 +60,9 @@ func TestForward(t *testing.T) {
 func TestForwardShortFrame(t *testing.T) {
 	h := newHarness(t)
 	st := h.mustBuild("forward", "port = \"eth1\"\nswap_mac = true")
-	o := h.run(h.burst(portEth0, udp6(1, 2).bytes(), make([]byte, 13), nil, udp6(3, 4).bytes()), st)
-	defer o.freeAll(h)
-	if len(o.forwarded) != 2 || o.dropped[packet.ReasonMalformed.String()] != 2 || len(o.dropped) != 1 {
+	o := h.run(h.Burst(portEth0, udp6(1, 2).bytes(), make([]byte, 13), nil, udp6(3, 4).bytes()), st)
+	defer o.Free()
+	if len(o.Forwarded) != 2 || o.Dropped[packet.ReasonMalformed.String()] != 2 || len(o.Dropped) != 1 {
 		t.Fatalf("%v; want 2 forwarded, 2 malformed", o)
 	}
 }
@@ -95,15 +95,15 @@ func TestCounter(t *testing.T) {
 		total += n
 	}
 	for round := 1; round <= 3; round++ {
-		o := h.run(h.burst(portEth0, frames...), st)
-		if len(o.continued) != len(frames) || len(o.forwarded)+len(o.dropped)+o.consumed != 0 {
+		o := h.run(h.Burst(portEth0, frames...), st)
+		if len(o.Continued) != len(frames) || len(o.Forwarded)+len(o.Dropped)+o.Consumed != 0 {
 			t.Fatalf("%v; want every packet to continue", o)
 		}
-		o.freeAll(h)
-		if got, want := h.counter("packets"), uint64(round*len(frames)); got != want {
+		o.Free()
+		if got, want := h.Counter("packets"), uint64(round*len(frames)); got != want {
 			t.Errorf("packets %d, want %d", got, want)
 		}
-		if got, want := h.counter("bytes"), uint64(round*total); got != want {
+		if got, want := h.Counter("bytes"), uint64(round*total); got != want {
 			t.Errorf("bytes %d, want %d", got, want)
 		}
 	}

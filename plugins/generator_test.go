@@ -101,15 +101,15 @@ func TestGeneratorFrames(t *testing.T) {
 			seq := make([]uint64, c.flows)
 			var firstPayload []byte // of the first size, for the random pattern
 			for k := 0; k < total; {
-				h.clock.Advance(time.Microsecond)
+				h.Clock.Advance(time.Microsecond)
 				b := h.produce(g)
 				if b.N == 0 {
 					t.Fatal("flat-out generator produced nothing")
 				}
 				for i := 0; i < b.N && k < total; i, k = i+1, k+1 {
 					p := b.P(i)
-					if p.RxTime != h.clock.Now() || p.Flags()&packet.FlagLocal == 0 || p.InPort != packet.NoPort {
-						t.Fatalf("packet %d: RxTime %d (now %d), flags %#x, InPort %d", k, p.RxTime, h.clock.Now(), p.Flags(), p.InPort)
+					if p.RxTime != h.Clock.Now() || p.Flags()&packet.FlagLocal == 0 || p.InPort != packet.NoPort {
+						t.Fatalf("packet %d: RxTime %d (now %d), flags %#x, InPort %d", k, p.RxTime, h.Clock.Now(), p.Flags(), p.InPort)
 					}
 					size := c.sizes[k%len(c.sizes)]
 					flow := (k / len(c.sizes)) % c.flows
@@ -123,8 +123,8 @@ func TestGeneratorFrames(t *testing.T) {
 							t.Fatalf("packet %d: sequence %d, want %d", k, got, seq[flow])
 						}
 						seq[flow]++
-						if ts := int64(binary.BigEndian.Uint64(pl[8:])); ts != h.clock.Now() {
-							t.Fatalf("packet %d: tx timestamp %d, want %d", k, ts, h.clock.Now())
+						if ts := int64(binary.BigEndian.Uint64(pl[8:])); ts != h.Clock.Now() {
+							t.Fatalf("packet %d: tx timestamp %d, want %d", k, ts, h.Clock.Now())
 						}
 						pl = pl[GenFieldsLen:]
 						checkPattern(t, c.pattern, pl, GenFieldsLen)
@@ -139,7 +139,7 @@ func TestGeneratorFrames(t *testing.T) {
 				}
 				packet.Free(b)
 			}
-			if got := h.counter("sent"); got < uint64(total) {
+			if got := h.Counter("sent"); got < uint64(total) {
 				t.Errorf("sent counter %d, want ≥ %d", got, total)
 			}
 		})
@@ -311,7 +311,7 @@ sizes = [128, 256, 512]`)
 	next := make([]uint64, 5)
 	last := make([]int64, 5)
 	for call := 0; call < 45; call++ {
-		h.clock.Advance(time.Duration(1+call%3) * time.Microsecond)
+		h.Clock.Advance(time.Duration(1+call%3) * time.Microsecond)
 		b := h.produce(g)
 		for i := 0; i < b.N; i++ {
 			d := b.P(i).Data()
@@ -321,8 +321,8 @@ sizes = [128, 256, 512]`)
 			if seq != next[flow] {
 				t.Fatalf("flow %d: sequence %d, want %d", flow, seq, next[flow])
 			}
-			if ts < last[flow] || ts != h.clock.Now() {
-				t.Fatalf("flow %d: timestamp %d after %d (now %d)", flow, ts, last[flow], h.clock.Now())
+			if ts < last[flow] || ts != h.Clock.Now() {
+				t.Fatalf("flow %d: timestamp %d after %d (now %d)", flow, ts, last[flow], h.Clock.Now())
 			}
 			next[flow]++
 			last[flow] = ts
@@ -358,22 +358,22 @@ sizes = [128]
 rate = "`+c.rate+`"`)
 			var n int
 			var last int64
-			for h.clock.Now() <= int64(c.length) {
+			for h.Clock.Now() <= int64(c.length) {
 				b := h.produce(g)
 				n += b.N
 				packet.Free(b)
-				last = h.clock.Now()
-				h.clock.Advance(c.step)
+				last = h.Clock.Now()
+				h.Clock.Advance(c.step)
 			}
 			// Tokens accrue from the first call, at time zero, to the last.
 			want := c.pps * float64(last) / 1e9
 			if d := float64(n) - want; d > 1 || d < -1 {
 				t.Errorf("%d packets in %v at %s, want %.1f ± 1", n, time.Duration(last), c.rate, want)
 			}
-			if got := h.counter("sent"); got != uint64(n) {
+			if got := h.Counter("sent"); got != uint64(n) {
 				t.Errorf("sent counter %d, want %d", got, n)
 			}
-			if got, want := h.counter("sent_bytes"), uint64(n)*124; got != want {
+			if got, want := h.Counter("sent_bytes"), uint64(n)*124; got != want {
 				t.Errorf("sent_bytes counter %d, want %d", got, want)
 			}
 		})
@@ -401,13 +401,13 @@ duration = "1ms"`)
 		if g.Done() {
 			break
 		}
-		if h.clock.Now() > int64(2*time.Millisecond) {
+		if h.Clock.Now() > int64(2*time.Millisecond) {
 			t.Fatal("generator not done 1ms after its duration")
 		}
-		h.clock.Advance(10 * time.Microsecond)
+		h.Clock.Advance(10 * time.Microsecond)
 	}
-	if h.clock.Now() != int64(time.Millisecond) {
-		t.Errorf("done at %v, want 1ms", time.Duration(h.clock.Now()))
+	if h.Clock.Now() != int64(time.Millisecond) {
+		t.Errorf("done at %v, want 1ms", time.Duration(h.Clock.Now()))
 	}
 	// Tokens accrue from time zero: 10 per 10µs step, produced at 10µs…990µs.
 	if n != 990 {
@@ -447,7 +447,7 @@ rate = "3kpps"`)
 			t.Errorf("lcore %d: rate %g packets/ns, want %g", lc, g.rate, want)
 		}
 		for !g.Done() {
-			h.clock.Advance(time.Millisecond)
+			h.Clock.Advance(time.Millisecond)
 			b := h.produce(g)
 			if b.N > 1 {
 				t.Fatalf("lcore %d: %d packets in 1ms at 1kpps", lc, b.N)
@@ -475,13 +475,13 @@ flows = 2`); err == nil {
 // TestGeneratorDuration: duration ends the generator at start + duration.
 func TestGeneratorDuration(t *testing.T) {
 	h := newHarness(t)
-	h.clock.Set(int64(5 * time.Second))
+	h.Clock.Set(int64(5 * time.Second))
 	g := newGen(t, h, `src = "2001:db8::1"
 dst = "2001:db8::2"
 duration = "100us"`)
 	for i := 0; i < 10; i++ {
 		packet.Free(h.produce(g))
-		h.clock.Advance(10 * time.Microsecond)
+		h.Clock.Advance(10 * time.Microsecond)
 		if g.Done() {
 			t.Fatalf("done after %d steps of 10µs", i+1)
 		}
@@ -496,13 +496,13 @@ duration = "100us"`)
 // TestGeneratorPoolEmpty: an empty pool makes fewer packets and counts them.
 func TestGeneratorPoolEmpty(t *testing.T) {
 	h := newHarness(t)
-	h.newPool("small", 10, 2048)
+	h.NewPool("small", 10, 2048)
 	g := newGen(t, h, `src = "2001:db8::1"
 dst = "2001:db8::2"
 pool = "small"`)
 	b := h.produce(g)
-	if b.N != 10 || h.counter("no_buffer") != 54 || h.counter("sent") != 10 {
-		t.Errorf("%d packets, no_buffer %d, sent %d; want 10, 54, 10", b.N, h.counter("no_buffer"), h.counter("sent"))
+	if b.N != 10 || h.Counter("no_buffer") != 54 || h.Counter("sent") != 10 {
+		t.Errorf("%d packets, no_buffer %d, sent %d; want 10, 54, 10", b.N, h.Counter("no_buffer"), h.Counter("sent"))
 	}
 	packet.Free(b)
 }
@@ -556,8 +556,8 @@ func TestGeneratorAllocs(t *testing.T) {
 			g := newGen(t, h, "ip_version = 4\nsrc = \"192.0.2.1\"\ndst = \"192.0.2.2\"\nrate = \"10Mpps\"\n"+c.keys)
 			b := &packet.Burst{}
 			step := func() {
-				h.clock.Advance(5 * time.Microsecond)
-				h.ctx.Now = h.clock.Now()
+				h.Clock.Advance(5 * time.Microsecond)
+				h.ctx.Now = h.Clock.Now()
 				b.N = 0
 				g.Produce(&h.ctx, b)
 				if b.N == 0 {
@@ -603,7 +603,7 @@ func FuzzGeneratorChecksums(f *testing.F) {
 		keys := fmt.Sprintf("ip_version = %d\nsrc = %q\ndst = %q\nudp_src_port = %d\nudp_dst_port = %d\nflows = %d\nsizes = [%d]\npattern = \"random\"\n",
 			ver, src, dst, sport, dport, int(flows)+1, sz)
 		g := newGen(t, h, keys)
-		h.clock.Set(int64(start >> 1))
+		h.Clock.Set(int64(start >> 1))
 		b := h.produce(g)
 		defer packet.Free(b)
 		for i := 0; i < b.N; i++ {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/stagetest"
 )
 
 func buildLink(t testing.TB, h *harness, keys string) *link {
@@ -30,24 +31,24 @@ func idOf(hd packet.Handle) int { return int(binary.BigEndian.Uint32(hd.P().Data
 // send passes frames numbered from first into the link at the harness clock's
 // time, from port in; it returns the outcome (the link consumes or drops
 // everything).
-func send(t *testing.T, h *harness, l *link, in uint16, first, count, size int) outcome {
+func send(t *testing.T, h *harness, l *link, in uint16, first, count, size int) stagetest.Outcome {
 	t.Helper()
-	var o outcome
+	var o stagetest.Outcome
 	for i := 0; i < count; {
 		b := &packet.Burst{}
 		for ; i < count && b.N < packet.MaxBurst; i++ {
-			b.Push(h.pkt(numbered(first+i, size), in))
+			b.Push(h.Pkt(numbered(first+i, size), in))
 		}
 		r := h.run(b, l)
-		if len(r.forwarded)+len(r.continued) != 0 {
+		if len(r.Forwarded)+len(r.Continued) != 0 {
 			t.Fatalf("link let packets through Process: %v", r)
 		}
-		o.consumed += r.consumed
-		if o.dropped == nil {
-			o.dropped = map[string]int{}
+		o.Consumed += r.Consumed
+		if o.Dropped == nil {
+			o.Dropped = map[string]int{}
 		}
-		for k, v := range r.dropped {
-			o.dropped[k] += v
+		for k, v := range r.Dropped {
+			o.Dropped[k] += v
 		}
 	}
 	return o
@@ -73,7 +74,7 @@ func drain(t *testing.T, h *harness, l *link) []release {
 			if v := b.P(i).Verdict(); v != packet.Continue {
 				t.Fatalf("released packet has verdict %v", v)
 			}
-			out = append(out, release{idOf(b.H[i]), h.clock.Now()})
+			out = append(out, release{idOf(b.H[i]), h.Clock.Now()})
 		}
 		packet.Free(b)
 	}
@@ -85,10 +86,10 @@ func stepUntil(t *testing.T, h *harness, l *link, step time.Duration, end int64)
 	var out []release
 	for {
 		out = append(out, drain(t, h, l)...)
-		if h.clock.Now() >= end {
+		if h.Clock.Now() >= end {
 			return out
 		}
-		h.clock.Advance(step)
+		h.Clock.Advance(step)
 	}
 }
 
@@ -98,12 +99,12 @@ func TestLinkDelay(t *testing.T) {
 	h := newHarness(t)
 	l := buildLink(t, h, "delay = \"1ms\"\nqueue = 100")
 	const t0 = int64(time.Second)
-	h.clock.Set(t0)
+	h.Clock.Set(t0)
 	send(t, h, l, portRing0, 0, 3, 100)
-	h.clock.Set(t0 + 300)
+	h.Clock.Set(t0 + 300)
 	send(t, h, l, portRing0, 3, 2, 100)
-	if l.Held() != 5 || h.counter("delivered") != 0 {
-		t.Fatalf("held %d, delivered %d; want 5 and 0", l.Held(), h.counter("delivered"))
+	if l.Held() != 5 || h.Counter("delivered") != 0 {
+		t.Fatalf("held %d, delivered %d; want 5 and 0", l.Held(), h.Counter("delivered"))
 	}
 	for _, c := range []struct {
 		at   int64
@@ -115,7 +116,7 @@ func TestLinkDelay(t *testing.T) {
 		{t0 + int64(time.Millisecond) + 300, []int{3, 4}},
 		{t0 + int64(time.Hour), nil},
 	} {
-		h.clock.Set(c.at)
+		h.Clock.Set(c.at)
 		var got []int
 		for _, r := range drain(t, h, l) {
 			got = append(got, r.id)
@@ -124,8 +125,8 @@ func TestLinkDelay(t *testing.T) {
 			t.Errorf("at +%v: released %v, want %v", time.Duration(c.at-t0), got, c.want)
 		}
 	}
-	if l.Held() != 0 || h.counter("delivered") != 5 {
-		t.Errorf("held %d, delivered %d; want 0 and 5", l.Held(), h.counter("delivered"))
+	if l.Held() != 0 || h.Counter("delivered") != 5 {
+		t.Errorf("held %d, delivered %d; want 0 and 5", l.Held(), h.Counter("delivered"))
 	}
 }
 
@@ -167,11 +168,11 @@ func TestLinkJitter(t *testing.T) {
 			sentAt := make([]int64, n)
 			var rel []release
 			for i := 0; i < n; i++ {
-				sentAt[i] = h.clock.Now()
+				sentAt[i] = h.Clock.Now()
 				send(t, h, l, portRing0, i, 1, 60)
 				for range 10 {
 					rel = append(rel, drain(t, h, l)...)
-					h.clock.Advance(100 * time.Nanosecond)
+					h.Clock.Advance(100 * time.Nanosecond)
 				}
 			}
 			rel = append(rel, stepUntil(t, h, l, 100*time.Nanosecond, sentAt[n-1]+delay+jitter)...)
@@ -209,18 +210,18 @@ func TestLinkJitter(t *testing.T) {
 func TestLinkReorder(t *testing.T) {
 	const n = 4000
 	h := newHarness(t)
-	h.newPool("big", n+64, 2048)
+	h.NewPool("big", n+64, 2048)
 	l := buildLink(t, h, fmt.Sprintf("delay = \"1ms\"\nreorder = 0.25\nqueue = %d\nseed = 11", n))
-	pool := h.pools["big"]
+	pool := h.Pools["big"]
 	for i := 0; i < n; {
 		b := &packet.Burst{}
 		for ; i < n && b.N < packet.MaxBurst; i++ {
-			b.Push(h.pktFrom(pool, numbered(i, 60), portRing0))
+			b.Push(h.PktFrom(pool, numbered(i, 60), portRing0))
 		}
 		h.run(b, l)
 	}
 	now := drain(t, h, l)
-	h.clock.Advance(time.Millisecond)
+	h.Clock.Advance(time.Millisecond)
 	later := drain(t, h, l)
 	if len(now)+len(later) != n {
 		t.Fatalf("%d + %d released, want %d", len(now), len(later), n)
@@ -255,11 +256,11 @@ func lossRun(t *testing.T, keys string, n int) (dropped []int, lost uint64) {
 				dropped = append(dropped, id)
 			}
 		}
-		if o.dropped["link_loss"] != min(packet.MaxBurst, n-i)-len(got) {
-			t.Fatalf("link_loss drops %d, missing %d", o.dropped["link_loss"], min(packet.MaxBurst, n-i)-len(got))
+		if o.Dropped["link_loss"] != min(packet.MaxBurst, n-i)-len(got) {
+			t.Fatalf("link_loss drops %d, missing %d", o.Dropped["link_loss"], min(packet.MaxBurst, n-i)-len(got))
 		}
 	}
-	return dropped, h.counter("lost")
+	return dropped, h.Counter("lost")
 }
 
 // TestLinkLoss: the loss rate is right, the same seed loses the same packets,
@@ -333,7 +334,7 @@ func TestLinkRate(t *testing.T) {
 			h := newHarness(t)
 			l := buildLink(t, h, c.keys+"\nqueue = 100")
 			const t0 = int64(time.Second)
-			h.clock.Set(t0)
+			h.Clock.Set(t0)
 			send(t, h, l, portRing0, 0, c.count, c.size)
 			rel := stepUntil(t, h, l, time.Nanosecond*8, t0+c.want[len(c.want)-1])
 			if len(rel) != c.count {
@@ -362,7 +363,7 @@ func TestLinkRateSustained(t *testing.T) {
 		send(t, h, l, portRing0, i, 1, 1000)
 		for range 32 {
 			rel = append(rel, drain(t, h, l)...)
-			h.clock.Advance(1280)
+			h.Clock.Advance(1280)
 		}
 	}
 	rel = append(rel, stepUntil(t, h, l, 1280, 200*ser)...)
@@ -374,8 +375,8 @@ func TestLinkRateSustained(t *testing.T) {
 			t.Fatalf("packet %d out at %d, want %d", i, r.at, (i+1)*ser)
 		}
 	}
-	h.clock.Advance(time.Second)
-	t1 := h.clock.Now()
+	h.Clock.Advance(time.Second)
+	t1 := h.Clock.Now()
 	send(t, h, l, portRing0, 999, 1, 1000)
 	if got := stepUntil(t, h, l, 1280, t1+ser); len(got) != 1 || got[0].at != t1+ser {
 		t.Errorf("after idle: released %v, want one at +%d", got, ser)
@@ -387,15 +388,15 @@ func TestLinkQueueFull(t *testing.T) {
 	h := newHarness(t)
 	l := buildLink(t, h, "delay = \"1ms\"\nqueue = 4")
 	o := send(t, h, l, portRing0, 0, 6, 60)
-	if o.consumed != 4 || o.dropped["link_queue_full"] != 2 || l.Held() != 4 || h.counter("queue_full") != 2 {
-		t.Fatalf("%v, held %d, queue_full %d; want 4 consumed, 2 link_queue_full", o, l.Held(), h.counter("queue_full"))
+	if o.Consumed != 4 || o.Dropped["link_queue_full"] != 2 || l.Held() != 4 || h.Counter("queue_full") != 2 {
+		t.Fatalf("%v, held %d, queue_full %d; want 4 consumed, 2 link_queue_full", o, l.Held(), h.Counter("queue_full"))
 	}
 	// Room again once some leave.
-	h.clock.Advance(time.Millisecond)
+	h.Clock.Advance(time.Millisecond)
 	if got := len(drain(t, h, l)); got != 4 {
 		t.Fatalf("%d released, want 4", got)
 	}
-	if o := send(t, h, l, portRing0, 6, 4, 60); o.consumed != 4 {
+	if o := send(t, h, l, portRing0, 6, 4, 60); o.Consumed != 4 {
 		t.Errorf("after release: %v", o)
 	}
 	l.Stop(&h.ctx)
@@ -407,28 +408,28 @@ func TestLinkQueueFull(t *testing.T) {
 func TestLinkCopies(t *testing.T) {
 	h := newHarness(t)
 	l := buildLink(t, h, "delay = \"10us\"\nqueue = 16")
-	linkPool := h.pools["link/link#0"]
+	linkPool := h.Pools["link/link#0"]
 	if linkPool == nil || linkPool.DataRoom() < 9216 || linkPool.Size() != 16+packet.MaxBurst {
 		t.Fatalf("link pool: %v", linkPool)
 	}
-	def := h.pools["default"]
+	def := h.Pools["default"]
 	frames := [][]byte{numbered(0, 1500), numbered(1, 60), numbered(2, 200), numbered(3, 60)}
 	ins := []uint16{portEth0, portRing0, portEth1, packet.NoPort}
 	b := &packet.Burst{}
 	var orig []packet.Handle
 	for i, f := range frames {
-		hd := h.pkt(f, ins[i])
+		hd := h.Pkt(f, ins[i])
 		hd.P().RxTime = 1234 + int64(i)
 		hd.P().Hash = uint32(i)
 		b.Push(hd)
 		orig = append(orig, hd)
 	}
-	h.ctx.Now = h.clock.Now()
+	h.ctx.Now = h.Clock.Now()
 	l.Process(&h.ctx, b)
 	// Before the engine's end of burst: the originals of eth0 and eth1 are
 	// queued for freeing, their slots hold the copies.
-	if len(h.env.freed) != 2 || h.env.freed[0] != orig[0] || h.env.freed[1] != orig[2] {
-		t.Fatalf("Env.Free got %v, want the eth0 and eth1 packets %v", h.env.freed, []packet.Handle{orig[0], orig[2]})
+	if len(h.Env.Freed) != 2 || h.Env.Freed[0] != orig[0] || h.Env.Freed[1] != orig[2] {
+		t.Fatalf("Env.Free got %v, want the eth0 and eth1 packets %v", h.Env.Freed, []packet.Handle{orig[0], orig[2]})
 	}
 	for i := 0; i < b.N; i++ {
 		p := b.P(i)
@@ -449,11 +450,11 @@ func TestLinkCopies(t *testing.T) {
 		}
 	}
 	b.N = 0
-	h.flush()
-	if def.InUse() != 2 || linkPool.InUse() != 2 || h.counter("copied") != 2 || l.Held() != 4 {
-		t.Fatalf("in use: default %d, link %d; copied %d, held %d; want 2, 2, 2, 4", def.InUse(), linkPool.InUse(), h.counter("copied"), l.Held())
+	h.Env.Flush()
+	if def.InUse() != 2 || linkPool.InUse() != 2 || h.Counter("copied") != 2 || l.Held() != 4 {
+		t.Fatalf("in use: default %d, link %d; copied %d, held %d; want 2, 2, 2, 4", def.InUse(), linkPool.InUse(), h.Counter("copied"), l.Held())
 	}
-	h.clock.Advance(10 * time.Microsecond)
+	h.Clock.Advance(10 * time.Microsecond)
 	out := h.produce(l)
 	if out.N != 4 {
 		t.Fatalf("%d released, want 4", out.N)
@@ -473,17 +474,17 @@ func TestLinkCopies(t *testing.T) {
 // than the link pool's buffers as too_big; nothing leaks.
 func TestLinkCopyFailures(t *testing.T) {
 	h := newHarness(t)
-	h.newPool("tiny", 2, 64)
-	big := h.newPool("big", 4, 9000)
+	h.NewPool("tiny", 2, 64)
+	big := h.NewPool("big", 4, 9000)
 	l := buildLink(t, h, "delay = \"1ms\"\npool = \"tiny\"")
 	b := &packet.Burst{}
-	b.Push(h.pktFrom(big, numbered(0, 100), portEth0)) // too big for 64 bytes
-	b.Push(h.pktFrom(big, numbered(1, 60), portEth0))
-	b.Push(h.pktFrom(big, numbered(2, 60), portEth0))
-	b.Push(h.pktFrom(big, numbered(3, 60), portEth0)) // the pool is empty
+	b.Push(h.PktFrom(big, numbered(0, 100), portEth0)) // too big for 64 bytes
+	b.Push(h.PktFrom(big, numbered(1, 60), portEth0))
+	b.Push(h.PktFrom(big, numbered(2, 60), portEth0))
+	b.Push(h.PktFrom(big, numbered(3, 60), portEth0)) // the pool is empty
 	o := h.run(b, l)
-	if o.consumed != 2 || o.dropped["too_big"] != 1 || o.dropped["no_buffer"] != 1 || h.counter("no_buffer") != 1 {
-		t.Errorf("%v, no_buffer counter %d; want 2 consumed, 1 too_big, 1 no_buffer", o, h.counter("no_buffer"))
+	if o.Consumed != 2 || o.Dropped["too_big"] != 1 || o.Dropped["no_buffer"] != 1 || h.Counter("no_buffer") != 1 {
+		t.Errorf("%v, no_buffer counter %d; want 2 consumed, 1 too_big, 1 no_buffer", o, h.Counter("no_buffer"))
 	}
 	if big.InUse() != 0 {
 		t.Errorf("%d originals not freed", big.InUse())
@@ -495,12 +496,12 @@ func TestLinkCopyFailures(t *testing.T) {
 // takes no capacity.
 func TestLinkCopyFailureTakesNoTime(t *testing.T) {
 	h := newHarness(t)
-	h.newPool("one", 1, 2048)
+	h.NewPool("one", 1, 2048)
 	l := buildLink(t, h, "rate = \"1Gbit\"\npool = \"one\"")
-	b := h.burst(portEth0, numbered(0, 1500), numbered(1, 1500))
-	b.Push(h.pkt(numbered(2, 1500), portRing0))
+	b := h.Burst(portEth0, numbered(0, 1500), numbered(1, 1500))
+	b.Push(h.Pkt(numbered(2, 1500), portRing0))
 	o := h.run(b, l)
-	if o.consumed != 2 || o.dropped["no_buffer"] != 1 {
+	if o.Consumed != 2 || o.Dropped["no_buffer"] != 1 {
 		t.Fatalf("%v; want 2 consumed, 1 no_buffer", o)
 	}
 	rel := stepUntil(t, h, l, 8, 2*12192)
@@ -517,12 +518,12 @@ func TestLinkStop(t *testing.T) {
 		send(t, h, l, portRing0, 0, 100, 60)
 		send(t, h, l, portEth0, 100, 100, 60)
 		held := 200 - len(drain(t, h, l)) // reorder releases some at once
-		if l.Held() != held || h.inUse() != held {
-			t.Fatalf("%s: held %d, in use %d, want %d", keys, l.Held(), h.inUse(), held)
+		if l.Held() != held || h.InUse() != held {
+			t.Fatalf("%s: held %d, in use %d, want %d", keys, l.Held(), h.InUse(), held)
 		}
 		l.Stop(&h.ctx)
-		if l.Held() != 0 || h.inUse() != 0 {
-			t.Errorf("%s: after Stop held %d, in use %d", keys, l.Held(), h.inUse())
+		if l.Held() != 0 || h.InUse() != 0 {
+			t.Errorf("%s: after Stop held %d, in use %d", keys, l.Held(), h.InUse())
 		}
 	}
 }
@@ -535,7 +536,7 @@ func TestLinkDeterministic(t *testing.T) {
 		l := buildLink(t, h, fmt.Sprintf("delay = \"100us\"\njitter = \"50us\"\nreorder = 0.1\nloss = 0.1\nrate = \"1Gbit\"\nqueue = 500\nseed = %d", seed))
 		for i := 0; i < 300; i += 10 {
 			send(t, h, l, portRing0, i, 10, 60+i)
-			h.clock.Advance(3 * time.Microsecond)
+			h.Clock.Advance(3 * time.Microsecond)
 		}
 		return stepUntil(t, h, l, 500*time.Nanosecond, int64(time.Millisecond))
 	}
@@ -562,23 +563,23 @@ func TestLinkAllocs(t *testing.T) {
 				if i%2 == 0 {
 					in = portEth0
 				}
-				hd, _ := h.pools["default"].AllocOne()
+				hd, _ := h.Pools["default"].AllocOne()
 				d, _ := hd.P().Append(len(frame))
 				copy(d, frame)
 				hd.P().InPort = in
 				b.Push(hd)
 			}
-			h.ctx.Now = h.clock.Now()
+			h.ctx.Now = h.Clock.Now()
 			l.Process(&h.ctx, b)
 			for i := 0; i < b.N; i++ {
 				if b.P(i).Verdict() == packet.Drop {
 					packet.FreeOne(b.H[i])
 				}
 			}
-			h.flush()
-			h.clock.Advance(20 * time.Microsecond)
+			h.Env.Flush()
+			h.Clock.Advance(20 * time.Microsecond)
 			b.N = 0
-			h.ctx.Now = h.clock.Now()
+			h.ctx.Now = h.Clock.Now()
 			for {
 				l.Produce(&h.ctx, b)
 				if b.N == 0 {
@@ -588,7 +589,7 @@ func TestLinkAllocs(t *testing.T) {
 			}
 		}
 		step()
-		h.env.freed = make([]packet.Handle, 0, 64)
+		h.Env.Freed = make([]packet.Handle, 0, 64)
 		if a := testing.AllocsPerRun(100, step); a != 0 {
 			t.Errorf("%s: %.1f allocations per burst, want 0", keys, a)
 		}

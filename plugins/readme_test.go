@@ -132,7 +132,7 @@ func TestReadme(t *testing.T) {
 			// The counters the stage registers, against the README's table
 			// (classify's per-rule counters are written rule0, rule1, …).
 			var got []string
-			for _, n := range h.counterNames() {
+			for _, n := range h.CounterNames() {
 				if k.Name == "classify" && strings.HasPrefix(n, "rule") {
 					n = "rule0"
 					if slices.Contains(got, n) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/stagetest"
 )
 
 // genPackets makes n generator packets (flows round-robin) at the harness
@@ -21,7 +22,7 @@ func genPackets(t *testing.T, h *harness, keys string, n int) []packet.Handle {
 		}
 		out = append(out, b.Handles()...)
 	}
-	h.free(out[n:]...)
+	stagetest.Free(out[n:]...)
 	return out[:n]
 }
 
@@ -37,11 +38,11 @@ func sinkRun(t *testing.T, h *harness, st Stage, hs []packet.Handle, rx int64) {
 		}
 		n := b.N
 		o := h.run(b, st)
-		if o.consumed != n || len(o.forwarded)+len(o.continued)+len(o.dropped) != 0 {
+		if o.Consumed != n || len(o.Forwarded)+len(o.Continued)+len(o.Dropped) != 0 {
 			t.Fatalf("%v; want all %d consumed", o, n)
 		}
 	}
-	if n := h.inUse(); n != 0 {
+	if n := h.InUse(); n != 0 {
 		t.Fatalf("%d buffers in use after the sink", n)
 	}
 }
@@ -74,17 +75,17 @@ func TestSinkLossAndReordering(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.clock.Set(int64(time.Second))
+			h.Clock.Set(int64(time.Second))
 			hs := genPackets(t, h, sinkGen, 100)
 			kept, removed := c.edit(hs)
-			h.free(removed...)
+			stagetest.Free(removed...)
 			st := h.mustBuild("sink", "")
 			sinkRun(t, h, st, kept, int64(time.Second))
 			for name, want := range map[string]uint64{
 				"received": c.total, "received_bytes": c.total * 124, "tracked": c.total, "untracked": 0,
 				"lost": c.lost, "reordered": c.reordered,
 			} {
-				if got := h.counter(name); got != want {
+				if got := h.Counter(name); got != want {
 					t.Errorf("%s = %d, want %d", name, got, want)
 				}
 			}
@@ -143,14 +144,14 @@ func TestSinkLatency(t *testing.T) {
 	st := h.mustBuild("sink", "")
 	var want []int64
 	for i, lat := range []time.Duration{10 * time.Microsecond, 250 * time.Microsecond, time.Millisecond, 0} {
-		h.clock.Set(int64(time.Duration(i+1) * time.Second))
+		h.Clock.Set(int64(time.Duration(i+1) * time.Second))
 		hs := genPackets(t, h, sinkGen, 10)
-		sinkRun(t, h, st, hs, h.clock.Now()+int64(lat))
+		sinkRun(t, h, st, hs, h.Clock.Now()+int64(lat))
 		for range hs {
 			want = append(want, int64(lat))
 		}
 	}
-	s := h.hist("latency")
+	s := h.Hist("latency")
 	if s.Count != uint64(len(want)) {
 		t.Fatalf("latency count %d, want %d", s.Count, len(want))
 	}
@@ -168,13 +169,13 @@ func TestSinkLatency(t *testing.T) {
 
 	// A packet that arrives "before" it was sent (clocks of two hosts) is not
 	// recorded.
-	h.clock.Set(int64(10 * time.Second))
+	h.Clock.Set(int64(10 * time.Second))
 	hs := genPackets(t, h, sinkGen, 3)
-	sinkRun(t, h, st, hs, h.clock.Now()-1)
-	if got := h.hist("latency").Count; got != uint64(len(want)) {
+	sinkRun(t, h, st, hs, h.Clock.Now()-1)
+	if got := h.Hist("latency").Count; got != uint64(len(want)) {
 		t.Errorf("latency count %d after negative latencies, want %d", got, len(want))
 	}
-	if got := h.counter("tracked"); got != uint64(len(want)+3) {
+	if got := h.Counter("tracked"); got != uint64(len(want)+3) {
 		t.Errorf("tracked %d, want %d", got, len(want)+3)
 	}
 }
@@ -182,7 +183,7 @@ func TestSinkLatency(t *testing.T) {
 // TestSinkUntracked: what the sink cannot track it still consumes and counts.
 func TestSinkUntracked(t *testing.T) {
 	h := newHarness(t)
-	h.clock.Set(int64(time.Second))
+	h.Clock.Set(int64(time.Second))
 	st := h.mustBuild("sink", "udp_port = 20000\nflows = 2")
 	var hs []packet.Handle
 	// Tracked: generator packets to port 20000, flows 0 and 1.
@@ -190,7 +191,7 @@ func TestSinkUntracked(t *testing.T) {
 	// Untracked: flows 2 and 3 are beyond flows = 2.
 	four := genPackets(t, h, strings.Replace(sinkGen, "flows = 2", "flows = 4", 1), 4)
 	hs = append(hs, four[2:]...)
-	h.free(four[:2]...)
+	stagetest.Free(four[:2]...)
 	// Untracked: another UDP port; frames too short for the fields; not UDP;
 	// not IP; not parsable.
 	hs = append(hs, genPackets(t, h, sinkGen+"udp_dst_port = 20001\n", 1)...)
@@ -201,15 +202,15 @@ func TestSinkUntracked(t *testing.T) {
 		frame{etherType: packet.EtherTypeARP}.bytes(),
 		make([]byte, 10),
 	} {
-		hs = append(hs, h.pkt(f, portEth0))
+		hs = append(hs, h.Pkt(f, portEth0))
 	}
-	sinkRun(t, h, st, hs, h.clock.Now())
+	sinkRun(t, h, st, hs, h.Clock.Now())
 	// … so the UDP frame with 32 zero bytes counts as tracked: flow 0 sequence
 	// 0 again, which is late.
 	for name, want := range map[string]uint64{
 		"received": 12, "tracked": 5, "untracked": 7, "lost": 0, "reordered": 1,
 	} {
-		if got := h.counter(name); got != want {
+		if got := h.Counter(name); got != want {
 			t.Errorf("%s = %d, want %d", name, got, want)
 		}
 	}
@@ -218,15 +219,15 @@ func TestSinkUntracked(t *testing.T) {
 // TestSinkAnyPort: udp_port = 0 tracks generator packets to any port.
 func TestSinkAnyPort(t *testing.T) {
 	h := newHarness(t)
-	h.clock.Set(int64(time.Second))
+	h.Clock.Set(int64(time.Second))
 	st := h.mustBuild("sink", "")
 	hs := genPackets(t, h, sinkGen+"udp_dst_port = 7\n", 3)
 	v4 := genPackets(t, h, "ip_version = 4\nsrc = \"192.0.2.1\"\ndst = \"192.0.2.2\"\nudp_dst_port = 9\nflows = 3\n", 3)
-	h.free(v4[:2]...)
+	stagetest.Free(v4[:2]...)
 	hs = append(hs, v4[2]) // flow 2, sequence 0
-	sinkRun(t, h, st, hs, h.clock.Now())
-	if h.counter("tracked") != 4 || h.counter("untracked") != 0 || h.counter("lost") != 0 {
-		t.Errorf("tracked %d untracked %d lost %d, want 4, 0, 0", h.counter("tracked"), h.counter("untracked"), h.counter("lost"))
+	sinkRun(t, h, st, hs, h.Clock.Now())
+	if h.Counter("tracked") != 4 || h.Counter("untracked") != 0 || h.Counter("lost") != 0 {
+		t.Errorf("tracked %d untracked %d lost %d, want 4, 0, 0", h.Counter("tracked"), h.Counter("untracked"), h.Counter("lost"))
 	}
 }
 
