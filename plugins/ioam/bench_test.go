@@ -53,7 +53,7 @@ type benchBurst struct {
 func newBenchBurst(h *harness, frame []byte) *benchBurst {
 	bb := &benchBurst{saved: append([]byte(nil), frame...)}
 	for range packet.MaxBurst {
-		hd := h.pkt(frame, 0)
+		hd := h.Pkt(frame, 0)
 		bb.b.Push(hd)
 	}
 	p := bb.b.H[0].P()
@@ -96,13 +96,13 @@ func threadCPU() int64 {
 func runBench(b *testing.B, h *harness, bb *benchBurst, st plugins.Stage, counter string) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ctx := &h.ctx
+	ctx := &h.Ctx
 	ctx.Env = &quietEnv{}
-	ctx.Now = h.clock.Now()
-	before := h.counter(counter)
+	ctx.Now = h.Clock.Now()
+	before := h.Counter(counter)
 	bb.reset()
 	st.Process(ctx, &bb.b)
-	if got := h.counter(counter) - before; got != packet.MaxBurst {
+	if got := h.Counter(counter) - before; got != packet.MaxBurst {
 		b.Fatalf("%s counted %d of %d packets", counter, got, packet.MaxBurst)
 	}
 	// The resets alone, as many as the timed loop does.
@@ -155,7 +155,7 @@ func BenchmarkEncap(b *testing.B) {
 		for _, tt := range benchTypes {
 			b.Run(fmt.Sprintf("size=%d/trace=%#06x", size, tt), func(b *testing.B) {
 				h := newHarness(b)
-				enc := h.mustBuild("ioam.encap", benchEncapKeys(tt))
+				enc := h.MustBuild("ioam.encap", benchEncapKeys(tt))
 				bb := newBenchBurst(h, benchFrame(b, size))
 				bb.fix = [][2]int{{0, 14}} // the Ethernet header, moved into the headroom
 				defer bb.free()
@@ -173,9 +173,9 @@ func BenchmarkTransit(b *testing.B) {
 		for _, tt := range benchTypes {
 			b.Run(fmt.Sprintf("size=%d/trace=%#06x", size, tt), func(b *testing.B) {
 				h := newHarness(b)
-				enc := h.mustBuild("ioam.encap", benchEncapKeys(tt))
+				enc := h.MustBuild("ioam.encap", benchEncapKeys(tt))
 				frame := h.run(benchFrame(b, size), 0, false, enc).data
-				tr := h.mustBuild("ioam.transit", benchKeys(2))
+				tr := h.MustBuild("ioam.transit", benchKeys(2))
 				bb := newBenchBurst(h, frame)
 				bb.fix = [][2]int{{14 + 40 + 4 + 4 + 2, 14 + 40 + 4 + 4 + 4}} // the trace's NodeLen, flags and RemainingLen
 				defer bb.free()
@@ -192,9 +192,9 @@ func BenchmarkDecap(b *testing.B) {
 		for _, tt := range benchTypes {
 			b.Run(fmt.Sprintf("size=%d/trace=%#06x", size, tt), func(b *testing.B) {
 				h := newHarness(b)
-				enc := h.mustBuild("ioam.encap", benchEncapKeys(tt))
+				enc := h.MustBuild("ioam.encap", benchEncapKeys(tt))
 				frame := h.run(benchFrame(b, size), 0, false, enc).data
-				dec := h.mustBuild("ioam.decap", benchKeys(3)+"histograms = false\n")
+				dec := h.MustBuild("ioam.decap", benchKeys(3)+"histograms = false\n")
 				bb := newBenchBurst(h, frame)
 				n := len(frame) - len(benchFrame(b, size))
 				// The Ethernet header moves forward over the outer headers; the
@@ -211,34 +211,34 @@ func BenchmarkDecap(b *testing.B) {
 // and the histograms included.
 func TestNoAllocs(t *testing.T) {
 	h := newHarness(t)
-	h.ctx.Env = &quietEnv{}
+	h.Ctx.Env = &quietEnv{}
 	frame := buildFrame(t, frameSpec{payload: 400})
 	for _, c := range []struct {
 		name   string
 		stages []plugins.Stage
 	}{
 		{"encap+transit+decap", []plugins.Stage{
-			h.mustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xFFF002", hops = 3 }`)),
-			h.mustBuild("ioam.transit", nodeKeys(2)+"decrement_hop_limit = true\n"),
-			h.mustBuild("ioam.decap", nodeKeys(3)+"export = true\nexport_ring = 16\n"),
+			h.MustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xFFF002", hops = 3 }`)),
+			h.MustBuild("ioam.transit", nodeKeys(2)+"decrement_hop_limit = true\n"),
+			h.MustBuild("ioam.decap", nodeKeys(3)+"export = true\nexport_ring = 16\n"),
 		}},
 		{"inline incremental", []plugins.Stage{
-			h.mustBuild("ioam.encap", encapKeys(1, "inline", `{ namespace = 123, type = "0xF00000", hops = 3, option = "incremental", loopback = true }`)),
-			h.mustBuild("ioam.transit", nodeKeys(2)+"loopback = true\n"),
-			h.mustBuild("ioam.decap", nodeKeys(3)+"export = true\nexport_ring = 16\n"),
+			h.MustBuild("ioam.encap", encapKeys(1, "inline", `{ namespace = 123, type = "0xF00000", hops = 3, option = "incremental", loopback = true }`)),
+			h.MustBuild("ioam.transit", nodeKeys(2)+"loopback = true\n"),
+			h.MustBuild("ioam.decap", nodeKeys(3)+"export = true\nexport_ring = 16\n"),
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b packet.Burst
 			allocs := testing.AllocsPerRun(200, func() {
 				for range 8 {
-					hd := h.pkt(frame, 0)
+					hd := h.Pkt(frame, 0)
 					hd.P().SetFlag(packet.FlagLocal)
 					b.Push(hd)
 				}
-				h.ctx.Now += 1000
+				h.Ctx.Now += 1000
 				for _, st := range c.stages {
-					st.Process(&h.ctx, &b)
+					st.Process(&h.Ctx, &b)
 				}
 				for i := range b.N {
 					if b.H[i].P().Verdict() != packet.Continue {
@@ -259,7 +259,7 @@ func TestNoAllocs(t *testing.T) {
 // on a machine others share (about 15 ns/pkt on a quiet core).
 func BenchmarkParseCalibration(b *testing.B) {
 	h := newHarness(b)
-	enc := h.mustBuild("ioam.encap", benchEncapKeys(0xF00000))
+	enc := h.MustBuild("ioam.encap", benchEncapKeys(0xF00000))
 	frame := h.run(benchFrame(b, 66), 0, false, enc).data
 	var l packet.Layers
 	runtime.LockOSThread()

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -159,7 +160,7 @@ func packetSeeds(t testing.TB) [][]byte {
 	var out [][]byte
 	for _, mode := range []string{"encap", "inline"} {
 		for _, opt := range []string{"preallocated", "incremental"} {
-			enc := h.mustBuild("ioam.encap", nodeKeys(1)+`
+			enc := h.MustBuild("ioam.encap", nodeKeys(1)+`
 mode = "`+mode+`"
 inline_transit = true
 src = "2001:db8:e::1"
@@ -183,19 +184,16 @@ func FuzzStages(f *testing.F) {
 		f.Add(s)
 	}
 	h := newHarness(f)
-	tr := h.mustBuild("ioam.transit", nodeKeys(2)+"loopback = true\n")
-	inc := h.mustBuild("ioam.transit", nodeKeys(3)+"decrement_hop_limit = true\n")
-	dec := h.mustBuild("ioam.decap", nodeKeys(4)+"loopback = true\n")
+	tr := h.MustBuild("ioam.transit", nodeKeys(2)+"loopback = true\n")
+	inc := h.MustBuild("ioam.transit", nodeKeys(3)+"decrement_hop_limit = true\n")
+	dec := h.MustBuild("ioam.decap", nodeKeys(4)+"loopback = true\n")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > 1500 {
 			return
 		}
-		h.t = t
+		h.T = t
 		r := h.run(b, 0, false, tr, inc, dec)
-		for _, e := range h.env.emitted {
-			packet.FreeOne(e)
-		}
-		h.env.emitted = h.env.emitted[:0]
+		stagetest.FreeSent(h.Env.TakeEmitted())
 		if r.data != nil {
 			var l packet.Layers
 			_ = packet.Parse(r.data, &l)
@@ -214,7 +212,7 @@ func FuzzEncapDecap(f *testing.F) {
 	f.Add(buildFrame(f, frameSpec{payload: 3}), true)
 	h := newHarness(f)
 	build := func(mode string) [2]plugins.Stage {
-		enc := h.mustBuild("ioam.encap", nodeKeys(1)+`
+		enc := h.MustBuild("ioam.encap", nodeKeys(1)+`
 mode = "`+mode+`"
 inline_transit = true
 src = "2001:db8:e::1"
@@ -223,7 +221,7 @@ dst = "2001:db8:d::1"
 trace = { namespace = 123, type = "0xF00000", hops = 3 }
 e2e = { namespace = 123, type = "0xF000" }
 `)
-		return [2]plugins.Stage{enc, h.mustBuild("ioam.decap", nodeKeys(4))}
+		return [2]plugins.Stage{enc, h.MustBuild("ioam.decap", nodeKeys(4))}
 	}
 	modes := [2][2]plugins.Stage{build("encap"), build("inline")}
 	f.Fuzz(func(t *testing.T, b []byte, inline bool) {
@@ -238,7 +236,7 @@ e2e = { namespace = 123, type = "0xF000" }
 		if l.HopByHop != 0 || l.DestOpts1 != 0 || l.DestOpts2 != 0 {
 			return
 		}
-		h.t = t
+		h.T = t
 		st := modes[0]
 		if inline {
 			st = modes[1]
@@ -261,7 +259,7 @@ func FuzzFastTrace(f *testing.F) {
 		f.Add(s)
 	}
 	h := newHarness(f)
-	enc := h.mustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xF00000", hops = 3 }`))
+	enc := h.MustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xF00000", hops = 3 }`))
 	f.Add(h.run(buildFrame(f, frameSpec{payload: 10}), 0, false, enc).data)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		opt, hl := fastTrace(b, 14)

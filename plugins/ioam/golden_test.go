@@ -161,9 +161,9 @@ func TestGoldenPOTStages(t *testing.T) {
 	}
 	h := newHarness(t)
 	potKeys := func(f string) string { return fmt.Sprintf("pot = [ { namespace = 123, key_file = %q } ]\n", f) }
-	t1 := h.mustBuild("ioam.transit", nodeKeys(1)+potKeys(files[1]))
-	t2 := h.mustBuild("ioam.transit", nodeKeys(2)+potKeys(files[2]))
-	dec := h.mustBuild("ioam.decap", nodeKeys(3)+potKeys(files[3])+"export = true\n")
+	t1 := h.MustBuild("ioam.transit", nodeKeys(1)+potKeys(files[1]))
+	t2 := h.MustBuild("ioam.transit", nodeKeys(2)+potKeys(files[2]))
+	dec := h.MustBuild("ioam.decap", nodeKeys(3)+potKeys(files[3])+"export = true\n")
 	for _, pk := range g.POT.Packets {
 		rnd := u64(t, pk.Random)
 		body := make([]byte, POTLen)
@@ -173,7 +173,7 @@ func TestGoldenPOTStages(t *testing.T) {
 		h.run(in, 0, false, t1, dec)
 	}
 	n := len(g.POT.Packets)
-	if v, iv := h.counter("pot_valid"), h.counter("pot_invalid"); v != uint64(n) || iv != uint64(n) {
+	if v, iv := h.Counter("pot_valid"), h.Counter("pot_invalid"); v != uint64(n) || iv != uint64(n) {
 		t.Errorf("valid %d invalid %d, want %d each", v, iv, n)
 	}
 	recs := drainRecords(t, dec)
@@ -251,10 +251,10 @@ func TestGoldenEncap(t *testing.T) {
 	g := loadGolden(t)
 	h := newHarness(t)
 	// 1700000000.5 s at virtual time testStart.
-	h.clock = clock.NewSim(1700000000*1e9 + 5e8 - testStart)
-	h.clock.Set(testStart)
-	h.ctx.Clock = h.clock
-	enc := h.mustBuild("ioam.encap", `
+	h.Clock = clock.NewSim(1700000000*1e9 + 5e8 - testStart)
+	h.Clock.Set(testStart)
+	h.Ctx.Clock = h.Clock
+	enc := h.MustBuild("ioam.encap", `
 timestamp = "posix"
 mode = "encap"
 src = "2001:db8:e::1"

@@ -2,61 +2,20 @@ package ioam
 
 import (
 	"encoding/binary"
-	"log/slog"
 	"net/netip"
 	"testing"
 
-	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/appliance/stats"
-	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/plugintest"
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
 
-// The harness runs IOAM stages without the engine: a fake Env, a fixed port
-// table, a real slab pool that must be empty when the test ends, and a run
-// loop that applies verdicts as the engine does.
-
-type fakeEnv struct {
-	emitted []packet.Handle
-	freed   []packet.Handle
-	depth   int
-}
-
-func (e *fakeEnv) Emit(h packet.Handle, port uint16) bool {
-	e.emitted = append(e.emitted, h)
-	return true
-}
-func (e *fakeEnv) TxDepth(port uint16) int                 { return e.depth }
-func (e *fakeEnv) Owner(key uint64) int                    { return 0 }
-func (e *fakeEnv) Handoff(h packet.Handle, owner int) bool { return false }
-func (e *fakeEnv) NumLcores() int                          { return 1 }
-func (e *fakeEnv) Free(h packet.Handle)                    { e.freed = append(e.freed, h) }
-
-type fakePorts []plugins.PortInfo
-
-func (f fakePorts) Port(name string) (plugins.PortInfo, bool) {
-	for _, p := range f {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return plugins.PortInfo{}, false
-}
-
-func (f fakePorts) All() []plugins.PortInfo { return append([]plugins.PortInfo(nil), f...) }
-
+// The harness runs IOAM stages without the engine (internal/plugintest), on
+// one pool of its own.
 type harness struct {
-	t        testing.TB
-	env      *fakeEnv
-	pool     *packet.Slab
-	pools    []*packet.Slab
-	ports    fakePorts
-	clock    *clock.Sim
-	counters *stats.Set
-	hists    map[string]*stats.Histogram
-	ctx      plugins.Context
-	shared   map[string]any
+	*plugintest.Harness
+	pool *packet.Slab
 }
 
 // testUnixBase is the harness clock's wall time at virtual zero: 2024-01-01.
@@ -71,131 +30,15 @@ const testSec = testUnixBase/1e9 + 1
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	h := &harness{t: t, env: &fakeEnv{}, clock: clock.NewSim(testUnixBase), counters: &stats.Set{},
-		hists: map[string]*stats.Histogram{}, shared: map[string]any{}}
-	pool, err := packet.NewSlab(packet.SlabConfig{Name: "ioam-test", Buffers: 2048, DataRoom: 2048})
-	if err != nil {
-		t.Fatal(err)
+	h := &harness{Harness: plugintest.New(t, testUnixBase)}
+	h.pool = h.NewPool("ioam-test", 2048, 2048)
+	h.Ports = plugintest.Ports{
+		{ID: 0, Name: "eth0", MTU: 1500, Pool: h.pool},
+		{ID: 1, Name: "eth1", MTU: 1500, Pool: h.pool},
+		{ID: 2, Name: "big", MTU: 9000, Pool: h.pool},
 	}
-	h.pool = pool
-	h.pools = append(h.pools, pool)
-	h.ports = fakePorts{
-		{ID: 0, Name: "eth0", MTU: 1500, Pool: pool},
-		{ID: 1, Name: "eth1", MTU: 1500, Pool: pool},
-		{ID: 2, Name: "big", MTU: 9000, Pool: pool},
-	}
-	h.ctx = plugins.Context{Clock: h.clock, Log: slog.New(slog.DiscardHandler), Env: h.env}
-	h.clock.Set(testStart)
-	t.Cleanup(h.close)
+	h.Clock.Set(testStart)
 	return h
-}
-
-func (h *harness) close() {
-	h.flush()
-	for _, e := range h.env.emitted {
-		packet.FreeOne(e)
-	}
-	h.env.emitted = nil
-	for _, s := range h.pools {
-		if n := s.InUse(); n != 0 {
-			h.t.Errorf("pool %q: %d buffers in use at the end of the test", s.Name(), n)
-			continue
-		}
-		if err := s.Close(); err != nil {
-			h.t.Error(err)
-		}
-	}
-}
-
-func (h *harness) flush() {
-	for _, x := range h.env.freed {
-		packet.FreeOne(x)
-	}
-	h.env.freed = h.env.freed[:0]
-}
-
-func (h *harness) setup(kind, keys string) *plugins.Setup {
-	h.t.Helper()
-	tab, err := config.ParseTable(kind+".toml", []byte(keys))
-	if err != nil {
-		h.t.Fatalf("ParseTable: %v", err)
-	}
-	return &plugins.Setup{Kind: kind, Name: kind + "#0", Config: tab, Ports: h.ports, NumLcores: 1, Clock: h.clock,
-		Log: slog.New(slog.DiscardHandler), Counters: h.counters,
-		Histograms: func(name, help, unit string) *stats.Histogram {
-			x := stats.NewHistogram()
-			h.hists[name] = x
-			return x
-		},
-		Pool: func(name string, buffers, dataRoom int) (packet.Pool, error) {
-			s, err := packet.NewSlab(packet.SlabConfig{Name: name, Buffers: buffers, DataRoom: dataRoom})
-			if err == nil {
-				h.pools = append(h.pools, s)
-			}
-			return s, err
-		},
-		Shared: func(key string, mk func() any) any {
-			if v, ok := h.shared[key]; ok {
-				return v
-			}
-			v := mk()
-			h.shared[key] = v
-			return v
-		},
-	}
-}
-
-func (h *harness) build(kind, keys string) (plugins.Stage, error) {
-	h.t.Helper()
-	k, ok := plugins.Lookup(kind)
-	if !ok {
-		h.t.Fatalf("no kind %q", kind)
-	}
-	return k.New(h.setup(kind, keys))
-}
-
-func (h *harness) mustBuild(kind, keys string) plugins.Stage {
-	h.t.Helper()
-	st, err := h.build(kind, keys)
-	if err != nil {
-		h.t.Fatalf("%s: %v", kind, err)
-	}
-	return st
-}
-
-func (h *harness) counter(name string) uint64 {
-	h.t.Helper()
-	h.counters.Publish()
-	var v uint64
-	found := false
-	h.counters.Each(func(n, _ string, x uint64) {
-		if n == name {
-			v += x
-			found = true
-		}
-	})
-	if !found {
-		h.t.Fatalf("no counter %q", name)
-	}
-	return v
-}
-
-// pkt makes a packet holding data, received on port in.
-func (h *harness) pkt(data []byte, in uint16) packet.Handle {
-	h.t.Helper()
-	hd, ok := h.pool.AllocOne()
-	if !ok {
-		h.t.Fatal("pool empty")
-	}
-	p := hd.P()
-	d, err := p.Append(len(data))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	copy(d, data)
-	p.InPort = in
-	p.RxTime = h.clock.Now()
-	return hd
 }
 
 // result is what became of one packet through a chain.
@@ -207,57 +50,32 @@ type result struct {
 // run passes one packet through stages, applying verdicts, and returns a copy
 // of its bytes (it frees the packet).
 func (h *harness) run(data []byte, in uint16, local bool, stages ...plugins.Stage) result {
-	h.t.Helper()
+	h.T.Helper()
 	b := &packet.Burst{}
-	hd := h.pkt(data, in)
+	hd := h.Pkt(data, in)
 	if local {
 		hd.P().SetFlag(packet.FlagLocal)
 	}
 	b.Push(hd)
-	rs := h.runBurst(b, stages...)
-	return rs[0]
+	return h.runBurst(b, stages...)[0]
 }
 
 // runBurst passes a burst through stages and returns each packet's fate, in
 // order, freeing them all.
 func (h *harness) runBurst(b *packet.Burst, stages ...plugins.Stage) []result {
-	h.t.Helper()
-	n := b.N
-	out := make([]result, n)
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	h.ctx.Now = h.clock.Now()
-	for _, st := range stages {
-		st.Process(&h.ctx, b)
-		j := 0
-		for i := 0; i < b.N; i++ {
-			hd := b.H[i]
-			p := hd.P()
-			switch p.Verdict() {
-			case packet.Continue:
-				b.H[j] = hd
-				idx[j] = idx[i]
-				j++
-			case packet.Drop:
-				out[idx[i]].dropped = p.Reason.String()
-				packet.FreeOne(hd)
-			case packet.Consume:
-				out[idx[i]].dropped = "consumed"
-			default:
-				out[idx[i]].data = append([]byte(nil), p.Data()...)
-				packet.FreeOne(hd)
-			}
+	h.T.Helper()
+	o := h.Run(b, stages...)
+	out := make([]result, len(o.Fates))
+	for i, f := range o.Fates {
+		switch f.Verdict {
+		case packet.Drop:
+			out[i].dropped = f.Reason
+		case packet.Consume:
+			out[i].dropped = "consumed"
+		default:
+			out[i].data = stagetest.TakeData(f.H)
 		}
-		b.N = j
-		h.flush()
 	}
-	for i := 0; i < b.N; i++ {
-		out[idx[i]].data = append([]byte(nil), b.H[i].P().Data()...)
-		packet.FreeOne(b.H[i])
-	}
-	b.N = 0
 	return out
 }
 

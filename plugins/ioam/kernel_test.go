@@ -133,7 +133,7 @@ func (kl *kernelLab) forward(t *testing.T, h *harness, frame []byte) []byte {
 	copy(f[0:6], kl.a1MAC[:])
 	copy(f[6:12], kl.a0MAC[:])
 	var b packet.Burst
-	b.Push(h.pkt(f, 0))
+	b.Push(h.Pkt(f, 0))
 	deadline := time.Now().Add(5 * time.Second)
 	for b.N > 0 {
 		n := kl.a.TxBurst(0, &b)
@@ -183,7 +183,7 @@ func TestKernelTransitInterop(t *testing.T) {
 			if NodeLen(tt) > 8 {
 				room = 3
 			}
-			enc := h.mustBuild("ioam.encap", fmt.Sprintf(`
+			enc := h.MustBuild("ioam.encap", fmt.Sprintf(`
 node_id = 1
 node_id_wide = 0x101
 timestamp = "posix"
@@ -194,7 +194,7 @@ namespaces = [ { id = %d, data = 0xE1 } ]
 [[profiles]]
 trace = { namespace = %d, type = "%#06x", hops = %d }
 `, kl.outerSrc, kl.outerDst, kNS, kNS, tt, room))
-			dec := h.mustBuild("ioam.decap", fmt.Sprintf(`
+			dec := h.MustBuild("ioam.decap", fmt.Sprintf(`
 node_id = 3
 node_id_wide = 0x303
 timestamp = "posix"
@@ -289,7 +289,7 @@ func TestKernelByteExact(t *testing.T) {
 	for bit := uint32(0x800000); bit >= 2; bit >>= 1 {
 		types = append(types, bit) // each field alone, the undefined ones too
 	}
-	transit := h.mustBuild("ioam.transit", fmt.Sprintf(`
+	transit := h.MustBuild("ioam.transit", fmt.Sprintf(`
 node_id = %d
 node_id_wide = "%#x"
 timestamp = "posix"
@@ -308,7 +308,7 @@ interfaces = [ { port = "eth0", id = %d, id_wide = %d }, { port = "eth1", id = %
 			if !legal {
 				typ = 0x800000
 			}
-			enc := h.mustBuild("ioam.encap", fmt.Sprintf(`
+			enc := h.MustBuild("ioam.encap", fmt.Sprintf(`
 mode = "encap"
 src = %q
 dst = %q

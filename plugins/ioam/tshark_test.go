@@ -61,7 +61,7 @@ func TestTshark(t *testing.T) {
 						"interfaces = [ { port = \"eth0\", id = %d, id_wide = %d }, { port = \"eth1\", id = %d, id_wide = %d } ]\n",
 						k, 0x1000+k, 0xD0+k, 0xDD00+k, 0x500+k, 10*k, 1000*k, 10*k+1, 1000*k+1)
 				}
-				enc := h.mustBuild("ioam.encap", keys(1)+fmt.Sprintf(`
+				enc := h.MustBuild("ioam.encap", keys(1)+fmt.Sprintf(`
 mode = %q
 inline_transit = true
 src = "2001:db8:e::1"
@@ -69,7 +69,7 @@ dst = "2001:db8:d::1"
 [[profiles]]
 trace = { namespace = 123, type = "%#06x", hops = %d }
 `, mode, tt, hops))
-				tr := h.mustBuild("ioam.transit", keys(2))
+				tr := h.MustBuild("ioam.transit", keys(2))
 				in := buildFrame(t, frameSpec{payload: 64})
 				out := h.run(in, 0, false, enc, tr).data
 				path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".pcap")

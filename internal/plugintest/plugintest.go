@@ -1,0 +1,166 @@
+// Package plugintest runs plugin stages without the engine: a
+// stagetest.Rig (fake Env, pools checked for leaks, virtual time, stats),
+// a fixed port table, stages built from TOML keys through the registry as the
+// engine builds them, and a run loop that applies their verdicts.
+package plugintest
+
+import (
+	"log/slog"
+
+	"testing"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/stagetest"
+	"github.com/linerate/linerate/plugins"
+)
+
+// Ports is a fixed port table.
+type Ports []plugins.PortInfo
+
+// Port finds a port by name.
+func (ps Ports) Port(name string) (plugins.PortInfo, bool) {
+	for _, p := range ps {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return plugins.PortInfo{}, false
+}
+
+// All lists the ports.
+func (ps Ports) All() []plugins.PortInfo { return append([]plugins.PortInfo(nil), ps...) }
+
+// Harness builds and runs stages on one rig.
+type Harness struct {
+	*stagetest.Rig
+	Ports Ports
+	Ctx   plugins.Context
+	// What the stages' Setup says: the lcore they run on and how many run
+	// the chain (0 means 1), and the config's static routes and neighbours.
+	Lcore, NumLcores int
+	Routes           []config.Route
+	Neighbors        []config.Neighbor
+
+	started []plugins.Stage
+}
+
+// New makes a harness whose clock reads 0 with wall time unixBase. The caller
+// makes the pools and the ports.
+func New(t testing.TB, unixBase int64) *Harness {
+	t.Helper()
+	h := &Harness{Rig: stagetest.New(t, unixBase)}
+	h.Ctx = plugins.Context{Clock: h.Clock, Log: slog.New(slog.DiscardHandler), Env: h.Env}
+	t.Cleanup(h.stop) // before the rig's checks: cleanups run last first
+	return h
+}
+
+// Setup is what a factory gets for the stage kind#0 with the TOML keys given.
+func (h *Harness) Setup(kind, keys string) *plugins.Setup {
+	h.T.Helper()
+	return h.SetupNamed(kind, kind+"#0", keys)
+}
+
+// SetupNamed is Setup for a stage instance called name.
+func (h *Harness) SetupNamed(kind, name, keys string) *plugins.Setup {
+	h.T.Helper()
+	tab, err := config.ParseTable(name+".toml", []byte(keys))
+	if err != nil {
+		h.T.Fatalf("ParseTable: %v", err)
+	}
+	return &plugins.Setup{Kind: kind, Name: name, Config: tab, Ports: h.Ports, Lcore: h.Lcore,
+		NumLcores: max(h.NumLcores, 1), Clock: h.Clock, Log: slog.New(slog.DiscardHandler),
+		Counters: h.Counters(name), Histograms: h.Histograms(name), Pool: h.Pool,
+		Shared: h.Shared(name), Global: h.Global, Routes: h.Routes, Neighbors: h.Neighbors}
+}
+
+// Build makes the stage kind#0 from TOML keys through the registry.
+func (h *Harness) Build(kind, keys string) (plugins.Stage, error) {
+	h.T.Helper()
+	return h.BuildNamed(kind, kind+"#0", keys)
+}
+
+// BuildNamed is Build for a stage instance called name.
+func (h *Harness) BuildNamed(kind, name, keys string) (plugins.Stage, error) {
+	h.T.Helper()
+	k, ok := plugins.Lookup(kind)
+	if !ok {
+		h.T.Fatalf("stage kind %q is not registered", kind)
+	}
+	return k.New(h.SetupNamed(kind, name, keys))
+}
+
+// MustBuild is Build that fails the test on an error.
+func (h *Harness) MustBuild(kind, keys string) plugins.Stage {
+	h.T.Helper()
+	return h.MustBuildNamed(kind, kind+"#0", keys)
+}
+
+// MustBuildNamed is BuildNamed that fails the test on an error.
+func (h *Harness) MustBuildNamed(kind, name, keys string) plugins.Stage {
+	h.T.Helper()
+	st, err := h.BuildNamed(kind, name, keys)
+	if err != nil {
+		h.T.Fatalf("%s: %v", kind, err)
+	}
+	return st
+}
+
+// Start starts st if it is a Starter, as the engine does before the first
+// burst, and stops it when the test ends if it is a Stopper.
+func (h *Harness) Start(st plugins.Stage) plugins.Stage {
+	h.T.Helper()
+	if s, ok := st.(plugins.Starter); ok {
+		if err := s.Start(&h.Ctx); err != nil {
+			h.T.Fatal(err)
+		}
+	}
+	h.started = append(h.started, st)
+	return st
+}
+
+func (h *Harness) stop() {
+	h.Env.Flush()
+	for _, st := range h.started {
+		if s, ok := st.(plugins.Stopper); ok {
+			s.Stop(&h.Ctx)
+		}
+	}
+}
+
+// Run passes b through stages at the clock's time and applies their verdicts
+// (see stagetest.Rig.Chain).
+func (h *Harness) Run(b *packet.Burst, stages ...plugins.Stage) stagetest.Outcome {
+	h.T.Helper()
+	h.Ctx.Now = h.Clock.Now()
+	return h.Chain(b, len(stages), func(k int, b *packet.Burst) {
+		h.Ctx.Stage = k
+		stages[k].Process(&h.Ctx, b)
+	})
+}
+
+// Produce gives st, a Producer, one empty burst at the clock's time and
+// returns what it made.
+func (h *Harness) Produce(st plugins.Stage) *packet.Burst {
+	h.T.Helper()
+	p, ok := st.(plugins.Producer)
+	if !ok {
+		h.T.Fatalf("%T is not a Producer", st)
+	}
+	b := &packet.Burst{}
+	h.Ctx.Now = h.Clock.Now()
+	p.Produce(&h.Ctx, b)
+	return b
+}
+
+// Tick runs the timers of the stages that have them at the clock's time and
+// returns what they freed.
+func (h *Harness) Tick(stages ...plugins.Stage) {
+	h.Ctx.Now = h.Clock.Now()
+	for _, st := range stages {
+		if t, ok := st.(plugins.Ticker); ok {
+			t.Tick(&h.Ctx)
+		}
+	}
+	h.Env.Flush()
+}
