@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/internal/testenv"
 )
 
@@ -35,11 +36,11 @@ func TestIndependentArithmetic(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			enc := h.mustBuild("rlnc.encoder", "enc", "k = "+strconv.Itoa(tc.k)+"\nblock = "+strconv.Itoa(tc.n)+"\nmemory = \"4MiB\"\npool_buffers = 1024\n"+tc.keys)
-			rec := h.mustBuild("rlnc.recoder", "rec", "memory = \"4MiB\"\npool_buffers = 1024\nrepair_ratio = 0.25\n")
+			enc := h.MustBuildNamed("rlnc.encoder", "enc", "k = "+strconv.Itoa(tc.k)+"\nblock = "+strconv.Itoa(tc.n)+"\nmemory = \"4MiB\"\npool_buffers = 1024\n"+tc.keys)
+			rec := h.MustBuildNamed("rlnc.recoder", "rec", "memory = \"4MiB\"\npool_buffers = 1024\nrepair_ratio = 0.25\n")
 			r := rand.New(rand.NewPCG(11, uint64(tc.k)))
 			frames := source(r, tc.k, tc.n)
-			h.run(enc, h.bursts(frames, 0)[0])
+			h.Run(h.bursts(frames, 0)[0], enc)
 			coded := h.produce(enc)
 			// The recoder sees every other packet: its output mixes what it holds.
 			var half []packet.Handle
@@ -60,7 +61,7 @@ func TestIndependentArithmetic(t *testing.T) {
 			for _, hd := range recoded {
 				capture = append(capture, hex.EncodeToString(hd.P().Data()))
 			}
-			freeAll(recoded)
+			stagetest.Free(recoded...)
 			var orig []string
 			for _, f := range frames {
 				orig = append(orig, hex.EncodeToString(f))

@@ -53,7 +53,7 @@ func (h *harness) fill(b *packet.Burst, frames [][]byte) {
 	for _, f := range frames {
 		hd, ok := h.pool.AllocOne()
 		if !ok {
-			h.t.Fatal("bench pool empty")
+			h.T.Fatal("bench pool empty")
 		}
 		d, _ := hd.P().Append(len(f))
 		copy(d, f)
@@ -87,7 +87,7 @@ func (bt *batch) run(h *harness, st plugins.Stage) time.Duration {
 	bt.nout = 0
 	t0 := threadCPU()
 	for i := range bt.in {
-		st.Process(&h.ctx, &bt.in[i])
+		st.Process(&h.Ctx, &bt.in[i])
 	}
 	for {
 		if bt.nout == len(bt.out) {
@@ -95,7 +95,7 @@ func (bt *batch) run(h *harness, st plugins.Stage) time.Duration {
 		}
 		o := &bt.out[bt.nout]
 		o.N = 0
-		pr.Produce(&h.ctx, o)
+		pr.Produce(&h.Ctx, o)
 		if o.N == 0 {
 			break
 		}
@@ -110,7 +110,7 @@ func (bt *batch) run(h *harness, st plugins.Stage) time.Duration {
 			}
 		}
 	}
-	h.flush()
+	h.Env.Flush()
 	return d
 }
 
@@ -169,13 +169,13 @@ func BenchmarkEncoder(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			h := newHarness(b)
-			enc := h.mustBuild("rlnc.encoder", "enc", fmt.Sprintf("k = %d\nblock = %d\ncoded = %d\nmemory = \"8MiB\"\npool_buffers = 2048\n", k, benchN, k))
+			enc := h.MustBuildNamed("rlnc.encoder", "enc", fmt.Sprintf("k = %d\nblock = %d\ncoded = %d\nmemory = \"8MiB\"\npool_buffers = 2048\n", k, benchN, k))
 			var bt batch
 			var d time.Duration
 			coded := 0
 			for b.Loop() {
 				bt.load(h, frames)
-				h.ctx.Now++
+				h.Ctx.Now++
 				d += bt.run(h, enc)
 				coded += bt.made()
 				bt.free()
@@ -266,7 +266,7 @@ func BenchmarkRecoder(b *testing.B) {
 			h := newHarness(b)
 			// Each of the K innovative arrivals owes one packet; at full rank
 			// the link is owed K more: half the packets combine all K rows.
-			rec := h.mustBuild("rlnc.recoder", "rec", fmt.Sprintf("coded = %d\nmemory = \"16MiB\"\npool_buffers = 2048\nwindow = 1024\n", 2*k))
+			rec := h.MustBuildNamed("rlnc.recoder", "rec", fmt.Sprintf("coded = %d\nmemory = \"16MiB\"\npool_buffers = 2048\nwindow = 1024\n", 2*k))
 			var bt batch
 			var d time.Duration
 			var frames [][]byte
@@ -329,7 +329,7 @@ func BenchmarkDecoder(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			h := newHarness(b)
-			dec := h.mustBuild("rlnc.decoder", "dec", "memory = \"16MiB\"\npool_buffers = 2048\nwindow = 1024\n")
+			dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"16MiB\"\npool_buffers = 2048\nwindow = 1024\n")
 			var bt batch
 			var d time.Duration
 			var frames [][]byte

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -79,7 +80,7 @@ func TestFlood(t *testing.T) {
 	for _, kind := range []string{"rlnc.recoder", "rlnc.decoder"} {
 		t.Run(kind, func(t *testing.T) {
 			h := newHarness(t)
-			st := h.mustBuild(kind, "st", floodLimits)
+			st := h.MustBuildNamed(kind, "st", floodLimits)
 			s := storeOf(st)
 			r := rand.New(rand.NewPCG(7, 7))
 			const packets = 20000
@@ -111,40 +112,40 @@ func TestFlood(t *testing.T) {
 			out := 0
 			for i := 0; i*packet.MaxBurst < len(frames); i++ {
 				b := h.bursts(frames[i*packet.MaxBurst:min(len(frames), (i+1)*packet.MaxBurst)], 0)[0]
-				o := h.run(st, b)
-				if len(o.continued) > 0 || len(o.forwarded) > 0 {
+				o := h.Run(b, st)
+				if len(o.Continued) > 0 || len(o.Forwarded) > 0 {
 					t.Fatalf("coded packets passed: %+v", o)
 				}
-				for _, e := range h.takeEmitted() {
-					packet.FreeOne(e.h)
+				for _, e := range h.Env.TakeEmitted() {
+					packet.FreeOne(e.H)
 				}
 				p := h.produce(st)
 				out += len(p)
-				freeAll(p)
+				stagetest.Free(p...)
 				if i%16 == 0 {
 					checkBounded(t, s, "flood")
 				}
 				if h.pool.InUse() != 0 {
 					t.Fatalf("%d rx buffers held after a burst", h.pool.InUse())
 				}
-				h.clock.Advance(100 * time.Microsecond)
-				h.tick(st)
+				h.Clock.Advance(100 * time.Microsecond)
+				h.Tick(st)
 			}
 			checkBounded(t, s, "end")
 			// The recoder finishes a generation once the session moves on, so
 			// only the decoder fills its generation limits here.
-			if h.counter("st", "sessions_evicted") == 0 || (kind == "rlnc.decoder" && h.counter("st", "generations_evicted") == 0) {
+			if h.StageCounter("st", "sessions_evicted") == 0 || (kind == "rlnc.decoder" && h.StageCounter("st", "generations_evicted") == 0) {
 				t.Errorf("the flood never hit a limit: sessions_evicted %d generations_evicted %d",
-					h.counter("st", "sessions_evicted"), h.counter("st", "generations_evicted"))
+					h.StageCounter("st", "sessions_evicted"), h.StageCounter("st", "generations_evicted"))
 			}
 			// Quiet for longer than the session timeout: everything goes.
-			h.clock.Advance(100 * time.Millisecond)
-			h.tick(st)
+			h.Clock.Advance(100 * time.Millisecond)
+			h.Tick(st)
 			if s.sessLRU.n != 0 || s.liveGens() != 0 || s.liveSlots() != 0 {
 				t.Errorf("after the timeout: %d sessions, %d generations, %d slots", s.sessLRU.n, s.liveGens(), s.liveSlots())
 			}
-			t.Logf("%d packets in, %d out; echelons allocated %d", packets, out, h.counter("st", "echelon_allocs"))
-			st.(plugins.Stopper).Stop(&h.ctx)
+			t.Logf("%d packets in, %d out; echelons allocated %d", packets, out, h.StageCounter("st", "echelon_allocs"))
+			st.(plugins.Stopper).Stop(&h.Ctx)
 		})
 	}
 }
@@ -153,7 +154,7 @@ func TestFlood(t *testing.T) {
 // bounded too; generations evicted for room are sent short, not lost.
 func TestEncoderFlood(t *testing.T) {
 	h := newHarness(t)
-	enc := h.mustBuild("rlnc.encoder", "enc", "k = 16\nblock = 64\n"+floodLimits)
+	enc := h.MustBuildNamed("rlnc.encoder", "enc", "k = 16\nblock = 64\n"+floodLimits)
 	s := storeOf(enc)
 	r := rand.New(rand.NewPCG(8, 8))
 	var frames [][]byte
@@ -164,36 +165,36 @@ func TestEncoderFlood(t *testing.T) {
 	coded := 0
 	for i := 0; i*packet.MaxBurst < len(frames); i++ {
 		b := h.bursts(frames[i*packet.MaxBurst:min(len(frames), (i+1)*packet.MaxBurst)], 0)[0]
-		h.run(enc, b)
+		h.Run(b, enc)
 		p := h.produce(enc)
 		coded += len(p)
-		freeAll(p)
+		stagetest.Free(p...)
 		if i%8 == 0 {
 			checkBounded(t, s, "encoder flood")
 		}
 	}
-	if blocks := h.counter("enc", "source_blocks"); blocks != 10000 {
+	if blocks := h.StageCounter("enc", "source_blocks"); blocks != 10000 {
 		t.Errorf("took %d of 10000 packets", blocks)
 	}
-	h.clock.Advance(20 * time.Millisecond)
-	h.tick(enc)
-	freeAll(h.produce(enc))
+	h.Clock.Advance(20 * time.Millisecond)
+	h.Tick(enc)
+	stagetest.Free(h.produce(enc)...)
 	if s.liveSlots() != 0 {
 		t.Errorf("%d blocks held after the flush", s.liveSlots())
 	}
-	if h.counter("enc", "generations_short") == 0 {
+	if h.StageCounter("enc", "generations_short") == 0 {
 		t.Error("no generation was flushed short")
 	}
-	enc.(plugins.Stopper).Stop(&h.ctx)
+	enc.(plugins.Stopper).Stop(&h.Ctx)
 }
 
 // TestNoAllocs: in steady state the encoder, recoder and decoder allocate
 // nothing per packet.
 func TestNoAllocs(t *testing.T) {
 	h := newHarness(t)
-	enc := h.mustBuild("rlnc.encoder", "enc", "k = 8\nblock = 300\ncoded = 10\nmemory = \"2MiB\"\npool_buffers = 1024\n")
-	rec := h.mustBuild("rlnc.recoder", "rec", "memory = \"2MiB\"\npool_buffers = 1024\ncoded = 10\n")
-	dec := h.mustBuild("rlnc.decoder", "dec", "memory = \"2MiB\"\npool_buffers = 1024\n")
+	enc := h.MustBuildNamed("rlnc.encoder", "enc", "k = 8\nblock = 300\ncoded = 10\nmemory = \"2MiB\"\npool_buffers = 1024\n")
+	rec := h.MustBuildNamed("rlnc.recoder", "rec", "memory = \"2MiB\"\npool_buffers = 1024\ncoded = 10\n")
+	dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"2MiB\"\npool_buffers = 1024\n")
 	r := rand.New(rand.NewPCG(9, 9))
 	frames := source(r, 64, 300)
 	chain := []plugins.Stage{enc, rec, dec}
@@ -207,7 +208,7 @@ func TestNoAllocs(t *testing.T) {
 			return
 		}
 		st := chain[k]
-		st.Process(&h.ctx, b)
+		st.Process(&h.Ctx, b)
 		for i := 0; i < b.N; i++ {
 			switch b.H[i].P().Verdict() {
 			case packet.Drop, packet.Continue:
@@ -215,11 +216,11 @@ func TestNoAllocs(t *testing.T) {
 			}
 		}
 		b.N = 0
-		h.flush()
+		h.Env.Flush()
 		next := &bursts[k+1]
 		for {
 			next.N = 0
-			st.(plugins.Producer).Produce(&h.ctx, next)
+			st.(plugins.Producer).Produce(&h.Ctx, next)
 			if next.N == 0 {
 				return
 			}
@@ -235,9 +236,9 @@ func TestNoAllocs(t *testing.T) {
 			copy(d, f)
 			in.Push(hd)
 		}
-		h.ctx.Now = h.clock.Now()
+		h.Ctx.Now = h.Clock.Now()
 		pass(0, in)
-		h.clock.Advance(time.Microsecond)
+		h.Clock.Advance(time.Microsecond)
 	}
 	for i := 0; i < 50; i++ {
 		step() // warm up: Echelons, generation rows
@@ -245,10 +246,10 @@ func TestNoAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(100, step); a != 0 {
 		t.Errorf("%.1f allocations per 64 packets through encoder, recoder and decoder", a)
 	}
-	if h.counter("dec", "delivered") == 0 {
+	if h.StageCounter("dec", "delivered") == 0 {
 		t.Fatal("nothing decoded")
 	}
 	for _, st := range []plugins.Stage{enc, rec, dec} {
-		st.(plugins.Stopper).Stop(&h.ctx)
+		st.(plugins.Stopper).Stop(&h.Ctx)
 	}
 }

@@ -38,13 +38,13 @@ func TestReadme(t *testing.T) {
 	}
 	h := newHarness(t)
 	for _, kind := range []string{"rlnc.encoder", "rlnc.recoder", "rlnc.decoder"} {
-		h.mustBuild(kind, kind, "memory = \"1MiB\"\npool_buffers = 64\n")
-		h.counters[kind].Each(func(name, _ string, _ uint64) {
+		h.MustBuildNamed(kind, kind, "memory = \"1MiB\"\npool_buffers = 64\n")
+		for _, name := range h.CounterNames(kind) {
 			if strings.HasPrefix(name, "sent_") {
 				name = "sent_<link>"
 			}
 			has(kind+" counter", name)
-		})
+		}
 	}
 	for _, r := range []string{reasonTruncated.String(), reasonVersion.String(), reasonField.String(), reasonZeroK.String(),
 		reasonLength.String(), reasonBlocksUsed.String(), reasonZeroVector.String(), reasonSystematic.String(),

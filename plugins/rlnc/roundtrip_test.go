@@ -11,6 +11,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/gf"
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -55,13 +56,13 @@ func lose(r *rand.Rand, hs []packet.Handle, p float64) []packet.Handle {
 func (h *harness) through(st plugins.Stage, hs []packet.Handle) (cont []packet.Handle, drops map[string]int) {
 	drops = map[string]int{}
 	for _, b := range handlesBursts(hs) {
-		o := h.run(st, b)
-		cont = append(cont, o.continued...)
-		for k, v := range o.dropped {
+		o := h.Run(b, st)
+		cont = append(cont, o.Continued...)
+		for k, v := range o.Dropped {
 			drops[k] += v
 		}
-		if len(o.forwarded) > 0 {
-			h.t.Errorf("%d packets forwarded", len(o.forwarded))
+		if len(o.Forwarded) > 0 {
+			h.T.Errorf("%d packets forwarded", len(o.Forwarded))
 		}
 	}
 	return cont, drops
@@ -125,23 +126,23 @@ func roundTrip(t *testing.T, c rtCase, seed uint64) {
 max_block = %d
 pool_buffers = 4096
 `, c.n)
-	enc := h.mustBuild("rlnc.encoder", "enc", fmt.Sprintf("k = %d\nblock = %d\nsystematic = %v\ncoded = %d\nflush = \"5ms\"\n%s",
+	enc := h.MustBuildNamed("rlnc.encoder", "enc", fmt.Sprintf("k = %d\nblock = %d\nsystematic = %v\ncoded = %d\nflush = \"5ms\"\n%s",
 		c.k, c.n, c.systematic, coded, mem))
-	rec := h.mustBuild("rlnc.recoder", "rec", fmt.Sprintf("coded = %d\nseed = 9\n%s", coded, mem))
-	dec := h.mustBuild("rlnc.decoder", "dec", mem)
+	rec := h.MustBuildNamed("rlnc.recoder", "rec", fmt.Sprintf("coded = %d\nseed = 9\n%s", coded, mem))
+	dec := h.MustBuildNamed("rlnc.decoder", "dec", mem)
 
 	var sent []packet.Handle
 	for _, b := range h.bursts(frames, 0) {
-		o := h.run(enc, b)
-		if o.consumed != len(o.continued)+o.consumed || len(o.dropped) > 0 {
+		o := h.Run(b, enc)
+		if o.Consumed != len(o.Continued)+o.Consumed || len(o.Dropped) > 0 {
 			t.Fatalf("encoder: %+v", o)
 		}
 		sent = append(sent, h.produce(enc)...)
 	}
-	h.clock.Advance(6 * time.Millisecond)
-	h.tick(enc)
+	h.Clock.Advance(6 * time.Millisecond)
+	h.Tick(enc)
 	sent = append(sent, h.produce(enc)...)
-	if got, want := h.counter("enc", "generations_sent"), uint64(c.generations+min(1, c.k/2)); got != want {
+	if got, want := h.StageCounter("enc", "generations_sent"), uint64(c.generations+min(1, c.k/2)); got != want {
 		t.Errorf("encoder sent %d generations, want %d", got, want)
 	}
 	in := lose(r, sent, c.loss)
@@ -221,18 +222,18 @@ pool_buffers = 4096
 			t.Errorf("delivered packet has a bad UDP checksum")
 		}
 	}
-	freeAll(out)
+	stagetest.Free(out...)
 	for f := range want {
 		if !got[f] {
 			t.Errorf("original %d not delivered", binary.BigEndian.Uint64([]byte(f)[62:]))
 		}
 	}
-	if d := h.counter("dec", "delivered"); d != uint64(len(got)) {
+	if d := h.StageCounter("dec", "delivered"); d != uint64(len(got)) {
 		t.Errorf("decoder counts %d delivered, %d came out", d, len(got))
 	}
 	t.Logf("%d originals, %d coded reached the decoder, %d of %d generations decodable, %d delivered",
 		len(frames), len(in), decodable, len(gens), len(got))
 	for _, st := range []plugins.Stage{enc, rec, dec} {
-		st.(plugins.Stopper).Stop(&h.ctx)
+		st.(plugins.Stopper).Stop(&h.Ctx)
 	}
 }

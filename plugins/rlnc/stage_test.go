@@ -12,6 +12,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/gf"
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -47,7 +48,7 @@ func TestNamedDrops(t *testing.T) {
 	for _, kind := range []string{"rlnc.recoder", "rlnc.decoder"} {
 		t.Run(kind, func(t *testing.T) {
 			h := newHarness(t)
-			st := h.mustBuild(kind, "st", "window = 16\nmemory = \"1MiB\"\n")
+			st := h.MustBuildNamed(kind, "st", "window = 16\nmemory = \"1MiB\"\n")
 			zeroK := goodFields(1, 3, nil)
 			zeroK.K = 0
 			badLen := goodFields(1, 3, []byte{1, 2, 3})
@@ -85,30 +86,30 @@ func TestNamedDrops(t *testing.T) {
 					// Keep the IPv6 Payload Length honest so the IPv6 parse succeeds.
 					packet.IPv6(tc.frame[14:]).SetPayloadLength(10)
 				}
-				o := h.run(st, h.bursts([][]byte{tc.frame}, 0)[0])
-				for _, e := range h.takeEmitted() {
-					packet.FreeOne(e.h)
+				o := h.Run(h.bursts([][]byte{tc.frame}, 0)[0], st)
+				for _, e := range h.Env.TakeEmitted() {
+					packet.FreeOne(e.H)
 				}
-				freeAll(h.produce(st))
-				freeAll(o.continued)
+				stagetest.Free(h.produce(st)...)
+				stagetest.Free(o.Continued...)
 				if tc.reason == "" {
-					if len(o.dropped) != 0 {
-						t.Errorf("%s: dropped %v", tc.name, o.dropped)
+					if len(o.Dropped) != 0 {
+						t.Errorf("%s: dropped %v", tc.name, o.Dropped)
 					}
 					continue
 				}
-				if o.dropped[tc.reason] != 1 {
-					t.Errorf("%s: dropped %v, want %s", tc.name, o.dropped, tc.reason)
+				if o.Dropped[tc.reason] != 1 {
+					t.Errorf("%s: dropped %v, want %s", tc.name, o.Dropped, tc.reason)
 				}
 			}
 			// Not CODED IP at all: passes untouched.
 			u := udpFrame(testSrc, testDst, 1, 2, []byte("hello"))
-			o := h.run(st, h.bursts([][]byte{u}, 0)[0])
-			if len(o.continued) != 1 || !bytes.Equal(o.continued[0].P().Data(), u) {
+			o := h.Run(h.bursts([][]byte{u}, 0)[0], st)
+			if len(o.Continued) != 1 || !bytes.Equal(o.Continued[0].P().Data(), u) {
 				t.Errorf("a UDP packet did not pass untouched: %+v", o)
 			}
-			freeAll(o.continued)
-			st.(plugins.Stopper).Stop(&h.ctx)
+			stagetest.Free(o.Continued...)
+			st.(plugins.Stopper).Stop(&h.Ctx)
 		})
 	}
 }
@@ -116,7 +117,7 @@ func TestNamedDrops(t *testing.T) {
 // A decoded generation's late packets are dropped as rlnc_late.
 func TestDecoderLate(t *testing.T) {
 	h := newHarness(t)
-	dec := h.mustBuild("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
+	dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
 	r := rand.New(rand.NewPCG(1, 1))
 	src := source(r, 2, 64)
 	blocks := make([][]byte, 2)
@@ -133,8 +134,8 @@ func TestDecoderLate(t *testing.T) {
 		f.BlockLen = 64
 		frames = append(frames, codedFrame(testSrc, testDst, f, blk))
 	}
-	o := h.run(dec, h.bursts(frames, 0)[0])
-	if o.dropped["rlnc_late"] != 1 || o.consumed != 2 {
+	o := h.Run(h.bursts(frames, 0)[0], dec)
+	if o.Dropped["rlnc_late"] != 1 || o.Consumed != 2 {
 		t.Fatalf("want 2 consumed and 1 late, got %+v", o)
 	}
 	out := h.produce(dec)
@@ -148,12 +149,12 @@ func TestDecoderLate(t *testing.T) {
 			t.Errorf("packet %d:\n%x\nwant\n%x", i, got, src[i])
 		}
 	}
-	freeAll(out)
+	stagetest.Free(out...)
 }
 
 func TestEncoderMatchAndPass(t *testing.T) {
 	h := newHarness(t)
-	enc := h.mustBuild("rlnc.encoder", "enc", `k = 4
+	enc := h.MustBuildNamed("rlnc.encoder", "enc", `k = 4
 block = 100
 too_big = "pass"
 session_length = 1
@@ -174,18 +175,18 @@ session = 9
 	packet.IPv6(frag[14:]).SetNextHeader(packet.ProtocolFragment)
 	packet.IPv6(frag[14:]).SetPayloadLength(packet.IPv6(frag[14:]).PayloadLength() + 8)
 	in := append([][]byte{other, port, big, frag}, frames...)
-	o := h.run(enc, h.bursts(in, 0)[0])
-	if len(o.continued) != 6 || o.consumed != 4 {
+	o := h.Run(h.bursts(in, 0)[0], enc)
+	if len(o.Continued) != 6 || o.Consumed != 4 {
 		t.Fatalf("want 6 passed (unmatched ×2, too big, fragment, session ended ×2) and 4 taken: %+v", o)
 	}
 	for i, want := range [][]byte{other, port, big, frag, frames[4], frames[5]} {
-		if !bytes.Equal(o.continued[i].P().Data(), want) {
+		if !bytes.Equal(o.Continued[i].P().Data(), want) {
 			t.Errorf("passed packet %d changed", i)
 		}
 	}
-	freeAll(o.continued)
+	stagetest.Free(o.Continued...)
 	for name, want := range map[string]uint64{"uncoded_too_big": 1, "uncoded_ext": 1, "uncoded_session_ended": 2, "source_blocks": 4, "generations_sent": 1, "coded_sent": 4} {
-		if got := h.counter("enc", name); got != want {
+		if got := h.StageCounter("enc", name); got != want {
 			t.Errorf("%s = %d, want %d", name, got, want)
 		}
 	}
@@ -196,13 +197,13 @@ session = 9
 			t.Errorf("header %+v", ch.Fields())
 		}
 	}
-	freeAll(coded)
+	stagetest.Free(coded...)
 
 	// too_big = "drop" drops instead.
 	h2 := newHarness(t)
-	enc2 := h2.mustBuild("rlnc.encoder", "enc", "k = 4\nblock = 100\ntoo_big = \"drop\"\nmemory = \"1MiB\"\npool_buffers = 256\n")
-	o = h2.run(enc2, h2.bursts([][]byte{big}, 0)[0])
-	if o.dropped["rlnc_too_big"] != 1 {
+	enc2 := h2.MustBuildNamed("rlnc.encoder", "enc", "k = 4\nblock = 100\ntoo_big = \"drop\"\nmemory = \"1MiB\"\npool_buffers = 256\n")
+	o = h2.Run(h2.bursts([][]byte{big}, 0)[0], enc2)
+	if o.Dropped["rlnc_too_big"] != 1 {
 		t.Errorf("too_big = drop: %+v", o)
 	}
 }
@@ -211,7 +212,7 @@ session = 9
 // repair packets; a generation short at the flush time goes with k′.
 func TestEncoderSystematicFlushLinks(t *testing.T) {
 	h := newHarness(t)
-	enc := h.mustBuild("rlnc.encoder", "enc", `k = 8
+	enc := h.MustBuildNamed("rlnc.encoder", "enc", `k = 8
 block = 200
 systematic = true
 flush = "1ms"
@@ -226,11 +227,11 @@ repair_ratio = 0.5
 `)
 	r := rand.New(rand.NewPCG(3, 3))
 	frames := source(r, 11, 200)
-	h.run(enc, h.bursts(frames, 0)[0])
-	em := h.takeEmitted()
+	h.Run(h.bursts(frames, 0)[0], enc)
+	em := h.Env.TakeEmitted()
 	perPort := map[uint16][]packet.Handle{}
 	for _, e := range em {
-		perPort[e.port] = append(perPort[e.port], e.h)
+		perPort[e.Port] = append(perPort[e.Port], e.H)
 	}
 	// Generation 0: 8 systematic + 2 repair on eth0, 8 + 4 on mem0.
 	// Generation 1: 3 systematic each so far.
@@ -250,15 +251,15 @@ repair_ratio = 0.5
 			}
 		}
 	}
-	h.clock.Advance(2 * time.Millisecond)
-	h.tick(enc)
-	em2 := h.takeEmitted()
+	h.Clock.Advance(2 * time.Millisecond)
+	h.Tick(enc)
+	em2 := h.Env.TakeEmitted()
 	// Flushed with k′ = 3: eth0 gets ceil(10·3/8) − 3 = 1 repair, mem0 ceil(1.5) = 2.
 	if len(em2) != 3 {
 		t.Fatalf("flush sent %d packets, want 3", len(em2))
 	}
 	for _, e := range em2 {
-		ch := codedHeader(t, e.h)
+		ch := codedHeader(t, e.H)
 		if ch.GenerationID() != 1 || ch.BlocksUsed() != 3 || ch.Fields().BlocksUsed != 3 {
 			t.Errorf("flushed packet %+v", ch.Fields())
 		}
@@ -267,12 +268,12 @@ repair_ratio = 0.5
 				t.Errorf("vector %x: coefficients 0..2 non-zero, the rest zero", ch.Vector())
 			}
 		}
-		packet.FreeOne(e.h)
+		packet.FreeOne(e.H)
 	}
 	for _, e := range em {
-		packet.FreeOne(e.h)
+		packet.FreeOne(e.H)
 	}
-	if h.counter("enc", "generations_short") != 1 {
+	if h.StageCounter("enc", "generations_short") != 1 {
 		t.Error("short generation not counted")
 	}
 }
@@ -280,25 +281,25 @@ repair_ratio = 0.5
 // The MTU check: a coded packet must fit N ≤ MTU − 52 − K on every link.
 func TestMTUCheck(t *testing.T) {
 	h := newHarness(t)
-	_, err := h.build("rlnc.encoder", "enc", "k = 64\nblock = 1400\n[[links]]\nport = \"eth0\"\n")
+	_, err := h.BuildNamed("rlnc.encoder", "enc", "k = 64\nblock = 1400\n[[links]]\nport = \"eth0\"\n")
 	if err == nil || !strings.Contains(err.Error(), "MTU") || !strings.Contains(err.Error(), "1384") {
 		t.Errorf("K=64 N=1400 on a 1500 MTU: %v", err)
 	}
-	if _, err := h.build("rlnc.encoder", "ok", "k = 48\nblock = 1400\nmemory = \"1MiB\"\npool_buffers = 64\n[[links]]\nport = \"eth0\"\n"); err != nil {
+	if _, err := h.BuildNamed("rlnc.encoder", "ok", "k = 48\nblock = 1400\nmemory = \"1MiB\"\npool_buffers = 64\n[[links]]\nport = \"eth0\"\n"); err != nil {
 		t.Errorf("K=48 N=1400 fits 1500: %v", err)
 	}
-	if _, err := h.build("rlnc.encoder", "jumbo", "k = 64\nblock = 8800\nmemory = \"1MiB\"\npool_buffers = 64\n[[links]]\nport = \"mem0\"\n"); err != nil {
+	if _, err := h.BuildNamed("rlnc.encoder", "jumbo", "k = 64\nblock = 8800\nmemory = \"1MiB\"\npool_buffers = 64\n[[links]]\nport = \"mem0\"\n"); err != nil {
 		t.Errorf("K=64 N=8800 fits 9000: %v", err)
 	}
-	_, err = h.build("rlnc.recoder", "rec", "k = 32\nblock = 1420\n[[links]]\nport = \"eth1\"\n")
+	_, err = h.BuildNamed("rlnc.recoder", "rec", "k = 32\nblock = 1420\n[[links]]\nport = \"eth1\"\n")
 	if err == nil || !strings.Contains(err.Error(), "MTU") {
 		t.Errorf("recoder K=32 N=1420 on 1500: %v", err)
 	}
-	_, err = h.build("rlnc.encoder", "chain", "k = 16\nblock = 1440\nmtu = 1500\n")
+	_, err = h.BuildNamed("rlnc.encoder", "chain", "k = 16\nblock = 1440\nmtu = 1500\n")
 	if err == nil || !strings.Contains(err.Error(), "chain") {
 		t.Errorf("chain link with mtu 1500: %v", err)
 	}
-	if _, err := h.build("rlnc.recoder", "x", "k = 16\n"); err == nil {
+	if _, err := h.BuildNamed("rlnc.recoder", "x", "k = 16\n"); err == nil {
 		t.Error("k without block accepted")
 	}
 }
@@ -307,23 +308,23 @@ func TestMTUCheck(t *testing.T) {
 // to its owner.
 func TestHandoff(t *testing.T) {
 	h := newHarness(t)
-	h.env.numLcores = 4
-	dec := h.mustBuild("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
+	h.Env.Lcores = 4
+	dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
 	var frames [][]byte
 	for i := 0; i < 32; i++ {
 		src := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i)})
 		frames = append(frames, codedFrame(src, testDst, goodFields(0, 3, []byte{1, 2, 3}), make([]byte, 16)))
 	}
-	o := h.run(dec, h.bursts(frames, 0)[0])
-	handed := len(h.env.handoffs)
-	if handed == 0 || handed == 32 || o.consumed != 32-handed {
-		t.Fatalf("handed %d of 32, consumed %d", handed, o.consumed)
+	o := h.Run(h.bursts(frames, 0)[0], dec)
+	handed := len(h.Env.Handoffs)
+	if handed == 0 || handed == 32 || o.Consumed != 32-handed {
+		t.Fatalf("handed %d of 32, consumed %d", handed, o.Consumed)
 	}
-	for _, e := range h.env.handoffs {
-		if int(e.port) == 0 || e.h.P().Verdict() != packet.Handoff {
-			t.Errorf("handed to %d with verdict %v", e.port, e.h.P().Verdict())
+	for _, e := range h.Env.Handoffs {
+		if int(e.Port) == 0 || e.H.P().Verdict() != packet.Handoff {
+			t.Errorf("handed to %d with verdict %v", e.Port, e.H.P().Verdict())
 		}
-		packet.FreeOne(e.h)
+		packet.FreeOne(e.H)
 	}
 }
 
@@ -331,7 +332,7 @@ func TestHandoff(t *testing.T) {
 // sends mixes everything held at that moment.
 func TestRecoderPacing(t *testing.T) {
 	h := newHarness(t)
-	rec := h.mustBuild("rlnc.recoder", "rec", `memory = "1MiB"
+	rec := h.MustBuildNamed("rlnc.recoder", "rec", `memory = "1MiB"
 coded = 8
 [[links]]
 port = "mem0"
@@ -347,21 +348,21 @@ rate = "10Mbit"
 	}
 	// All 8 arrive at once; the link may send one 124-byte frame per
 	// (124+24)·8/10e6 s = 118.4 µs.
-	h.run(rec, h.bursts(frames, 0)[0])
+	h.Run(h.bursts(frames, 0)[0], rec)
 	sent := 0
 	var vecs [][]byte
 	for step := 0; step < 100; step++ {
 		h.produce(rec)
-		for _, e := range h.takeEmitted() {
+		for _, e := range h.Env.TakeEmitted() {
 			sent++
-			ch := codedHeader(t, e.h)
+			ch := codedHeader(t, e.H)
 			if ch.Systematic() {
 				t.Error("recoded packet kept the systematic flag")
 			}
 			vecs = append(vecs, append([]byte(nil), ch.Vector()...))
-			packet.FreeOne(e.h)
+			packet.FreeOne(e.H)
 		}
-		h.clock.Advance(10 * time.Microsecond)
+		h.Clock.Advance(10 * time.Microsecond)
 	}
 	// 1 ms: at most ceil(1000/118.4) = 9, and the budget is 8.
 	if sent != 8 {
@@ -375,7 +376,7 @@ rate = "10Mbit"
 	if rec.(plugins.Holder).Held() != 0 {
 		t.Error("credits left after the budget was spent")
 	}
-	if h.counter("rec", "generations_opened") != 1 {
+	if h.StageCounter("rec", "generations_opened") != 1 {
 		t.Error("generation count")
 	}
 }
@@ -383,8 +384,8 @@ rate = "10Mbit"
 // Extension headers (here Hop-by-Hop) ride in the outer chain and come back.
 func TestExtensionChain(t *testing.T) {
 	h := newHarness(t)
-	enc := h.mustBuild("rlnc.encoder", "enc", "k = 2\nblock = 120\nmemory = \"1MiB\"\npool_buffers = 64\n")
-	dec := h.mustBuild("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
+	enc := h.MustBuildNamed("rlnc.encoder", "enc", "k = 2\nblock = 120\nmemory = \"1MiB\"\npool_buffers = 64\n")
+	dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
 	var frames [][]byte
 	for i := 0; i < 2; i++ {
 		u := udpFrame(testSrc, testDst, 5, 6, []byte(fmt.Sprintf("payload %d", i)))
@@ -396,7 +397,7 @@ func TestExtensionChain(t *testing.T) {
 		ip.SetPayloadLength(ip.PayloadLength() + 8)
 		frames = append(frames, f)
 	}
-	h.run(enc, h.bursts(frames, 0)[0])
+	h.Run(h.bursts(frames, 0)[0], enc)
 	coded := h.produce(enc)
 	if len(coded) != 2 {
 		t.Fatalf("%d coded", len(coded))
@@ -407,17 +408,17 @@ func TestExtensionChain(t *testing.T) {
 			t.Errorf("coded packet lost the Hop-by-Hop header: %+v", l)
 		}
 	}
-	o := h.run(dec, handlesBursts(coded)[0])
+	o := h.Run(handlesBursts(coded)[0], dec)
 	out := h.produce(dec)
-	if o.consumed != 2 || len(out) != 2 {
-		t.Fatalf("consumed %d, delivered %d", o.consumed, len(out))
+	if o.Consumed != 2 || len(out) != 2 {
+		t.Fatalf("consumed %d, delivered %d", o.Consumed, len(out))
 	}
 	for i, hd := range out {
 		if !bytes.Equal(hd.P().Data(), frames[i]) {
 			t.Errorf("packet %d:\n%x\nwant\n%x", i, hd.P().Data(), frames[i])
 		}
 	}
-	freeAll(out)
+	stagetest.Free(out...)
 }
 
 // Non-innovative packets before full rank, many more than the decoder's spare
@@ -425,7 +426,7 @@ func TestExtensionChain(t *testing.T) {
 // decodes, byte for byte, and no dependent packet is kept.
 func TestDecoderDependent(t *testing.T) {
 	h := newHarness(t)
-	dec := h.mustBuild("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
+	dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
 	r := rand.New(rand.NewPCG(5, 5))
 	src := source(r, 3, 64)
 	blocks := make([][]byte, 3)
@@ -450,11 +451,11 @@ func TestDecoderDependent(t *testing.T) {
 		frames = append(frames, frame([]byte{2, gf.Mul8(2, 2) ^ c, gf.Mul8(2, 3)}, false))
 	}
 	frames = append(frames, frame([]byte{9, 9, 8}, false))
-	o := h.run(dec, h.bursts(frames, 0)[0])
-	if o.dropped["rlnc_non_innovative"] != 20 || o.consumed != 2 || len(o.continued) != 1 {
+	o := h.Run(h.bursts(frames, 0)[0], dec)
+	if o.Dropped["rlnc_non_innovative"] != 20 || o.Consumed != 2 || len(o.Continued) != 1 {
 		t.Fatalf("want 20 non-innovative, 2 consumed, 1 systematic delivered: %+v", o)
 	}
-	out := append(o.continued, h.produce(dec)...)
+	out := append(o.Continued, h.produce(dec)...)
 	if len(out) != 3 {
 		t.Fatalf("%d delivered", len(out))
 	}
@@ -467,11 +468,11 @@ func TestDecoderDependent(t *testing.T) {
 			t.Errorf("original %d not delivered", i)
 		}
 	}
-	freeAll(out)
-	if h.counter("dec", "echelon_rebuilds") == 0 {
+	stagetest.Free(out...)
+	if h.StageCounter("dec", "echelon_rebuilds") == 0 {
 		t.Error("20 dependent packets should have used up the spare columns")
 	}
-	if h.counter("dec", "innovative") != 3 {
-		t.Errorf("%d kept, want 3", h.counter("dec", "innovative"))
+	if h.StageCounter("dec", "innovative") != 3 {
+		t.Errorf("%d kept, want 3", h.StageCounter("dec", "innovative"))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/internal/testenv"
 )
 
@@ -47,7 +48,7 @@ func TestTsharkDissector(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t)
-	enc := h.mustBuild("rlnc.encoder", "enc", `k = 4
+	enc := h.MustBuildNamed("rlnc.encoder", "enc", `k = 4
 block = 120
 systematic = true
 repair_ratio = 0.5
@@ -59,9 +60,9 @@ pool_buffers = 64
 session = 42
 `)
 	r := rand.New(rand.NewPCG(4, 4))
-	h.run(enc, h.bursts(source(r, 6, 120), 0)[0]) // one generation of 4, then 2 more
-	h.clock.Advance(2 * time.Millisecond)
-	h.tick(enc)
+	h.Run(h.bursts(source(r, 6, 120), 0)[0], enc) // one generation of 4, then 2 more
+	h.Clock.Advance(2 * time.Millisecond)
+	h.Tick(enc)
 	out := h.produce(enc)
 	var frames [][]byte
 	var want []Fields
@@ -69,7 +70,7 @@ session = 42
 		frames = append(frames, append([]byte(nil), hd.P().Data()...))
 		want = append(want, codedHeader(t, hd).Fields())
 	}
-	freeAll(out)
+	stagetest.Free(out...)
 	// 4 systematic + 2 repair, then 2 systematic + 1 repair with k′ = 2.
 	if len(frames) != 9 {
 		t.Fatalf("encoder sent %d packets, want 9", len(frames))
