@@ -13,6 +13,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -40,7 +41,7 @@ func (c *cpuTimer) report(b *testing.B, packets float64) {
 
 // benchEnv is an Env whose Free keeps the handle: benchmarks reuse their
 // packets.
-type benchEnv struct{ fakeEnv }
+type benchEnv struct{ stagetest.Env }
 
 func (e *benchEnv) Free(h packet.Handle) {}
 
@@ -103,7 +104,7 @@ func arrive(b testing.TB, f []byte) []byte {
 func fillBurst(b *testing.B, h *harness, frame []byte) *packet.Burst {
 	bu := &packet.Burst{}
 	for i := 0; i < packet.MaxBurst; i++ {
-		bu.Push(h.pkt(frame, 0))
+		bu.Push(h.Pkt(frame, 0))
 	}
 	b.Cleanup(func() { packet.Free(bu) })
 	return bu
@@ -136,8 +137,8 @@ func BenchmarkReflector(b *testing.B) {
 			h := bs.h
 			key := writeKey(b, strings.Repeat("42", 32))
 			sk, rk := benchKeys(auth, key)
-			snd := h.mustBuild("stamp.sender", "tx", sk)
-			rfl := h.mustBuild("stamp.reflector", "refl", rk)
+			snd := h.MustBuildNamed("stamp.sender", "tx", sk)
+			rfl := h.MustBuildNamed("stamp.reflector", "refl", rk)
 			frame := arrive(b, h.produce(snd)[0])
 			bu := fillBurst(b, h, frame)
 			headroom := bu.H[0].P().Headroom()
@@ -159,7 +160,7 @@ func BenchmarkReflector(b *testing.B) {
 			}
 			cpu.pause()
 			b.StopTimer()
-			if got := h.counter("refl", "reflected"); got != uint64(b.N+1)*packet.MaxBurst {
+			if got := h.StageCounter("refl", "reflected"); got != uint64(b.N+1)*packet.MaxBurst {
 				b.Fatalf("reflected %d of %d", got, (b.N+1)*packet.MaxBurst)
 			}
 			cpu.report(b, float64(b.N)*packet.MaxBurst)
@@ -178,9 +179,9 @@ func BenchmarkCollector(b *testing.B) {
 			h := bs.h
 			key := writeKey(b, strings.Repeat("42", 32))
 			sk, rk := benchKeys(auth, key)
-			snd := h.mustBuild("stamp.sender", "tx", sk)
-			rfl := h.mustBuild("stamp.reflector", "refl", rk)
-			coll := h.mustBuild("stamp.collector", "coll", "")
+			snd := h.MustBuildNamed("stamp.sender", "tx", sk)
+			rfl := h.MustBuildNamed("stamp.reflector", "refl", rk)
+			coll := h.MustBuildNamed("stamp.collector", "coll", "")
 			s := h.registry().tx.Load().get(7)
 			// Distinct replies: unauthenticated ones get their sequence
 			// number written per packet; authenticated ones are signed, so a
@@ -213,7 +214,7 @@ func BenchmarkCollector(b *testing.B) {
 			}
 			s.rx.reset()
 			s.drain(0)
-			dups0 := h.counter("coll", "duplicates")
+			dups0 := h.StageCounter("coll", "duplicates")
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			var cpu cpuTimer
@@ -253,10 +254,10 @@ func BenchmarkCollector(b *testing.B) {
 			}
 			cpu.pause()
 			b.StopTimer()
-			if got := h.counter("coll", "records"); got != uint64(b.N+1)*packet.MaxBurst {
+			if got := h.StageCounter("coll", "records"); got != uint64(b.N+1)*packet.MaxBurst {
 				b.Fatalf("records %d of %d", got, (b.N+1)*packet.MaxBurst)
 			}
-			if dups := h.counter("coll", "duplicates") - dups0; dups != 0 {
+			if dups := h.StageCounter("coll", "duplicates") - dups0; dups != 0 {
 				b.Fatalf("%d duplicates", dups)
 			}
 			cpu.report(b, float64(b.N)*packet.MaxBurst)
@@ -272,7 +273,7 @@ func BenchmarkSender(b *testing.B) {
 			h := bs.h
 			key := writeKey(b, strings.Repeat("42", 32))
 			sk, _ := benchKeys(auth, key)
-			snd := h.mustBuild("stamp.sender", "tx", sk).(*sender)
+			snd := h.MustBuildNamed("stamp.sender", "tx", sk).(*sender)
 			s := h.registry().tx.Load().get(7)
 			bu := &packet.Burst{}
 			bs.ctx.Now = bs.clk.Now()

@@ -143,7 +143,7 @@ func TestScapyParsesLinerate(t *testing.T) {
 func TestReflectorAnswersScapy(t *testing.T) {
 	requireScapy(t)
 	h := newHarness(t)
-	rfl := h.mustBuild("stamp.reflector", "refl", "[[sessions]]\nssid = 4242\nmode = \"stateless\"\n")
+	rfl := h.MustBuildNamed("stamp.reflector", "refl", "[[sessions]]\nssid = 4242\nmode = \"stateless\"\n")
 	const secs = 3913056000 // 2024-01-01 in NTP seconds
 	spec := map[string]any{"dst_mac": "02:00:00:00:00:0b", "src_mac": "02:00:00:00:00:0a", "src": addrS.String(),
 		"dst": addrR.String(), "hlim": 61, "sport": 50000, "ts": secs, "scale": 3, "multiplier": 7, "ssid": 4242}

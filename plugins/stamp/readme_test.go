@@ -43,11 +43,12 @@ func TestReadme(t *testing.T) {
 		if kind == "stamp.sender" {
 			keys = "src = \"2001:db8::1\"\n"
 		}
-		h.mustBuild(kind, kind, keys)
-		h.counters[kind].Each(func(name, _ string, _ uint64) { has(kind+" counter", name) })
+		h.MustBuildNamed(kind, kind, keys)
+		for _, name := range h.CounterNames(kind) {
+			has(kind+" counter", name)
+		}
 	}
-	for name := range h.hists {
-		_, n, _ := strings.Cut(name, "/")
+	for _, n := range h.HistNames() {
 		has("histogram", n)
 	}
 	for _, r := range []interface{ String() string }{reasonShort, reasonUnknown, reasonBadHMAC, reasonTLVOverrun,

@@ -59,7 +59,7 @@ func TestLossSplit(t *testing.T) {
 // IPv4 with a VLAN tag and PTP timestamps.
 func TestIPv4VLANPTP(t *testing.T) {
 	h := newHarness(t)
-	snd := h.mustBuild("stamp.sender", "tx", `
+	snd := h.MustBuildNamed("stamp.sender", "tx", `
 src = "192.0.2.1"
 vlan = 100
 timestamp = "ptp"
@@ -68,12 +68,12 @@ interval = "1ms"
 ssid = 300
 reflector = "198.51.100.7"
 `)
-	rfl := h.mustBuild("stamp.reflector", "refl", `
+	rfl := h.MustBuildNamed("stamp.reflector", "refl", `
 addresses = ["198.51.100.7"]
 [[sessions]]
 ssid = 300
 `)
-	coll := h.mustBuild("stamp.collector", "coll", "")
+	coll := h.MustBuildNamed("stamp.collector", "coll", "")
 	f := h.produce(snd)[0]
 	pay, l := payloadOf(t, f)
 	if l.VLANs != 1 || l.VLAN[0]&0xfff != 100 || l.IPVersion != 4 {
@@ -114,8 +114,8 @@ ssid = 300
 // One row per named drop reason, and the packets the reflector lets pass.
 func TestReflectorDrops(t *testing.T) {
 	h := newHarness(t)
-	snd := h.mustBuild("stamp.sender", "tx", senderKeys(""))
-	rfl := h.mustBuild("stamp.reflector", "refl", `
+	snd := h.MustBuildNamed("stamp.sender", "tx", senderKeys(""))
+	rfl := h.MustBuildNamed("stamp.reflector", "refl", `
 allow = ["2001:db8:a::/48"]
 rate_limit = "100pps"
 rate_burst = 2
@@ -175,8 +175,8 @@ return_path = ["2001:db8:e::1", "2001:db8:f::1"]
 // sources only; a stopped session is not answered.
 func TestStatelessUnknown(t *testing.T) {
 	h := newHarness(t)
-	snd := h.mustBuild("stamp.sender", "tx", senderKeys(""))
-	rfl := h.mustBuild("stamp.reflector", "refl", `
+	snd := h.MustBuildNamed("stamp.sender", "tx", senderKeys(""))
+	rfl := h.MustBuildNamed("stamp.reflector", "refl", `
 unknown = "reflect"
 allow = ["2001:db8:a::/48"]
 `)
@@ -193,15 +193,15 @@ allow = ["2001:db8:a::/48"]
 	if len(rr.data) > len(f) {
 		t.Error("reply larger than the request")
 	}
-	if _, err := h.build("stamp.reflector", "r2", `unknown = "reflect"`); err == nil {
+	if _, err := h.BuildNamed("stamp.reflector", "r2", `unknown = "reflect"`); err == nil {
 		t.Error("unknown = reflect without allow was accepted")
 	}
 	reg := h.registry()
 	rs := reg.rf.Load()
 	_ = rs
 	h2 := newHarness(t)
-	snd2 := h2.mustBuild("stamp.sender", "tx", senderKeys(""))
-	rfl2 := h2.mustBuild("stamp.reflector", "refl", "[[sessions]]\nssid = 7\nstart = false\n")
+	snd2 := h2.MustBuildNamed("stamp.sender", "tx", senderKeys(""))
+	rfl2 := h2.MustBuildNamed("stamp.reflector", "refl", "[[sessions]]\nssid = 7\nstart = false\n")
 	if r := h2.run(endSRv6(t, h2.produce(snd2)[0]), 0, rfl2); r.dropped != "stamp_session_stopped" {
 		t.Errorf("stopped session: %q", r.dropped)
 	}
@@ -225,7 +225,7 @@ func TestMalformedTLVs(t *testing.T) {
 	if rpay[BaseLen]&FlagM == 0 {
 		t.Errorf("M not set: flags %#x", rpay[BaseLen])
 	}
-	if got := h.counter("refl", "tlv_malformed"); got != 1 {
+	if got := h.StageCounter("refl", "tlv_malformed"); got != 1 {
 		t.Errorf("tlv_malformed %d", got)
 	}
 	// The reply's TLV area no longer walks: the collector drops it, named.
@@ -267,8 +267,8 @@ func TestReturnPathTLV(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			snd := h.mustBuild("stamp.sender", "tx", senderKeys(c.extra))
-			rfl := h.mustBuild("stamp.reflector", "refl", "[[sessions]]\nssid = 7\n")
+			snd := h.MustBuildNamed("stamp.sender", "tx", senderKeys(c.extra))
+			rfl := h.MustBuildNamed("stamp.reflector", "refl", "[[sessions]]\nssid = 7\n")
 			rr := h.run(endSRv6(t, h.produce(snd)[0]), 0, rfl)
 			if rr.dropped != c.want {
 				t.Fatalf("got %q", rr.dropped)
@@ -305,7 +305,7 @@ func TestConfigErrors(t *testing.T) {
 		{"stamp.reflector", `mac = "flip"`, "swap or keep"},
 		{"stamp.collector", `port = -1`, "port"},
 	} {
-		_, err := h.build(c.kind, fmt.Sprintf("s%d", len(c.keys)), c.keys)
+		_, err := h.BuildNamed(c.kind, fmt.Sprintf("s%d", len(c.keys)), c.keys)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %q: %v", c.kind, c.keys, err)
 		}

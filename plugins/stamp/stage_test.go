@@ -79,7 +79,7 @@ return_path = ["2001:db8:e::1"]
 // forward path, UDP to 862 and the base packet.
 func TestSenderTemplate(t *testing.T) {
 	h := newHarness(t)
-	snd := h.mustBuild("stamp.sender", "tx", senderKeys(""))
+	snd := h.MustBuildNamed("stamp.sender", "tx", senderKeys(""))
 	var frames [][]byte
 	for i := 0; i < 3; i++ {
 		frames = append(frames, h.produce(snd)...)
@@ -119,7 +119,7 @@ func TestSenderTemplate(t *testing.T) {
 			t.Errorf("packet %d: T1 %#x, want %#x", i, sp.Timestamp(), want)
 		}
 	}
-	if got := h.counter("tx", "sent"); got != 3 {
+	if got := h.StageCounter("tx", "sent"); got != 3 {
 		t.Errorf("sent counter %d", got)
 	}
 }
@@ -134,9 +134,9 @@ type chain struct {
 func newChain(t testing.TB, sndExtra, rflKeys, collKeys string) *chain {
 	h := newHarness(t)
 	c := &chain{h: h}
-	c.snd = h.mustBuild("stamp.sender", "tx", senderKeys(sndExtra))
-	c.rfl = h.mustBuild("stamp.reflector", "refl", rflKeys)
-	c.coll = h.mustBuild("stamp.collector", "coll", collKeys)
+	c.snd = h.MustBuildNamed("stamp.sender", "tx", senderKeys(sndExtra))
+	c.rfl = h.MustBuildNamed("stamp.reflector", "refl", rflKeys)
+	c.coll = h.MustBuildNamed("stamp.collector", "coll", collKeys)
 	return c
 }
 
@@ -217,7 +217,7 @@ func TestRoundTripSRv6(t *testing.T) {
 	if m.RTT.P50 < int64(fwd+bwd)*99/100 || m.RTT.P50 > int64(fwd+bwd)*101/100 || m.Forward.Max != int64(fwd) {
 		t.Errorf("rtt p50 %d max fwd %d", m.RTT.P50, m.Forward.Max)
 	}
-	if got := h.counter("refl", "reflected"); got != 5 {
+	if got := h.StageCounter("refl", "reflected"); got != 5 {
 		t.Errorf("reflected %d", got)
 	}
 }
@@ -319,7 +319,7 @@ func TestAuthenticated(t *testing.T) {
 					t.Errorf("TLV flags %#x", r.Flags)
 				}
 			}
-			if got := h.counter("refl", "reflected"); got != uint64(c.records) {
+			if got := h.StageCounter("refl", "reflected"); got != uint64(c.records) {
 				t.Errorf("reflected %d", got)
 			}
 		})
