@@ -16,7 +16,7 @@ func BenchmarkRoute(b *testing.B) {
 		b.Run(fmt.Sprintf("ip=%d/size=128", v), func(b *testing.B) {
 			h := newHarness(b)
 			r := h.build("route", "")
-			now := h.clock.Now()
+			now := h.Clock.Now()
 			h.routed().Neighbors().SetStatic(port1, a16("2001:db8:2::2"), host2, now)
 			h.routed().Neighbors().SetStatic(port1, a16("::ffff:198.51.100.2"), host2, now)
 			frame := udp6(b, host1, mac0, "2001:db8:1::2", "2001:db8:2::2", 64, 128-62-4)
@@ -25,13 +25,13 @@ func BenchmarkRoute(b *testing.B) {
 			}
 			var bu packet.Burst
 			for range packet.MaxBurst {
-				bu.Push(h.pkt(frame, port0))
+				bu.Push(h.Pkt(frame, port0))
 			}
 			hdr := 14 + 40
 			if v == 4 {
 				hdr = 14 + 20
 			}
-			h.ctx.Now = now
+			h.Ctx.Now = now
 			b.ResetTimer()
 			for b.Loop() {
 				for i := 0; i < bu.N; i++ {
@@ -40,7 +40,7 @@ func BenchmarkRoute(b *testing.B) {
 					p.InvalidateLayers()
 					p.Continue()
 				}
-				r.Process(&h.ctx, &bu)
+				r.Process(&h.Ctx, &bu)
 			}
 			b.StopTimer()
 			if bu.P(0).Verdict() != packet.Forward || bu.P(0).OutPort != port1 {
@@ -62,9 +62,9 @@ func BenchmarkAnswerNS(b *testing.B) {
 	frame := nsFrame(b, host1, "2001:db8:1::2", "2001:db8:1::1", true)
 	var bu packet.Burst
 	for range packet.MaxBurst {
-		bu.Push(h.pkt(frame, port0))
+		bu.Push(h.Pkt(frame, port0))
 	}
-	h.ctx.Now = h.clock.Now()
+	h.Ctx.Now = h.Clock.Now()
 	b.ResetTimer()
 	for b.Loop() {
 		for i := 0; i < bu.N; i++ {
@@ -73,7 +73,7 @@ func BenchmarkAnswerNS(b *testing.B) {
 			copy(p.Data(), frame)
 			p.Continue()
 		}
-		n.Process(&h.ctx, &bu)
+		n.Process(&h.Ctx, &bu)
 	}
 	b.StopTimer()
 	if bu.P(0).Verdict() != packet.Forward {

@@ -124,9 +124,8 @@ func TestReadme(t *testing.T) {
 			for _, ex := range s.examples {
 				h := newHarness(t)
 				h.build(c.kind, ex)
-				var got []string
-				h.counters.Each(func(n, _ string, _ uint64) { got = append(got, n) })
-				if !slices.Equal(sorted(got), sorted(s.counters)) {
+				got := h.CounterNames()
+				if !slices.Equal(got, sorted(s.counters)) {
 					t.Errorf("README counters %v, code %v", sorted(s.counters), sorted(got))
 				}
 			}

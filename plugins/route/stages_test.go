@@ -14,6 +14,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -96,10 +97,10 @@ func TestNeighborAnswersNS(t *testing.T) {
 	h := newHarness(t)
 	n := h.build("neighbor", "")
 	o := h.run(port0, [][]byte{nsFrame(t, host1, "2001:db8:1::2", "2001:db8:1::1", true)}, n)
-	if len(o.forwarded) != 1 || o.forwarded[0].port != port0 {
+	if len(o.Forwarded) != 1 || o.Forwarded[0].Port != port0 {
 		t.Fatalf("outcome %+v", o)
 	}
-	p := decode(data(o.forwarded[0].h))
+	p := decode(stagetest.TakeData(o.Forwarded[0].H))
 	e := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
 	ip6 := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
 	na, ok := p.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement)
@@ -115,10 +116,10 @@ func TestNeighborAnswersNS(t *testing.T) {
 		t.Errorf("NA %+v", na)
 	}
 	// It learnt the soliciting host, STALE (RFC 4861 §7.2.3).
-	if m, st, ok := h.routed().Neighbors().Lookup(port0, a16("2001:db8:1::2"), h.clock.Now()); !ok || st != Stale || m != host1 {
+	if m, st, ok := h.routed().Neighbors().Lookup(port0, a16("2001:db8:1::2"), h.Clock.Now()); !ok || st != Stale || m != host1 {
 		t.Errorf("learnt %v %v %v", m, st, ok)
 	}
-	if h.counter("ns_received") != 1 || h.counter("na_sent") != 1 || h.counter("learned") != 1 {
+	if h.Counter("ns_received") != 1 || h.Counter("na_sent") != 1 || h.Counter("learned") != 1 {
 		t.Error("counters")
 	}
 }
@@ -163,16 +164,16 @@ func TestNeighborNSRows(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			o := h.run(c.in, [][]byte{c.frame}, n)
 			if c.reason != "" {
-				if o.dropped[c.reason] != 1 {
+				if o.Dropped[c.reason] != 1 {
 					t.Errorf("outcome %+v, want dropped as %s", o, c.reason)
 				}
-				o.free()
+				o.Free()
 				return
 			}
-			if len(o.forwarded) != 1 {
+			if len(o.Forwarded) != 1 {
 				t.Fatalf("outcome %+v", o)
 			}
-			p := decode(data(o.forwarded[0].h))
+			p := decode(stagetest.TakeData(o.Forwarded[0].H))
 			icmp6Of(t, p)
 			c.check(t, p)
 		})
@@ -186,16 +187,16 @@ func TestNeighborARP(t *testing.T) {
 		Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: layers.ARPRequest,
 		SourceHwAddress: host1[:], SourceProtAddress: ip("192.0.2.2").To4(), DstHwAddress: make([]byte, 6), DstProtAddress: ip("192.0.2.1").To4()})
 	o := h.run(port0, [][]byte{req}, n)
-	if len(o.forwarded) != 1 {
+	if len(o.Forwarded) != 1 {
 		t.Fatalf("outcome %+v", o)
 	}
-	p := decode(data(o.forwarded[0].h))
+	p := decode(stagetest.TakeData(o.Forwarded[0].H))
 	a := p.Layer(layers.LayerTypeARP).(*layers.ARP)
 	if a.Operation != layers.ARPReply || !bytes.Equal(a.SourceHwAddress, mac0[:]) || !net.IP(a.SourceProtAddress).Equal(ip("192.0.2.1")) ||
 		!bytes.Equal(a.DstHwAddress, host1[:]) || !net.IP(a.DstProtAddress).Equal(ip("192.0.2.2")) {
 		t.Errorf("ARP reply %+v", a)
 	}
-	if m, st, ok := h.routed().Neighbors().Lookup(port0, a16("::ffff:192.0.2.2"), h.clock.Now()); !ok || st != Stale || m != host1 {
+	if m, st, ok := h.routed().Neighbors().Lookup(port0, a16("::ffff:192.0.2.2"), h.Clock.Now()); !ok || st != Stale || m != host1 {
 		t.Errorf("learnt %v %v %v", m, st, ok)
 	}
 	// A request for another address teaches nothing new and is dropped.
@@ -203,10 +204,10 @@ func TestNeighborARP(t *testing.T) {
 	copy(other[14+24:], ip("192.0.2.9").To4())
 	copy(other[14+14:], ip("192.0.2.8").To4())
 	o = h.run(port0, [][]byte{other}, n)
-	if o.dropped["neighbor_not_ours"] != 1 {
+	if o.Dropped["neighbor_not_ours"] != 1 {
 		t.Errorf("outcome %+v", o)
 	}
-	if _, _, ok := h.routed().Neighbors().Lookup(port0, a16("::ffff:192.0.2.8"), h.clock.Now()); ok {
+	if _, _, ok := h.routed().Neighbors().Lookup(port0, a16("::ffff:192.0.2.8"), h.Clock.Now()); ok {
 		t.Error("learnt from a request for another node")
 	}
 }
@@ -216,17 +217,17 @@ func TestRouteForwards(t *testing.T) {
 	n := h.build("neighbor", "")
 	r := h.build("route", "")
 	tb := h.routed().Neighbors()
-	now := h.clock.Now()
+	now := h.Clock.Now()
 	tb.SetStatic(port1, a16("2001:db8:2::2"), host2, now)
 	tb.SetStatic(port1, a16("::ffff:198.51.100.2"), host2, now)
 	in6 := udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:2::2", 64, 100)
 	in4 := udp4(t, host1, mac0, "192.0.2.2", "198.51.100.2", 64, 100)
 	o := h.run(port0, [][]byte{in6, in4}, n, r)
-	if len(o.forwarded) != 2 || o.forwarded[0].port != port1 || o.forwarded[1].port != port1 {
+	if len(o.Forwarded) != 2 || o.Forwarded[0].Port != port1 || o.Forwarded[1].Port != port1 {
 		t.Fatalf("outcome %+v", o)
 	}
-	p6 := decode(data(o.forwarded[0].h))
-	p4 := decode(data(o.forwarded[1].h))
+	p6 := decode(stagetest.TakeData(o.Forwarded[0].H))
+	p4 := decode(stagetest.TakeData(o.Forwarded[1].H))
 	for _, p := range []gopacket.Packet{p6, p4} {
 		e := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
 		if !bytes.Equal(e.SrcMAC, mac1[:]) || !bytes.Equal(e.DstMAC, host2[:]) {
@@ -244,7 +245,7 @@ func TestRouteForwards(t *testing.T) {
 	if !bytes.Equal(p6.Data()[14+8:], in6[14+8:]) || !bytes.Equal(p4.Data()[14+12:], in4[14+12:]) {
 		t.Error("payload changed")
 	}
-	if h.counter("forwarded") != 2 {
+	if h.Counter("forwarded") != 2 {
 		t.Error("forwarded counter")
 	}
 }
@@ -252,10 +253,10 @@ func TestRouteForwards(t *testing.T) {
 func TestRouteAllocs(t *testing.T) {
 	h := newHarness(t)
 	r := h.build("route", "")
-	h.routed().Neighbors().SetStatic(port1, a16("2001:db8:2::2"), host2, h.clock.Now())
+	h.routed().Neighbors().SetStatic(port1, a16("2001:db8:2::2"), host2, h.Clock.Now())
 	frame := udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:2::2", 64, 100)
 	var b packet.Burst
-	pool := h.pools["default"]
+	pool := h.Pools["default"]
 	allocs := testing.AllocsPerRun(200, func() {
 		b.N = 0
 		for range 32 {
@@ -265,7 +266,7 @@ func TestRouteAllocs(t *testing.T) {
 			hd.P().InPort = port0
 			b.Push(hd)
 		}
-		r.Process(&h.ctx, &b)
+		r.Process(&h.Ctx, &b)
 		packet.Free(&b)
 	})
 	if allocs != 0 {
@@ -277,11 +278,11 @@ func TestRouteAllocs(t *testing.T) {
 func emittedOn(t *testing.T, h *harness, port uint16) []gopacket.Packet {
 	t.Helper()
 	var out []gopacket.Packet
-	for _, e := range h.env.takeEmitted() {
-		if e.port != port {
-			t.Errorf("emitted on port %d, want %d", e.port, port)
+	for _, e := range h.Env.TakeEmitted() {
+		if e.Port != port {
+			t.Errorf("emitted on port %d, want %d", e.Port, port)
 		}
-		out = append(out, decode(data(e.h)))
+		out = append(out, decode(stagetest.TakeData(e.H)))
 	}
 	return out
 }
@@ -289,7 +290,7 @@ func emittedOn(t *testing.T, h *harness, port uint16) []gopacket.Packet {
 func TestRouteICMPErrors(t *testing.T) {
 	h := newHarness(t)
 	r := h.build("route", "")
-	h.routed().Neighbors().SetStatic(port1, a16("2001:db8:2::2"), host2, h.clock.Now())
+	h.routed().Neighbors().SetStatic(port1, a16("2001:db8:2::2"), host2, h.Clock.Now())
 	big := udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:2::2", 64, 1500)
 	for _, c := range []struct {
 		name     string
@@ -311,10 +312,10 @@ func TestRouteICMPErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := h.run(port0, [][]byte{c.frame}, r)
-			if o.dropped[c.reason] != 1 {
+			if o.Dropped[c.reason] != 1 {
 				t.Fatalf("outcome %+v", o)
 			}
-			if em := h.env.emitted; len(em) != 1 || em[0].h.P().Flags()&packet.FlagLocal == 0 {
+			if em := h.Env.Emitted; len(em) != 1 || em[0].H.P().Flags()&packet.FlagLocal == 0 {
 				t.Fatalf("%d errors sent, or not marked local", len(em))
 			}
 			out := emittedOn(t, h, port0)
@@ -344,7 +345,7 @@ func TestRouteICMPErrors(t *testing.T) {
 	// IPv4: TTL 1 gets Time Exceeded quoting the header and the datagram.
 	in := udp4(t, host1, mac0, "192.0.2.2", "198.51.100.2", 1, 20)
 	o := h.run(port0, [][]byte{in}, r)
-	if o.dropped["route_hop_limit"] != 1 {
+	if o.Dropped["route_hop_limit"] != 1 {
 		t.Fatalf("outcome %+v", o)
 	}
 	out := emittedOn(t, h, port0)
@@ -372,7 +373,7 @@ func TestRouteICMPErrors(t *testing.T) {
 		ip.SetChecksum(ip.CalculateChecksum())
 		return f
 	}()}, r)
-	if o.dropped["route_hop_limit"] != 1 || len(h.env.takeEmitted()) != 0 {
+	if o.Dropped["route_hop_limit"] != 1 || len(h.Env.TakeEmitted()) != 0 {
 		t.Errorf("answered an ICMP error: %+v", o)
 	}
 }
@@ -386,16 +387,16 @@ func TestICMPErrorRateLimit(t *testing.T) {
 		frames = append(frames, udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:2::2", 1, 10))
 	}
 	o := h.run(port0, frames, r)
-	if o.dropped["route_hop_limit"] != 40 {
+	if o.Dropped["route_hop_limit"] != 40 {
 		t.Fatalf("outcome %+v", o)
 	}
 	if got := len(emittedOn(t, h, port0)); got != 5 {
 		t.Errorf("%d errors in a burst, want 5", got)
 	}
-	if h.counter("icmp_errors_limited") != 35 || h.counter("icmp_errors_sent") != 5 {
-		t.Errorf("limited %d sent %d", h.counter("icmp_errors_limited"), h.counter("icmp_errors_sent"))
+	if h.Counter("icmp_errors_limited") != 35 || h.Counter("icmp_errors_sent") != 5 {
+		t.Errorf("limited %d sent %d", h.Counter("icmp_errors_limited"), h.Counter("icmp_errors_sent"))
 	}
-	h.clock.Advance(time.Second)
+	h.Clock.Advance(time.Second)
 	o = h.run(port0, frames[:20], r)
 	if got := len(emittedOn(t, h, port0)); got != 5 {
 		t.Errorf("%d errors a second later, want 5 (the bucket refilled)", got)
@@ -410,7 +411,7 @@ func TestResolve(t *testing.T) {
 	r := h.build("route", "")
 	o := h.run(port0, [][]byte{udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:2::2", 64, 10),
 		udp4(t, host1, mac0, "192.0.2.2", "198.51.100.2", 64, 10)}, n, r)
-	if o.consumed != 2 || r.(*forwarder).Held() != 2 || h.counter("held") != 2 {
+	if o.Consumed != 2 || r.(*forwarder).Held() != 2 || h.Counter("held") != 2 {
 		t.Fatalf("outcome %+v held %d", o, r.(*forwarder).Held())
 	}
 	sol := emittedOn(t, h, port1)
@@ -436,18 +437,18 @@ func TestResolve(t *testing.T) {
 		Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: layers.ARPReply,
 		SourceHwAddress: host2[:], SourceProtAddress: ip("198.51.100.2").To4(), DstHwAddress: mac1[:], DstProtAddress: ip("198.51.100.1").To4()})
 	o = h.run(port1, [][]byte{na, rep}, n, r)
-	if o.consumed != 2 {
+	if o.Consumed != 2 {
 		t.Fatalf("answers: %+v", o)
 	}
 	tb := h.routed().Neighbors()
 	for _, a := range []string{"2001:db8:2::2", "::ffff:198.51.100.2"} {
-		if m, st, _ := tb.Lookup(port1, a16(a), h.clock.Now()); st != Reachable || m != host2 {
+		if m, st, _ := tb.Lookup(port1, a16(a), h.Clock.Now()); st != Reachable || m != host2 {
 			t.Errorf("%s: %v %v", a, m, st)
 		}
 	}
-	h.tick(r)
+	h.Tick(r)
 	out := emittedOn(t, h, port1)
-	if len(out) != 2 || r.(*forwarder).Held() != 0 || h.counter("released") != 2 {
+	if len(out) != 2 || r.(*forwarder).Held() != 0 || h.Counter("released") != 2 {
 		t.Fatalf("released %d, held %d", len(out), r.(*forwarder).Held())
 	}
 	for _, p := range out {
@@ -473,33 +474,33 @@ func TestHoldExpires(t *testing.T) {
 hold_time = "3s"`)
 	o := h.run(port0, [][]byte{udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:2::7", 64, 10),
 		udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:2::8", 64, 10)}, n, r)
-	if o.consumed != 1 || o.dropped["route_unresolved"] != 1 {
+	if o.Consumed != 1 || o.Dropped["route_unresolved"] != 1 {
 		t.Fatalf("outcome %+v", o)
 	}
 	solicits := len(emittedOn(t, h, port1))
 	for range 40 {
-		h.clock.Advance(100 * time.Millisecond)
-		h.tick(n, r)
-		for _, e := range h.env.takeEmitted() {
-			if e.port == port1 {
+		h.Clock.Advance(100 * time.Millisecond)
+		h.Tick(n, r)
+		for _, e := range h.Env.TakeEmitted() {
+			if e.Port == port1 {
 				solicits++
-				packet.FreeOne(e.h)
+				packet.FreeOne(e.H)
 				continue
 			}
-			p := decode(data(e.h))
+			p := decode(stagetest.TakeData(e.H))
 			m := icmp6Of(t, p)
 			if m.TypeCode.Type() != packet.ICMPv6DstUnreachable || m.TypeCode.Code() != packet.ICMPv6AddressUnreachable {
 				t.Errorf("error %v", m.TypeCode)
 			}
-			if e.port != port0 {
-				t.Errorf("error on port %d", e.port)
+			if e.Port != port0 {
+				t.Errorf("error on port %d", e.Port)
 			}
 		}
 	}
 	// Two next hops, three solicitations each (the second was never held,
 	// but its resolution went on).
-	if solicits != 6 || h.counter("hold_expired") != 1 || r.(*forwarder).Held() != 0 || h.counter("icmp_errors_sent") != 1 {
-		t.Errorf("solicits %d, expired %d, held %d", solicits, h.counter("hold_expired"), r.(*forwarder).Held())
+	if solicits != 6 || h.Counter("hold_expired") != 1 || r.(*forwarder).Held() != 0 || h.Counter("icmp_errors_sent") != 1 {
+		t.Errorf("solicits %d, expired %d, held %d", solicits, h.Counter("hold_expired"), r.(*forwarder).Held())
 	}
 	if st := h.routed().Neighbors().Stats(); st.Failed != 2 || h.routed().Neighbors().Len() != 0 {
 		t.Errorf("table %+v len %d", st, h.routed().Neighbors().Len())
@@ -517,10 +518,10 @@ func TestRoutePassesOn(t *testing.T) {
 		mcast,
 		udp6(t, host1, other, "2001:db8:1::2", "2001:db8:2::2", 64, 10), // someone else's frame
 	}, r)
-	if len(o.continued) != 3 || o.dropped["route_not_for_us"] != 1 || h.counter("local") != 2 {
+	if len(o.Continued) != 3 || o.Dropped["route_not_for_us"] != 1 || h.Counter("local") != 2 {
 		t.Errorf("outcome %+v", o)
 	}
-	o.free()
+	o.Free()
 }
 
 func TestICMPEcho(t *testing.T) {
@@ -535,18 +536,18 @@ func TestICMPEcho(t *testing.T) {
 		&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(packet.ICMPv4Echo, 0), Id: 9, Seq: 4}, gopacket.Payload("hello4"))
 	notOurs := udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:2::2", 64, 10)
 	o := h.run(port0, [][]byte{req6, req4, notOurs}, c)
-	if len(o.forwarded) != 2 || len(o.continued) != 1 {
+	if len(o.Forwarded) != 2 || len(o.Continued) != 1 {
 		t.Fatalf("outcome %+v", o)
 	}
-	p6 := decode(data(o.forwarded[0].h))
+	p6 := decode(stagetest.TakeData(o.Forwarded[0].H))
 	r6 := icmp6Of(t, p6)
 	i6 := p6.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
 	echo := p6.Layer(layers.LayerTypeICMPv6Echo).(*layers.ICMPv6Echo)
 	if r6.TypeCode.Type() != packet.ICMPv6EchoReply || !i6.SrcIP.Equal(ip("2001:db8:2::1")) || !i6.DstIP.Equal(ip("2001:db8:1::2")) ||
-		echo.Identifier != 9 || echo.SeqNumber != 3 || string(echo.Payload) != "hello" || o.forwarded[0].port != port0 {
+		echo.Identifier != 9 || echo.SeqNumber != 3 || string(echo.Payload) != "hello" || o.Forwarded[0].Port != port0 {
 		t.Errorf("reply %v", p6)
 	}
-	p4 := decode(data(o.forwarded[1].h))
+	p4 := decode(stagetest.TakeData(o.Forwarded[1].H))
 	i4 := p4.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 	r4 := p4.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
 	e4 := p4.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
@@ -557,7 +558,7 @@ func TestICMPEcho(t *testing.T) {
 	if !packet.IPv4(p4.Data()[14:]).IsChecksumValid() || !packet.ICMPv4(p4.Data()[34:]).IsChecksumValid() {
 		t.Error("IPv4 reply checksums")
 	}
-	packet.FreeOne(o.continued[0])
+	packet.FreeOne(o.Continued[0])
 }
 
 func TestPunt(t *testing.T) {
@@ -565,20 +566,20 @@ func TestPunt(t *testing.T) {
 	p := h.build("punt", `port = "tap0"`)
 	frame := udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:1::1", 64, 10)
 	o := h.run(port0, [][]byte{frame}, p)
-	if len(o.forwarded) != 1 || o.forwarded[0].port != portT {
+	if len(o.Forwarded) != 1 || o.Forwarded[0].Port != portT {
 		t.Fatalf("outcome %+v", o)
 	}
-	e := packet.Ethernet(data(o.forwarded[0].h))
+	e := packet.Ethernet(stagetest.TakeData(o.Forwarded[0].H))
 	if e.Dst() != macTHost || e.Src() != macT {
 		t.Errorf("punted with %v → %v", e.Src(), e.Dst())
 	}
 	o = h.run(portT, [][]byte{frame}, p)
-	if o.dropped["punt_loop"] != 1 {
+	if o.Dropped["punt_loop"] != 1 {
 		t.Errorf("from the TAP: %+v", o)
 	}
 	none := h.build("punt", "")
 	o = h.run(port0, [][]byte{frame}, none)
-	if o.dropped["punt_no_port"] != 1 {
+	if o.Dropped["punt_no_port"] != 1 {
 		t.Errorf("without a port: %+v", o)
 	}
 }
@@ -601,9 +602,9 @@ func TestRoutedSetupErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.routes = c.routes
+			h.Routes = c.routes
 			k, _ := plugins.Lookup(c.kind)
-			_, err := k.New(h.setup(c.kind, c.keys))
+			_, err := k.New(h.Setup(c.kind, c.keys))
 			if err == nil || err.Error() != c.want {
 				t.Errorf("error %v, want %s", err, c.want)
 			}
@@ -613,7 +614,7 @@ func TestRoutedSetupErrors(t *testing.T) {
 	h := newHarness(t)
 	h.build("neighbor", "max_entries = 64")
 	k, _ := plugins.Lookup("neighbor")
-	if _, err := k.New(h.setup("neighbor", "max_entries = 128")); err == nil {
+	if _, err := k.New(h.Setup("neighbor", "max_entries = 128")); err == nil {
 		t.Error("two neighbor stages with different caches")
 	}
 }
@@ -623,7 +624,7 @@ func TestRoutedSetupErrors(t *testing.T) {
 func TestRouteFragments(t *testing.T) {
 	h := newHarness(t)
 	r := h.build("route", "")
-	h.routed().Neighbors().SetStatic(port1, a16("2001:db8:2::2"), host2, h.clock.Now())
+	h.routed().Neighbors().SetStatic(port1, a16("2001:db8:2::2"), host2, h.Clock.Now())
 	ip6 := &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolIPv6Fragment, HopLimit: 64, SrcIP: ip("2001:db8:1::2"), DstIP: ip("2001:db8:2::2")}
 	frag := &layers.IPv6Fragment{NextHeader: layers.IPProtocolUDP, MoreFragments: true, Identification: 7}
 	// A UDP header claiming 1400 bytes, and only 100 of them here.
@@ -634,28 +635,28 @@ func TestRouteFragments(t *testing.T) {
 		t.Fatal("the first fragment parses cleanly; the test needs one that does not")
 	}
 	o := h.run(port0, [][]byte{first}, r)
-	if len(o.forwarded) != 1 || o.forwarded[0].port != port1 {
+	if len(o.Forwarded) != 1 || o.Forwarded[0].Port != port1 {
 		t.Fatalf("outcome %+v", o)
 	}
-	if d := data(o.forwarded[0].h); d[14+7] != 63 || packet.Ethernet(d).Dst() != host2 {
+	if d := stagetest.TakeData(o.Forwarded[0].H); d[14+7] != 63 || packet.Ethernet(d).Dst() != host2 {
 		t.Errorf("hop limit %d, dst %v", d[14+7], packet.Ethernet(d).Dst())
 	}
 	// A truncated IPv6 header is malformed.
 	o = h.run(port0, [][]byte{first[:14+30]}, r)
-	if o.dropped["malformed"] != 1 {
+	if o.Dropped["malformed"] != 1 {
 		t.Errorf("truncated header: %+v", o)
 	}
 }
 
 func TestNeighborNeedsMAC(t *testing.T) {
 	h := newHarness(t)
-	h.ports[port1].MAC = packet.MAC{}
+	h.Ports[port1].MAC = packet.MAC{}
 	k, _ := plugins.Lookup("neighbor")
-	st, err := k.New(h.setup("neighbor", ""))
+	st, err := k.New(h.Setup("neighbor", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.(plugins.Starter).Start(&h.ctx); err == nil || !strings.Contains(err.Error(), `port "eth1" has addresses but no MAC`) {
+	if err := st.(plugins.Starter).Start(&h.Ctx); err == nil || !strings.Contains(err.Error(), `port "eth1" has addresses but no MAC`) {
 		t.Errorf("Start: %v", err)
 	}
 }
