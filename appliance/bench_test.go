@@ -11,6 +11,7 @@ import (
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/ring"
+	"github.com/linerate/linerate/internal/enginetest"
 )
 
 const forwardMemConfig = `
@@ -65,10 +66,7 @@ swap_mac = true
 // loop that allocates, writes and frees the same frames with no engine at all.
 func BenchmarkForwardMem(b *testing.B) {
 	b.Run("engine", func(b *testing.B) {
-		e := build(b, forwardMemConfig, appliance.Options{Manual: true})
-		if err := e.Start(); err != nil {
-			b.Fatal(err)
-		}
+		e := enginetest.Start(b, forwardMemConfig, appliance.Options{Manual: true})
 		for i := 0; i < 100; i++ {
 			e.Step()
 		}

@@ -2,68 +2,15 @@ package appliance_test
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/stats"
-	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 
 	_ "github.com/linerate/linerate/appliance/all"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func build(t testing.TB, toml string, o appliance.Options) *appliance.Engine {
-	t.Helper()
-	cfg, err := config.Parse("test.toml", []byte(toml))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	if o.Log == nil {
-		o.Log = quiet
-	}
-	e, err := appliance.New(cfg, o)
-	if err != nil {
-		t.Fatalf("engine: %v", err)
-	}
-	return e
-}
-
-func stage(s *stats.Snapshot, name string) (out stats.StageSnapshot) {
-	for _, st := range s.Stages {
-		if st.Name == name {
-			out.Name = st.Name
-			out.Packets += st.Packets
-			for _, c := range st.Counters {
-				out.Counters = appendCounter(out.Counters, c)
-			}
-			out.Drops = append(out.Drops, st.Drops...)
-		}
-	}
-	return out
-}
-
-func appendCounter(cs []stats.CounterValue, c stats.CounterValue) []stats.CounterValue {
-	for i := range cs {
-		if cs[i].Name == c.Name {
-			cs[i].Value += c.Value
-			return cs
-		}
-	}
-	return append(cs, c)
-}
-
-func value(st stats.StageSnapshot, counter string) uint64 {
-	for _, c := range st.Counters {
-		if c.Name == counter {
-			return c.Value
-		}
-	}
-	return 0
-}
 
 // twoPipelines: a generator with a count feeds m0; m1 (its peer) feeds a sink on
 // another lcore. The engine must stop by itself when the count is sent and every
@@ -120,10 +67,7 @@ func TestMillionsThroughEveryBufferBack(t *testing.T) {
 	if testing.Short() {
 		n = 200_000
 	}
-	e := build(t, twoPipelines(n, `rate = "1Mpps"`), appliance.Options{})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Start(t, twoPipelines(n, `rate = "1Mpps"`), appliance.Options{})
 	select {
 	case <-e.Done():
 	case <-time.After(2 * time.Minute):
@@ -131,14 +75,13 @@ func TestMillionsThroughEveryBufferBack(t *testing.T) {
 		t.Fatal("the engine did not stop by itself after its finite source was done")
 	}
 	s := e.Snapshot()
-	sink := stage(s, "sink")
 	// Every packet is accounted for: received, or dropped with a reason (a mem
 	// ring can fill when the machine is busy, as a NIC's would).
 	var dropped uint64
 	for _, d := range s.Drops {
 		dropped += d.Count
 	}
-	got := value(sink, "received")
+	got := enginetest.Counter(s, "sink", "received")
 	if got+dropped != uint64(n) {
 		t.Errorf("sink received %d and %d were dropped (%v): want %d in all", got, dropped, s.Drops, n)
 	}
@@ -146,7 +89,7 @@ func TestMillionsThroughEveryBufferBack(t *testing.T) {
 		t.Errorf("sink received nothing")
 	}
 	// Drops after a flow's last received packet leave no gap behind them.
-	if lost := value(sink, "lost"); lost > dropped {
+	if lost := enginetest.Counter(s, "sink", "lost"); lost > dropped {
 		t.Errorf("sink saw %d sequence gaps, but only %d packets were dropped", lost, dropped)
 	}
 	for name, used := range e.InUse() {
@@ -162,7 +105,7 @@ func TestMillionsThroughEveryBufferBack(t *testing.T) {
 // TestStopDrainsHeldPackets stops an engine mid-flight, with packets held by a
 // slow link: every buffer must still come back.
 func TestStopDrainsHeldPackets(t *testing.T) {
-	e := build(t, twoPipelines(0, "rate = \"500kpps\"")+`
+	e := enginetest.New(t, twoPipelines(0, "rate = \"500kpps\"")+`
 `, appliance.Options{})
 	_ = e
 	cfg := twoPipelines(0, `rate = "500kpps"`)
@@ -174,10 +117,7 @@ delay = "50ms"
 [[pipelines.stages]]
 kind = "forward"`)
 	_ = e.Close()
-	e = build(t, cfg, appliance.Options{})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e = enginetest.Start(t, cfg, appliance.Options{})
 	time.Sleep(200 * time.Millisecond)
 	e.Stop()
 	for name, used := range e.InUse() {
@@ -186,7 +126,7 @@ kind = "forward"`)
 		}
 	}
 	s := e.Snapshot()
-	if value(stage(s, "sink"), "received") == 0 {
+	if enginetest.Counter(s, "sink", "received") == 0 {
 		t.Error("nothing reached the sink")
 	}
 	if err := e.Close(); err != nil {
@@ -206,10 +146,7 @@ func replaceOnce(s, old, new string) string {
 // TestSteadyStateAllocatesNothing drives a manual engine (generator → forward →
 // mem → sink) and asserts zero allocations per loop once warm.
 func TestSteadyStateAllocatesNothing(t *testing.T) {
-	e := build(t, twoPipelines(0, ""), appliance.Options{Manual: true})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Start(t, twoPipelines(0, ""), appliance.Options{Manual: true})
 	for i := 0; i < 1000; i++ {
 		e.Step()
 	}
@@ -219,10 +156,9 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	}
 	e.Stop()
 	s := e.Snapshot()
-	sink := stage(s, "sink")
-	sent := value(stage(s, "generator#0"), "sent")
+	sent := enginetest.Counter(s, "generator#0", "sent")
 	// One thread drives both sides: nothing can overflow, nothing may be lost.
-	if got := value(sink, "received"); got == 0 || got != sent || len(s.Drops) != 0 {
+	if got := enginetest.Counter(s, "sink", "received"); got == 0 || got != sent || len(s.Drops) != 0 {
 		t.Errorf("sink received %d of %d (drops %v)", got, sent, s.Drops)
 	}
 	if err := e.Close(); err != nil {
@@ -242,23 +178,19 @@ loss = 0.1
 seed = 7
 [[pipelines.stages]]
 kind = "forward"`)
-	e := build(t, cfg, appliance.Options{Manual: true, Clock: clk})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Start(t, cfg, appliance.Options{Manual: true, Clock: clk})
 	for i := 0; i < 200_000; i++ {
 		clk.Advance(time.Microsecond)
 		e.Step()
 	}
 	e.Stop()
 	s := e.Snapshot()
-	sink := stage(s, "sink")
-	got := value(sink, "received")
+	got := enginetest.Counter(s, "sink", "received")
 	if got < 88_000 || got > 92_000 {
 		t.Errorf("received %d of 100000 through a 10%% lossy link", got)
 	}
 	// Losses after the last packet received leave no gap to see.
-	if lost := value(sink, "lost"); lost+got > 100_000 || lost+got < 99_990 {
+	if lost := enginetest.Counter(s, "sink", "lost"); lost+got > 100_000 || lost+got < 99_990 {
 		t.Errorf("sink: lost %d + received %d, want 100000 less a few tail losses", lost, got)
 	}
 	var lat *stats.HistSnapshot

@@ -11,6 +11,7 @@ import (
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -77,10 +78,7 @@ rx = ["ring_data"]
 kind = "sink"
 name = "data_sink"
 `
-	e := build(t, cfg, appliance.Options{})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Start(t, cfg, appliance.Options{})
 	select {
 	case <-e.Done():
 	case <-time.After(time.Minute):
@@ -88,13 +86,13 @@ name = "data_sink"
 		t.Fatal("engine did not stop by itself")
 	}
 	s := e.Snapshot()
-	if got := value(stage(s, "stamp_sink"), "received"); got != 5000 {
+	if got := enginetest.Counter(s, "stamp_sink", "received"); got != 5000 {
 		t.Errorf("STAMP worker received %d, want 5000 (drops %v)", got, s.Drops)
 	}
-	if got := value(stage(s, "stamp_sink"), "tracked"); got != 5000 {
+	if got := enginetest.Counter(s, "stamp_sink", "tracked"); got != 5000 {
 		t.Errorf("STAMP worker tracked %d, want 5000: other traffic leaked in", got)
 	}
-	if got := value(stage(s, "data_sink"), "received"); got != n-5000 {
+	if got := enginetest.Counter(s, "data_sink", "received"); got != n-5000 {
 		t.Errorf("data worker received %d, want %d", got, n-5000)
 	}
 	if err := e.Close(); err != nil {
@@ -194,10 +192,7 @@ kind = "test.owner"
 kind = "sink"
 name = "sink"
 `
-	e := build(t, cfg, appliance.Options{})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Start(t, cfg, appliance.Options{})
 	select {
 	case <-e.Done():
 	case <-time.After(time.Minute):
@@ -209,7 +204,7 @@ name = "sink"
 	for _, d := range s.Drops {
 		dropped += d.Count
 	}
-	if got := value(stage(s, "sink"), "received"); got+dropped != 64000 || got == 0 {
+	if got := enginetest.Counter(s, "sink", "received"); got+dropped != 64000 || got == 0 {
 		t.Errorf("sink received %d, dropped %d (%v): want 64000 in all", got, dropped, s.Drops)
 	}
 	if n := ownerState.bad.Load(); n != 0 {
@@ -254,10 +249,7 @@ lcores = [0]
 [[pipelines.stages]]
 kind = "test.tick"
 `
-	e := build(t, cfg, appliance.Options{})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Start(t, cfg, appliance.Options{})
 	defer e.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for tickTID.Load() == 0 && time.Now().Before(deadline) {
@@ -302,10 +294,7 @@ lcores = [0]
 [[pipelines.stages]]
 kind = "test.tick"
 `
-	e := build(t, cfg, appliance.Options{})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Start(t, cfg, appliance.Options{})
 	defer e.Close()
 	var set unix.CPUSet
 	if err := e.Do(0, func() { _ = unix.SchedGetaffinity(0, &set) }); err != nil {
