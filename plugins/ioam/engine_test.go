@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,13 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/metrics"
-	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/plugins/ioam"
 
 	_ "github.com/linerate/linerate/plugins" // generator, forward, link, sink
@@ -105,58 +100,14 @@ name = "sink"
 `, exportFile)
 }
 
-func newEngine(t *testing.T, toml string) *appliance.Engine {
-	t.Helper()
-	cfg, err := config.Parse("ioam.toml", []byte(toml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := appliance.New(cfg, appliance.Options{Manual: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-func counter(e *appliance.Engine, stage, name string) uint64 {
-	var v uint64
-	for _, st := range e.Snapshot().Stages {
-		if st.Name == stage {
-			for _, c := range st.Counters {
-				if c.Name == name {
-					v += c.Value
-				}
-			}
-		}
-	}
-	return v
-}
-
 // Through an engine: records as JSON lines in a file, per-hop delay
 // histograms in the Prometheus exposition, and the control API's stream.
 func TestEngineExport(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ioam.jsonl")
-	e := newEngine(t, pathConfig(path))
+	e := enginetest.Start(t, pathConfig(path), appliance.Options{Manual: true})
 
 	// The control API on a unix socket.
-	sock := filepath.Join(t.TempDir(), "c.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	e.RegisterServices(srv)
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Stop()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	cl := api.NewIoamClient(conn)
+	cl := api.NewIoamClient(enginetest.Dial(t, e))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ns, err := cl.ListIoamNamespaces(ctx, &api.ListIoamNamespacesRequest{})
@@ -205,12 +156,12 @@ func TestEngineExport(t *testing.T) {
 	}
 
 	// Run until every packet has crossed.
-	for i := 0; counter(e, "sink", "received") < 3000; i++ {
+	for i := 0; enginetest.Counter(e.Snapshot(), "sink", "received") < 3000; i++ {
 		for range 256 {
 			e.Step()
 		}
 		if i > 100000 {
-			t.Fatalf("the sink received %d of 3000", counter(e, "sink", "received"))
+			t.Fatalf("the sink received %d of 3000", enginetest.Counter(e.Snapshot(), "sink", "received"))
 		}
 	}
 
@@ -233,7 +184,7 @@ func TestEngineExport(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := counter(e, "decap", "decapsulated"); n != 3000 {
+	if n := enginetest.Counter(e.Snapshot(), "decap", "decapsulated"); n != 3000 {
 		t.Errorf("decapsulated %d of 3000", n)
 	}
 	f, err := os.Open(path)
@@ -253,8 +204,8 @@ func TestEngineExport(t *testing.T) {
 		}
 		lines++
 	}
-	exported := counter(e, "decap", "exported")
-	if uint64(lines) != exported || lines+int(counter(e, "decap", "export_dropped")) != 3000 {
-		t.Errorf("%d lines, exported %d, dropped %d", lines, exported, counter(e, "decap", "export_dropped"))
+	exported := enginetest.Counter(e.Snapshot(), "decap", "exported")
+	if uint64(lines) != exported || lines+int(enginetest.Counter(e.Snapshot(), "decap", "export_dropped")) != 3000 {
+		t.Errorf("%d lines, exported %d, dropped %d", lines, exported, enginetest.Counter(e.Snapshot(), "decap", "export_dropped"))
 	}
 }

@@ -9,24 +9,9 @@ import (
 	"github.com/linerate/linerate/appliance"
 	_ "github.com/linerate/linerate/appliance/all"
 	"github.com/linerate/linerate/appliance/clock"
-	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 )
-
-func counterOf(s *stats.Snapshot, stage, name string) uint64 {
-	var v uint64
-	for _, st := range s.Stages {
-		if st.Name != stage {
-			continue
-		}
-		for _, c := range st.Counters {
-			if c.Name == name {
-				v += c.Value
-			}
-		}
-	}
-	return v
-}
 
 // TestLabPath runs the embedded lab in virtual time and checks its RLNC path:
 // generator → encoder → 10% loss → recoder → 10% loss → decoder → sink
@@ -38,32 +23,23 @@ func TestLabPath(t *testing.T) {
 	}
 	cfg.Control.Listen = ""
 	sim := clock.NewSim(1_700_000_000_000_000_000)
-	e, err := appliance.New(cfg, appliance.Options{Manual: true, Clock: sim, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Build(t, cfg, appliance.Options{Manual: true, Clock: sim})
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
 	const dt = 20 * time.Microsecond
-	for t0 := time.Duration(0); t0 < 300*time.Millisecond; t0 += dt {
-		sim.Advance(dt)
-		e.Step()
-	}
+	enginetest.Run(e, sim, 300*time.Millisecond, dt)
 	// Let the last generations flush and drain.
 	sim.Advance(10 * time.Millisecond)
-	for i := 0; i < 2000; i++ {
-		sim.Advance(dt)
-		e.Step()
-	}
+	enginetest.Run(e, sim, 2000*dt, dt)
 	e.Stop()
 	s := e.Snapshot()
-	sent := counterOf(s, "rlnc-generator", "sent")
-	blocks := counterOf(s, "rlnc-encoder", "source_blocks")
-	recv := counterOf(s, "rlnc-sink", "received")
-	gaps := counterOf(s, "rlnc-sink", "lost")
-	decoded := counterOf(s, "rlnc-decoder", "generations_decoded")
-	lost1 := counterOf(s, "link#0", "lost") // the two hops' links
+	sent := enginetest.Counter(s, "rlnc-generator", "sent")
+	blocks := enginetest.Counter(s, "rlnc-encoder", "source_blocks")
+	recv := enginetest.Counter(s, "rlnc-sink", "received")
+	gaps := enginetest.Counter(s, "rlnc-sink", "lost")
+	decoded := enginetest.Counter(s, "rlnc-decoder", "generations_decoded")
+	lost1 := enginetest.Counter(s, "link#0", "lost") // the two hops' links
 	t.Logf("generated %d, taken as blocks %d, delivered %d (gaps %d), generations decoded %d, lost on the hops %d",
 		sent, blocks, recv, gaps, decoded, lost1)
 	if sent < 5000 || blocks != sent {
@@ -80,7 +56,7 @@ func TestLabPath(t *testing.T) {
 	if recv > sent {
 		t.Errorf("delivered %d, more than the %d generated", recv, sent)
 	}
-	if reordered := counterOf(s, "rlnc-sink", "reordered"); reordered != 0 {
+	if reordered := enginetest.Counter(s, "rlnc-sink", "reordered"); reordered != 0 {
 		t.Errorf("%d reordered", reordered)
 	}
 	if err := e.Close(); err != nil {
@@ -174,27 +150,14 @@ pool_buffers = 1024
 kind = "sink"
 name = "sink"
 `
-	cfg, err := config.Parse("two.toml", []byte(toml))
-	if err != nil {
-		t.Fatal(err)
-	}
 	sim := clock.NewSim(1_700_000_000_000_000_000)
-	e, err := appliance.New(cfg, appliance.Options{Manual: true, Clock: sim, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 3000; i++ {
-		sim.Advance(2 * time.Microsecond)
-		e.Step()
-	}
+	e := enginetest.Start(t, toml, appliance.Options{Manual: true, Clock: sim})
+	enginetest.Run(e, sim, 6*time.Millisecond, 2*time.Microsecond)
 	e.Stop()
 	s := e.Snapshot()
-	recv := counterOf(s, "sink", "received")
-	gaps := counterOf(s, "sink", "lost")
-	reordered := counterOf(s, "sink", "reordered")
+	recv := enginetest.Counter(s, "sink", "received")
+	gaps := enginetest.Counter(s, "sink", "lost")
+	reordered := enginetest.Counter(s, "sink", "reordered")
 	perLcore := map[int]uint64{}
 	for _, st := range s.Stages {
 		if st.Name == "dec" {

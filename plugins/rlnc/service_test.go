@@ -2,19 +2,13 @@ package rlnc_test
 
 import (
 	"context"
-	"log/slog"
-	"net"
 	"net/netip"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/api"
-	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 )
 
 const serviceConfig = `version = 1
@@ -58,35 +52,11 @@ name = "sink"
 // flushes a session: the encoder sends its open generation short, and the
 // decoder delivers it.
 func TestService(t *testing.T) {
-	cfg, err := config.Parse("service.toml", []byte(serviceConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := appliance.New(cfg, appliance.Options{Manual: true, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Start(t, serviceConfig, appliance.Options{Manual: true})
 	for i := 0; i < 100; i++ {
 		e.Step()
 	}
-	sock := filepath.Join(t.TempDir(), "c.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	e.RegisterServices(srv)
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Stop()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := enginetest.Dial(t, e)
 	cl := api.NewRlncClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

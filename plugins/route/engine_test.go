@@ -3,10 +3,7 @@ package route_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,15 +12,11 @@ import (
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/api"
-	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/metrics"
-	"github.com/linerate/linerate/appliance/stats"
-	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 
 	_ "github.com/linerate/linerate/appliance/all"
 )
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // memRouter: a generator behind mem port h0 sends to 2001:db8:100::/48 through
 // a linerate router (r0, r1) to a sink behind h1; the next hops on r1's link
@@ -110,48 +103,13 @@ name = "sink"
 `, count)
 }
 
-func counter(s *stats.Snapshot, stage, name string) uint64 {
-	var v uint64
-	for _, st := range s.Stages {
-		if st.Name != stage {
-			continue
-		}
-		for _, c := range st.Counters {
-			if c.Name == name {
-				v += c.Value
-			}
-		}
-	}
-	return v
-}
-
 // TestRouteChangesDropNothing replaces the route's next hop over and over
 // through the control API while traffic flows: every packet arrives, and the
 // route counters show the changes.
 func TestRouteChangesDropNothing(t *testing.T) {
 	const count = 20000
-	cfg, err := config.Parse("router.toml", []byte(memRouter(count)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := appliance.New(cfg, appliance.Options{Log: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	srv := control.NewServer(e, quiet)
-	e.RegisterServices(srv.GRPC())
-	sock := "unix:" + filepath.Join(t.TempDir(), "c.sock")
-	if _, err := srv.Start(sock); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	cc, err := control.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	rc := api.NewRoutingClient(cc)
+	e := enginetest.New(t, memRouter(count), appliance.Options{})
+	rc := api.NewRoutingClient(enginetest.Dial(t, e))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -174,13 +132,13 @@ func TestRouteChangesDropNothing(t *testing.T) {
 	}
 	<-e.Done()
 	s := e.Snapshot()
-	if got := counter(s, "sink", "received"); got != count {
+	if got := enginetest.Counter(s, "sink", "received"); got != count {
 		t.Errorf("sink received %d of %d", got, count)
 	}
 	if len(s.Drops) != 0 {
 		t.Errorf("drops: %+v", s.Drops)
 	}
-	if fw := counter(s, "route#2", "forwarded"); fw != count {
+	if fw := enginetest.Counter(s, "route#2", "forwarded"); fw != count {
 		t.Errorf("route forwarded %d", fw)
 	}
 	rs, err := rc.ListRoutes(ctx, &api.ListRoutesRequest{})
@@ -189,7 +147,7 @@ func TestRouteChangesDropNothing(t *testing.T) {
 	}
 	// The lcore publishes the count while it runs; changes made as it
 	// drained are not in it.
-	if added := counter(s, "route#2", "routes_added"); added == 0 || added > uint64(changes) {
+	if added := enginetest.Counter(s, "route#2", "routes_added"); added == 0 || added > uint64(changes) {
 		t.Errorf("routes_added %d after %d changes", added, changes)
 	}
 	t.Logf("%d route changes while %d packets flowed", changes, count)
@@ -212,28 +170,8 @@ func TestRouteChangesDropNothing(t *testing.T) {
 // TestControlAPI lists and changes the tables through the Routing service of a
 // built engine.
 func TestControlAPI(t *testing.T) {
-	cfg, err := config.Parse("router.toml", []byte(memRouter(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := appliance.New(cfg, appliance.Options{Log: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	srv := control.NewServer(e, quiet)
-	e.RegisterServices(srv.GRPC())
-	sock := "unix:" + filepath.Join(t.TempDir(), "c.sock")
-	if _, err := srv.Start(sock); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	cc, err := control.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	rc := api.NewRoutingClient(cc)
+	e := enginetest.New(t, memRouter(1), appliance.Options{})
+	rc := api.NewRoutingClient(enginetest.Dial(t, e))
 	ctx := context.Background()
 
 	// linerate status shows a port's own MAC, and the port's MTU.

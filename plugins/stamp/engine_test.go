@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -14,13 +13,10 @@ import (
 	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/api/srv6pm"
 	"github.com/linerate/linerate/appliance/clock"
-	"github.com/linerate/linerate/appliance/control"
-	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 
 	_ "github.com/linerate/linerate/ports/mem"
 )
-
-var quiet = slog.New(slog.DiscardHandler)
 
 // loopConfig is a sender and a reflector in one engine, joined by an
 // in-memory wire s0~s1, each direction through its own link.
@@ -86,38 +82,6 @@ port = "s1"
 `, extraSender, fwd, extraReflector, bwd)
 }
 
-// buildEngine makes and starts an engine: in virtual time, stepped by the
-// test, with a Sim clock; on real lcores with the host clock without one.
-func buildEngine(t testing.TB, toml string, clk clock.Clock) *appliance.Engine {
-	t.Helper()
-	cfg, err := config.Parse("test.toml", []byte(toml))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	e, err := appliance.New(cfg, appliance.Options{Log: quiet, Manual: clk != nil, Clock: clk})
-	if err != nil {
-		t.Fatalf("engine: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-// runFor steps a manual engine through d of virtual time.
-func runFor(e *appliance.Engine, clk *clock.Sim, d, step time.Duration) {
-	end := clk.Now() + int64(d)
-	for clk.Now() < end {
-		clk.Advance(step)
-		e.Step()
-	}
-}
-
 func registryOfEngine(t testing.TB, e *appliance.Engine) *Registry {
 	t.Helper()
 	for _, st := range e.Stages("sender") {
@@ -136,12 +100,12 @@ func TestEngineLoop(t *testing.T) {
 	// 1 in 50 lost forward, 1 in 25 of the rest lost backward.
 	fwdPat := strings.Repeat("0", 49) + "1"
 	bwdPat := strings.Repeat("0", 24) + "1"
-	e := buildEngine(t, loopConfig(
+	e := enginetest.Start(t, loopConfig(
 		fmt.Sprintf("delay = \"2ms\"\njitter = \"200us\"\nseed = 3\nloss_pattern = %q", fwdPat),
 		fmt.Sprintf("delay = \"5ms\"\njitter = \"400us\"\nseed = 4\nloss_pattern = %q", bwdPat),
 		"[[pipelines.stages.sessions]]\nssid = 1\nreflector = \"2001:db8:b::2\"\nreflector_mode = \"stateful\"\ncount = 1000\n",
-		"[[pipelines.stages.sessions]]\nssid = 1\nmode = \"stateful\"\n"), clk)
-	runFor(e, clk, 10*time.Second+100*time.Millisecond, 50*time.Microsecond)
+		"[[pipelines.stages.sessions]]\nssid = 1\nmode = \"stateful\"\n"), appliance.Options{Manual: true, Clock: clk})
+	enginetest.Run(e, clk, 10*time.Second+100*time.Millisecond, 50*time.Microsecond)
 	reg := registryOfEngine(t, e)
 	s := reg.tx.Load().get(1)
 	m := metricsOf(s)
@@ -176,30 +140,12 @@ func TestEngineLoop(t *testing.T) {
 	}
 }
 
-// startServer serves the engine's control API on a unix socket.
-func startServer(t testing.TB, e *appliance.Engine) string {
-	t.Helper()
-	srv := control.NewServer(e, quiet)
-	e.RegisterServices(srv.GRPC())
-	addr := "unix:" + t.TempDir() + "/ctl.sock"
-	if _, err := srv.Start(addr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return addr
-}
-
 // The STAMP service in a running engine: create, start, stream and get
 // results, stop, destroy; and the seed's services on the same sessions.
 func TestServices(t *testing.T) {
 	// Real lcores and the host clock: control commands run on the lcores.
-	e := buildEngine(t, loopConfig("delay = \"1ms\"", "delay = \"3ms\"", "", ""), nil)
-	addr := startServer(t, e)
-	cc, err := control.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	e := enginetest.Start(t, loopConfig("delay = \"1ms\"", "delay = \"3ms\"", "", ""), appliance.Options{})
+	cc := enginetest.Dial(t, e)
 	st := api.NewStampClient(cc)
 	ctx := context.Background()
 	if _, err := st.CreateStampSession(ctx, &api.CreateStampSessionRequest{Session: &api.CreateStampSessionRequest_Reflector{

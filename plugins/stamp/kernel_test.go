@@ -13,6 +13,7 @@ import (
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/netns"
 	"github.com/linerate/linerate/internal/testenv"
 
@@ -176,7 +177,7 @@ port = "r0"
 	}
 	var e *appliance.Engine
 	if err := l.lr.Do(func() (err error) {
-		e, err = appliance.New(cfg, appliance.Options{Log: quiet})
+		e, err = appliance.New(cfg, appliance.Options{Log: enginetest.Quiet})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 
 	_ "github.com/linerate/linerate/plugins"
 )
@@ -35,14 +36,11 @@ func TestLabSTAMP(t *testing.T) {
 	}
 	cfg.Pipelines = pls
 	sim := clock.NewSim(testUnixBase)
-	e, err := appliance.New(cfg, appliance.Options{Manual: true, Clock: sim, Log: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := enginetest.Build(t, cfg, appliance.Options{Manual: true, Clock: sim})
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
-	runFor(e, sim, 20*time.Second, 50*time.Microsecond)
+	enginetest.Run(e, sim, 20*time.Second, 50*time.Microsecond)
 	var reg *Registry
 	for _, st := range e.Stages("stamp-sender") {
 		reg = st.(*sender).reg
@@ -51,7 +49,7 @@ func TestLabSTAMP(t *testing.T) {
 	if err := s.stop(); err != nil {
 		t.Fatal(err)
 	}
-	runFor(e, sim, 20*time.Millisecond, 50*time.Microsecond)
+	enginetest.Run(e, sim, 20*time.Millisecond, 50*time.Microsecond)
 	m := metricsOf(s)
 
 	// The report goes to stdout when the engine stops.
