@@ -2,21 +2,18 @@ package main
 
 import (
 	"bytes"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/linerate/linerate/appliance"
-	"github.com/linerate/linerate/appliance/control"
-	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 )
 
 // routedEngine builds (does not start) a routed engine on mem ports and serves
 // its control API; it returns the address.
 func routedEngine(t *testing.T) string {
 	t.Helper()
-	cfg, err := config.Parse("r.toml", []byte(`version = 1
+	e := enginetest.New(t, `version = 1
 [engine]
 pin = false
 [control]
@@ -44,23 +41,8 @@ rx = ["r0", "r1"]
 kind = "neighbor"
 [[pipelines.stages]]
 kind = "route"
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := appliance.New(cfg, appliance.Options{Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	srv := control.NewServer(e, nil)
-	e.RegisterServices(srv.GRPC())
-	addr := "unix:" + filepath.Join(t.TempDir(), "ctl.sock")
-	if _, err := srv.Start(addr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return addr
+`, appliance.Options{})
+	return enginetest.Serve(t, e)
 }
 
 func cli(run func([]string, *bytes.Buffer, *bytes.Buffer) int, args ...string) (int, string, string) {

@@ -3,16 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/linerate/linerate/appliance"
-	"github.com/linerate/linerate/appliance/control"
-	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 )
 
 // stampLoop is a sender and a reflector in one engine over an in-memory wire,
@@ -67,29 +64,7 @@ port = "s1"
 // stampCLI runs `linerate stamp …` against an engine serving stampLoop.
 func stampCLI(t *testing.T) func(args ...string) (int, string, string) {
 	t.Helper()
-	cfg, err := config.Parse("stamp.toml", []byte(stampLoop))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := appliance.New(cfg, appliance.Options{Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	srv := control.NewServer(e, nil)
-	e.RegisterServices(srv.GRPC())
-	sock := "unix:" + filepath.Join(t.TempDir(), "ctl.sock")
-	if _, err := srv.Start(sock); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	sock := enginetest.Serve(t, enginetest.Start(t, stampLoop, appliance.Options{}))
 	return func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		// The control flag goes after the command's own arguments too.
