@@ -3,46 +3,20 @@ package ioam
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
-
-	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/internal/tshark"
 )
-
-// writePcap writes frames to a pcap file in dir.
-func writePcap(t *testing.T, path string, frames [][]byte) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := pcapgo.NewWriter(f)
-	if err := w.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
-		t.Fatal(err)
-	}
-	for i, fr := range frames {
-		ci := gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000), CaptureLength: len(fr), Length: len(fr)}
-		if err := w.WritePacket(ci, fr); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // Wireshark's IOAM dissector (tshark 4.0) decodes linerate's trace options,
 // inline and encapsulated, without malformed-packet or expert warnings, and
 // reads the namespace, trace type, NodeLen, RemainingLen and each node's data
 // as linerate wrote them.
 func TestTshark(t *testing.T) {
-	tshark := testenv.RequireCmd(t, "tshark")
+	tshark.Require(t)
 	dir := t.TempDir()
 	if keep := os.Getenv("IOAM_PCAP_DIR"); keep != "" {
 		dir = keep // keep the captures to look at them
@@ -73,13 +47,9 @@ trace = { namespace = 123, type = "%#06x", hops = %d }
 				in := buildFrame(t, frameSpec{payload: 64})
 				out := h.run(in, 0, false, enc, tr).data
 				path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".pcap")
-				writePcap(t, path, [][]byte{out})
+				tshark.WritePcap(t, path, [][]byte{out})
 
-				verbose, err := exec.Command(tshark, "-r", path, "-V", "-o", "ip.check_checksum:TRUE").CombinedOutput()
-				if err != nil {
-					t.Fatalf("tshark: %v\n%s", err, verbose)
-				}
-				v := string(verbose)
+				v := string(tshark.Run(t, "-r", path, "-V", "-o", "ip.check_checksum:TRUE"))
 				for _, bad := range []string{"Malformed", "Expert Info", "Invalid", "Mismatch", "Unknown option"} {
 					if strings.Contains(v, bad) {
 						t.Errorf("tshark reports %q:\n%s", bad, v)
@@ -93,10 +63,7 @@ trace = { namespace = 123, type = "%#06x", hops = %d }
 				for _, f := range fields {
 					args = append(args, "-e", f)
 				}
-				raw, err := exec.Command(tshark, args...).Output()
-				if err != nil {
-					t.Fatalf("tshark -T fields: %v", err)
-				}
+				raw := tshark.Run(t, args...)
 				got := strings.Split(strings.TrimSpace(string(raw)), "|")
 				if len(got) != len(fields) {
 					t.Fatalf("tshark fields: %q", raw)

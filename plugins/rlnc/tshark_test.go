@@ -4,45 +4,20 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
-
 	"github.com/linerate/linerate/internal/stagetest"
-	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/internal/tshark"
 )
-
-func writePcap(t *testing.T, path string, frames [][]byte) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := pcapgo.NewWriter(f)
-	if err := w.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
-		t.Fatal(err)
-	}
-	for i, fr := range frames {
-		ci := gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000), CaptureLength: len(fr), Length: len(fr)}
-		if err := w.WritePacket(ci, fr); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestTsharkDissector: docs/wireshark/codedip.lua, loaded into tshark with
 // -X lua_script, decodes what the encoder sends (systematic, coded, flushed
 // short) field by field, and flags each kind of malformed header.
 func TestTsharkDissector(t *testing.T) {
-	tshark := testenv.RequireCmd(t, "tshark")
+	tshark.Require(t)
 	script, err := filepath.Abs("../../docs/wireshark/codedip.lua")
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +70,7 @@ session = 42
 		expertAt[name] = len(frames)
 	}
 	path := filepath.Join(t.TempDir(), "codedip.pcap")
-	writePcap(t, path, frames)
+	tshark.WritePcap(t, path, frames)
 
 	fields := []string{"codedip.nh", "codedip.session_id", "codedip.session_len", "codedip.gen_id", "codedip.k",
 		"codedip.version", "codedip.field", "codedip.block_len", "codedip.flags.systematic", "codedip.k_used", "codedip.vector",
@@ -104,10 +79,7 @@ session = 42
 	for _, f := range fields {
 		args = append(args, "-e", f)
 	}
-	raw, err := run(tshark, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := tshark.Run(t, args...)
 	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
 	var rows []string
 	for _, l := range lines {
@@ -152,32 +124,13 @@ session = 42
 
 	// Good packets raise no expert info; each malformed one raises its own.
 	for name, frame := range expertAt {
-		raw, err := run(tshark, "-X", "lua_script:"+script, "-r", path, "-Y", name, "-T", "fields", "-e", "frame.number")
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw := tshark.Run(t, "-X", "lua_script:"+script, "-r", path, "-Y", name, "-T", "fields", "-e", "frame.number")
 		if got := strings.TrimSpace(string(raw)); got != fmt.Sprint(frame) {
 			t.Errorf("-Y %s matched frames %q, want %d", name, raw, frame)
 		}
 	}
-	raw, err = run(tshark, "-X", "lua_script:"+script, "-r", path, "-Y", "_ws.expert", "-T", "fields", "-e", "frame.number")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw = tshark.Run(t, "-X", "lua_script:"+script, "-r", path, "-Y", "_ws.expert", "-T", "fields", "-e", "frame.number")
 	if got := strings.Fields(string(raw)); strings.Join(got, ",") != "10,11,12,13" {
 		t.Errorf("expert info on frames %v, want only the 4 malformed ones (10..13)", got)
 	}
-}
-
-// run returns a command's stdout; stderr (tshark warns when run as root)
-// only goes into the error.
-func run(name string, args ...string) ([]byte, error) {
-	var stderr strings.Builder
-	cmd := exec.Command(name, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
-	}
-	return out, nil
 }

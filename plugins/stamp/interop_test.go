@@ -3,10 +3,8 @@ package stamp
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -17,6 +15,7 @@ import (
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/internal/tshark"
 )
 
 const python = "/usr/bin/python3"
@@ -194,36 +193,12 @@ func ParseReflectorOrZero(b []byte) ReflectorFields {
 	return f
 }
 
-// writePcap writes frames to a pcap file (microsecond timestamps).
-func writePcap(t *testing.T, path string, frames [][]byte) {
-	t.Helper()
-	var b bytes.Buffer
-	hdr := make([]byte, 24)
-	binary.LittleEndian.PutUint32(hdr[0:], 0xa1b2c3d4)
-	binary.LittleEndian.PutUint16(hdr[4:], 2)
-	binary.LittleEndian.PutUint16(hdr[6:], 4)
-	binary.LittleEndian.PutUint32(hdr[16:], 65535)
-	binary.LittleEndian.PutUint32(hdr[20:], 1) // Ethernet
-	b.Write(hdr)
-	for i, f := range frames {
-		rec := make([]byte, 16)
-		binary.LittleEndian.PutUint32(rec[0:], uint32(1700000000+i))
-		binary.LittleEndian.PutUint32(rec[8:], uint32(len(f)))
-		binary.LittleEndian.PutUint32(rec[12:], uint32(len(f)))
-		b.Write(rec)
-		b.Write(f)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // tshark, decoding the STAMP port as TWAMP-test, reads linerate's reflected
 // packets with their sequence numbers and timestamps, and the SRH of a test
 // packet with its segment list. (Its dissector reads every packet with the
 // reflector's layout, so sender packets are checked for their SRH only.)
 func TestTshark(t *testing.T) {
-	tshark := testenv.RequireCmd(t, "tshark")
+	tshark.Require(t)
 	c := newChain(t, "", reflectorKeys, "")
 	h := c.h
 	var senders, replies [][]byte
@@ -236,18 +211,12 @@ func TestTshark(t *testing.T) {
 		}
 		h.advance(10 * time.Millisecond)
 	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "stamp.pcap")
-	writePcap(t, file, append(append([][]byte(nil), senders...), replies...))
-	cmd := exec.Command(tshark, "-r", file, "-d", "udp.port==862,twamp.test", "-T", "fields", "-E", "separator=|",
+	file := filepath.Join(t.TempDir(), "stamp.pcap")
+	tshark.WritePcap(t, file, append(append([][]byte(nil), senders...), replies...))
+	out := tshark.Run(t, "-r", file, "-d", "udp.port==862,twamp.test", "-T", "fields", "-E", "separator=|",
 		"-e", "ipv6.routing.srh.addr", "-e", "twamp.test.seq_number", "-e", "twamp.test.timestamp",
 		"-e", "twamp.test.receive_timestamp", "-e", "twamp.test.sender_seq_number", "-e", "twamp.test.sender_timestamp",
 		"-e", "twamp.test.sender_ttl", "-e", "_ws.expert")
-	cmd.Env = append(os.Environ(), "TZ=UTC", "HOME="+dir)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark: %v: %s", err, stderrOf(err))
-	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != len(senders)+len(replies) {
 		t.Fatalf("tshark printed %d lines:\n%s", len(lines), out)
