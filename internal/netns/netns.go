@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -106,6 +107,39 @@ func (ns *NS) Do(f func() error) error {
 		errc <- err
 	}()
 	return <-errc
+}
+
+// MAC is the hardware address of the interface ifname in ns.
+func (ns *NS) MAC(t testing.TB, ifname string) [6]byte {
+	t.Helper()
+	var m [6]byte
+	if err := ns.Do(func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		copy(m[:], ifc.HardwareAddr)
+		return nil
+	}); err != nil {
+		t.Fatalf("netns %s: %v", ns.name, err)
+	}
+	return m
+}
+
+// Sysctl sets, in order, each key (a path under /proc/sys/net, such as
+// "ipv6/conf/all/forwarding") to its value inside ns.
+func (ns *NS) Sysctl(t testing.TB, kv [][2]string) {
+	t.Helper()
+	if err := ns.Do(func() error {
+		for _, x := range kv {
+			if err := os.WriteFile("/proc/sys/net/"+x[0], []byte(x[1]), 0); err != nil {
+				return fmt.Errorf("sysctl %s: %w", x[0], err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("netns %s: %v", ns.name, err)
+	}
 }
 
 // Veth makes a veth pair, a in ns a and b in ns b (the same namespace or two),

@@ -71,3 +71,23 @@ func TestDoError(t *testing.T) {
 		t.Error("Do in a missing namespace succeeded")
 	}
 }
+
+// MAC reads an interface's address inside the namespace; Sysctl writes there
+// and nowhere else.
+func TestMACAndSysctl(t *testing.T) {
+	ns := New(t)
+	Veth(t, ns, "lrvm", ns, "lrvn")
+	ns.IP(t, "link", "set", "lrvm", "address", "02:00:00:00:0a:0b")
+	if got := ns.MAC(t, "lrvm"); got != [6]byte{2, 0, 0, 0, 0x0a, 0x0b} {
+		t.Errorf("MAC %x", got)
+	}
+	host, _ := os.ReadFile("/proc/sys/net/ipv6/conf/all/forwarding")
+	ns.Sysctl(t, [][2]string{{"ipv6/conf/all/disable_ipv6", "0"}, {"ipv6/conf/all/forwarding", "1"}})
+	out, err := exec.Command("ip", "netns", "exec", ns.Name(), "cat", "/proc/sys/net/ipv6/conf/all/forwarding").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "1" {
+		t.Errorf("forwarding in the namespace %q (%v), want 1", out, err)
+	}
+	if v, _ := os.ReadFile("/proc/sys/net/ipv6/conf/all/forwarding"); string(v) != string(host) {
+		t.Errorf("the host's forwarding changed from %q to %q", host, v)
+	}
+}

@@ -49,26 +49,6 @@ type kernelLab struct {
 	outerSrc string
 }
 
-func sysctl(path, v string) error {
-	return os.WriteFile("/proc/sys/net/ipv6/"+path, []byte(v), 0)
-}
-
-func macOf(t *testing.T, ns *netns.NS, ifname string) [6]byte {
-	t.Helper()
-	var m [6]byte
-	if err := ns.Do(func() error {
-		ifc, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		copy(m[:], ifc.HardwareAddr)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func newKernelLab(t *testing.T, h *harness) *kernelLab {
 	t.Helper()
 	testenv.RequireRoot(t)
@@ -78,30 +58,20 @@ func newKernelLab(t *testing.T, h *harness) *kernelLab {
 	kl := &kernelLab{lr: netns.New(t), k: netns.New(t), outerSrc: "2001:db8:a::2", outerDst: "2001:db8:b::2"}
 	netns.Veth(t, kl.lr, "lra0", kl.k, "lra1")
 	netns.Veth(t, kl.k, "lrb0", kl.lr, "lrb1")
-	b1 := macOf(t, kl.lr, "lrb1")
-	kl.a0MAC, kl.a1MAC = macOf(t, kl.lr, "lra0"), macOf(t, kl.k, "lra1")
+	b1 := kl.lr.MAC(t, "lrb1")
+	kl.a0MAC, kl.a1MAC = kl.lr.MAC(t, "lra0"), kl.k.MAC(t, "lra1")
 	// IPv6 on in the kernel namespace, without link-local addresses or DAD, so
 	// the only traffic on the links is the test's.
-	err = kl.k.Do(func() error {
-		for _, s := range [][2]string{
-			{"conf/all/forwarding", "1"},
-			{"ioam6_id", fmt.Sprint(kNodeID)}, {"ioam6_id_wide", fmt.Sprint(uint64(kNodeIDWide))},
-			{"conf/lra1/addr_gen_mode", "1"}, {"conf/lrb0/addr_gen_mode", "1"},
-			{"conf/lra1/accept_dad", "0"}, {"conf/lrb0/accept_dad", "0"},
-			{"conf/all/disable_ipv6", "0"}, {"conf/lra1/disable_ipv6", "0"}, {"conf/lrb0/disable_ipv6", "0"},
-			{"conf/lra1/ioam6_enabled", "1"},
-			{"conf/lra1/ioam6_id", fmt.Sprint(kIngressID)}, {"conf/lrb0/ioam6_id", fmt.Sprint(kEgressID)},
-			{"conf/lra1/ioam6_id_wide", fmt.Sprint(kIngressWide)}, {"conf/lrb0/ioam6_id_wide", fmt.Sprint(kEgressWide)},
-		} {
-			if err := sysctl(s[0], s[1]); err != nil {
-				return fmt.Errorf("sysctl %s: %w", s[0], err)
-			}
-		}
-		return nil
+	kl.k.Sysctl(t, [][2]string{
+		{"ipv6/conf/all/forwarding", "1"},
+		{"ipv6/ioam6_id", fmt.Sprint(kNodeID)}, {"ipv6/ioam6_id_wide", fmt.Sprint(uint64(kNodeIDWide))},
+		{"ipv6/conf/lra1/addr_gen_mode", "1"}, {"ipv6/conf/lrb0/addr_gen_mode", "1"},
+		{"ipv6/conf/lra1/accept_dad", "0"}, {"ipv6/conf/lrb0/accept_dad", "0"},
+		{"ipv6/conf/all/disable_ipv6", "0"}, {"ipv6/conf/lra1/disable_ipv6", "0"}, {"ipv6/conf/lrb0/disable_ipv6", "0"},
+		{"ipv6/conf/lra1/ioam6_enabled", "1"},
+		{"ipv6/conf/lra1/ioam6_id", fmt.Sprint(kIngressID)}, {"ipv6/conf/lrb0/ioam6_id", fmt.Sprint(kEgressID)},
+		{"ipv6/conf/lra1/ioam6_id_wide", fmt.Sprint(kIngressWide)}, {"ipv6/conf/lrb0/ioam6_id_wide", fmt.Sprint(kEgressWide)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	kl.k.IP(t, "addr", "add", "2001:db8:a::1/64", "dev", "lra1", "nodad")
 	kl.k.IP(t, "addr", "add", "2001:db8:b::1/64", "dev", "lrb0", "nodad")
 	kl.k.IP(t, "-6", "neigh", "add", kl.outerDst, "lladdr", net.HardwareAddr(b1[:]).String(), "dev", "lrb0", "nud", "permanent")

@@ -47,22 +47,6 @@ type srv6Lab struct {
 	ka, kb [6]byte // the kernel's ends
 }
 
-func nsMAC(t *testing.T, ns *netns.NS, ifname string) [6]byte {
-	t.Helper()
-	var m [6]byte
-	if err := ns.Do(func() error {
-		ifc, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		copy(m[:], ifc.HardwareAddr)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func newSRv6Lab(t *testing.T) *srv6Lab {
 	t.Helper()
 	testenv.RequireRoot(t)
@@ -72,25 +56,15 @@ func newSRv6Lab(t *testing.T) *srv6Lab {
 	l := &srv6Lab{lr: netns.New(t), k: netns.New(t)}
 	netns.Veth(t, l.lr, "lrsa", l.k, "lrka")
 	netns.Veth(t, l.lr, "lrra", l.k, "lrkb")
-	l.sa, l.ra = nsMAC(t, l.lr, "lrsa"), nsMAC(t, l.lr, "lrra")
-	l.ka, l.kb = nsMAC(t, l.k, "lrka"), nsMAC(t, l.k, "lrkb")
-	err = l.k.Do(func() error {
-		for _, s := range [][2]string{
-			{"conf/all/forwarding", "1"},
-			{"conf/lrka/addr_gen_mode", "1"}, {"conf/lrkb/addr_gen_mode", "1"},
-			{"conf/lrka/accept_dad", "0"}, {"conf/lrkb/accept_dad", "0"},
-			{"conf/all/disable_ipv6", "0"}, {"conf/lrka/disable_ipv6", "0"}, {"conf/lrkb/disable_ipv6", "0"},
-			{"conf/all/seg6_enabled", "1"}, {"conf/lrka/seg6_enabled", "1"}, {"conf/lrkb/seg6_enabled", "1"},
-		} {
-			if err := os.WriteFile("/proc/sys/net/ipv6/"+s[0], []byte(s[1]), 0); err != nil {
-				return fmt.Errorf("sysctl %s: %w", s[0], err)
-			}
-		}
-		return nil
+	l.sa, l.ra = l.lr.MAC(t, "lrsa"), l.lr.MAC(t, "lrra")
+	l.ka, l.kb = l.k.MAC(t, "lrka"), l.k.MAC(t, "lrkb")
+	l.k.Sysctl(t, [][2]string{
+		{"ipv6/conf/all/forwarding", "1"},
+		{"ipv6/conf/lrka/addr_gen_mode", "1"}, {"ipv6/conf/lrkb/addr_gen_mode", "1"},
+		{"ipv6/conf/lrka/accept_dad", "0"}, {"ipv6/conf/lrkb/accept_dad", "0"},
+		{"ipv6/conf/all/disable_ipv6", "0"}, {"ipv6/conf/lrka/disable_ipv6", "0"}, {"ipv6/conf/lrkb/disable_ipv6", "0"},
+		{"ipv6/conf/all/seg6_enabled", "1"}, {"ipv6/conf/lrka/seg6_enabled", "1"}, {"ipv6/conf/lrkb/seg6_enabled", "1"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	l.k.IP(t, "addr", "add", "fc00:a::1/64", "dev", "lrka", "nodad")
 	l.k.IP(t, "addr", "add", "fc00:b::1/64", "dev", "lrkb", "nodad")
 	l.k.IP(t, "-6", "route", "add", kEnd+"/128", "encap", "seg6local", "action", "End", "dev", "lrka")

@@ -58,7 +58,7 @@ func TestSeedController(t *testing.T) {
 
 	ns := netns.New(t)
 	netns.Veth(t, ns, "lrpa", ns, "lrpb")
-	ma, mb := nsMAC(t, ns, "lrpa"), nsMAC(t, ns, "lrpb")
+	ma, mb := ns.MAC(t, "lrpa"), ns.MAC(t, "lrpb")
 	keys := filepath.Join(dir, "keys")
 	if err := os.Mkdir(keys, 0o700); err != nil {
 		t.Fatal(err)
