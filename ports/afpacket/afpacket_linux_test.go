@@ -11,45 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/netns"
+	"github.com/linerate/linerate/internal/porttest"
 	"github.com/linerate/linerate/ports"
 )
-
-// tomlConfig is a ports.Config over a TOML string, strict like the real one.
-type tomlConfig string
-
-func (c tomlConfig) Decode(v any) error {
-	md, err := toml.Decode(string(c), v)
-	if err != nil {
-		return err
-	}
-	if u := md.Undecoded(); len(u) > 0 {
-		return fmt.Errorf("test.toml: unknown keys %v", u)
-	}
-	return nil
-}
-
-func (c tomlConfig) Where() string { return "test.toml [ports.p]" }
-
-func newPool(t testing.TB, buffers, dataRoom int) *packet.Slab {
-	t.Helper()
-	s, err := packet.NewSlab(packet.SlabConfig{Name: t.Name(), Buffers: buffers, DataRoom: dataRoom})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("pool leak: %v", err)
-		}
-	})
-	return s
-}
 
 // link is a veth pair, lra and lrb, in a namespace of the test's own.
 type link struct{ ns *netns.NS }
@@ -313,7 +283,7 @@ func smallRing(name string, pool packet.Pool) Options {
 
 func TestRx(t *testing.T) {
 	l := newLink(t, 9000)
-	pool := newPool(t, 512, 9216)
+	pool := porttest.Pool(t, 512, 9216)
 	p := l.open(t, smallRing("rx", pool))
 	raw := l.raw(t, "lrb")
 	frames := testFrames(true)
@@ -338,7 +308,7 @@ func TestRx(t *testing.T) {
 
 func TestRxTooBig(t *testing.T) {
 	l := newLink(t, 9000)
-	pool := newPool(t, 64, 2048)
+	pool := porttest.Pool(t, 64, 2048)
 	p := l.open(t, smallRing("rx", pool))
 	raw := l.raw(t, "lrb")
 	// The kernel's ring holds the tagged frame as 2046 bytes; with its tag put
@@ -362,7 +332,7 @@ func TestTx(t *testing.T) {
 	for _, ring := range []bool{true, false} {
 		t.Run(fmt.Sprintf("tx_ring=%v", ring), func(t *testing.T) {
 			l := newLink(t, 9000)
-			pool := newPool(t, 512, 9216)
+			pool := porttest.Pool(t, 512, 9216)
 			o := smallRing("tx", pool)
 			o.NoTxRing = !ring
 			p := l.open(t, o)
@@ -412,7 +382,7 @@ func TestTx(t *testing.T) {
 // once.
 func TestTxRingFull(t *testing.T) {
 	l := newLink(t, 0)
-	pool := newPool(t, 256, 2048)
+	pool := porttest.Pool(t, 256, 2048)
 	o := smallRing("tx", pool)
 	o.BlockSize, o.Blocks, o.FrameSize = 4096, 2, 2048 // a ring of four frames
 	p := l.open(t, o)
@@ -453,7 +423,7 @@ func TestTxRingFull(t *testing.T) {
 
 func TestFanout(t *testing.T) {
 	l := newLink(t, 0)
-	pool := newPool(t, 512, 2048)
+	pool := porttest.Pool(t, 512, 2048)
 	o := smallRing("fanout", pool)
 	o.RxQueues = 2
 	p := l.open(t, o)
@@ -499,7 +469,7 @@ func TestFanout(t *testing.T) {
 // either delivered or counted in the kernel's tp_drops.
 func TestKernelDrops(t *testing.T) {
 	l := newLink(t, 0)
-	pool := newPool(t, 256, 2048)
+	pool := porttest.Pool(t, 256, 2048)
 	o := smallRing("drops", pool)
 	o.BlockSize, o.Blocks = 4096, 2
 	p := l.open(t, o)
@@ -525,7 +495,7 @@ func TestKernelDrops(t *testing.T) {
 
 func TestInfo(t *testing.T) {
 	l := newLink(t, 4000)
-	pool := newPool(t, 16, 2048)
+	pool := porttest.Pool(t, 16, 2048)
 	p := l.open(t, smallRing("info", pool))
 	var want net.HardwareAddr
 	if err := l.ns.Do(func() error {
@@ -550,7 +520,7 @@ func TestInfo(t *testing.T) {
 // neither side allocates.
 func TestNoAllocs(t *testing.T) {
 	l := newLink(t, 0)
-	pool := newPool(t, 512, 2048)
+	pool := porttest.Pool(t, 512, 2048)
 	a := l.open(t, smallRing("a", pool))
 	ob := smallRing("b", pool)
 	ob.Interface = "lrb"
@@ -586,7 +556,7 @@ func TestNoAllocs(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	pool := newPool(t, 16, 2048)
+	pool := porttest.Pool(t, 16, 2048)
 	bad := map[string]string{
 		"no interface":  `blocks = 4`,
 		"unknown key":   `interface = "lra"` + "\nring = 3",
@@ -599,7 +569,7 @@ func TestConfig(t *testing.T) {
 	}
 	for name, cfg := range bad {
 		t.Run(name, func(t *testing.T) {
-			_, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: tomlConfig(cfg), Pool: pool, DryRun: true})
+			_, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: porttest.Config(cfg), Pool: pool, DryRun: true})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -615,11 +585,11 @@ fanout = "lb"
 promiscuous = false
 qdisc_bypass = false
 tx_ring = false`
-	p, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: tomlConfig(good), Pool: pool, DryRun: true})
+	p, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: porttest.Config(good), Pool: pool, DryRun: true})
 	if err != nil || p != nil {
 		t.Errorf("dry run: %v, %v", p, err)
 	}
-	if _, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: tomlConfig(`interface = "lr-nonexistent"`), Pool: pool, RxQueues: 1, TxQueues: 1}); err == nil {
+	if _, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: porttest.Config(`interface = "lr-nonexistent"`), Pool: pool, RxQueues: 1, TxQueues: 1}); err == nil {
 		t.Error("opened a missing interface")
 	}
 }
@@ -627,8 +597,8 @@ tx_ring = false`
 // TestOpenFromConfig opens the port the way the engine does, with every key.
 func TestOpenFromConfig(t *testing.T) {
 	l := newLink(t, 0)
-	pool := newPool(t, 64, 2048)
-	cfg := tomlConfig(`interface = "lra"
+	pool := porttest.Pool(t, 64, 2048)
+	cfg := porttest.Config(`interface = "lra"
 block_size = 65536
 blocks = 4
 block_timeout = "2ms"

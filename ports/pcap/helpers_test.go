@@ -2,50 +2,18 @@ package pcap
 
 import (
 	"bytes"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/linerate/linerate/appliance/packet"
 )
-
-// tomlConfig is a ports.Config over a TOML string, strict like the real one.
-type tomlConfig string
-
-func (c tomlConfig) Decode(v any) error {
-	md, err := toml.Decode(string(c), v)
-	if err != nil {
-		return err
-	}
-	if u := md.Undecoded(); len(u) > 0 {
-		return fmt.Errorf("test.toml: unknown keys %v", u)
-	}
-	return nil
-}
-
-func (c tomlConfig) Where() string { return "test.toml [ports.p]" }
-
-func newPool(t testing.TB, buffers, dataRoom int) *packet.Slab {
-	t.Helper()
-	s, err := packet.NewSlab(packet.SlabConfig{Name: t.Name(), Buffers: buffers, DataRoom: dataRoom})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("pool leak: %v", err)
-		}
-	})
-	return s
-}
 
 // capture is one packet of a test file, as the oracle sees it.
 type capture struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/porttest"
 	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/ports"
 )
@@ -26,7 +27,7 @@ const jumboRoom = 9216
 // TxTime = RxTime.
 func replay(t *testing.T, path, out string, first time.Time, limit int) []capture {
 	t.Helper()
-	pool := newPool(t, 256, jumboRoom)
+	pool := porttest.Pool(t, 256, jumboRoom)
 	// Engine time starts at 1 s, not 0: a zero TxTime means "not stamped".
 	sim := clock.NewSim(first.UnixNano() - int64(time.Second))
 	sim.Set(int64(time.Second))
@@ -167,7 +168,7 @@ func TestTshark(t *testing.T) {
 
 func TestTooBig(t *testing.T) {
 	caps := testCaptures(t, testFrames(t))
-	pool := newPool(t, 64, 2048)
+	pool := porttest.Pool(t, 64, 2048)
 	p, err := New(Options{Name: "rx", RxFile: writeOracle(t, caps, true), Pool: pool})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +201,7 @@ func TestTooBig(t *testing.T) {
 
 func TestLoop(t *testing.T) {
 	caps := testCaptures(t, testFrames(t))
-	pool := newPool(t, 64, jumboRoom)
+	pool := porttest.Pool(t, 64, jumboRoom)
 	p, err := New(Options{Name: "rx", RxFile: writeOracleNg(t, caps), Pool: pool, Loop: true})
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestLoop(t *testing.T) {
 
 func TestFileTiming(t *testing.T) {
 	caps := testCaptures(t, testFrames(t))[:4] // offsets 0, 1.5 ms, 3.5 ms, 3.51 ms
-	pool := newPool(t, 64, jumboRoom)
+	pool := porttest.Pool(t, 64, jumboRoom)
 	p, err := New(Options{Name: "rx", RxFile: writeOracle(t, caps, true), Pool: pool, Loop: true, Timing: TimingFile})
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +275,7 @@ func TestFileTiming(t *testing.T) {
 }
 
 func TestTxClock(t *testing.T) {
-	pool := newPool(t, 8, 2048)
+	pool := porttest.Pool(t, 8, 2048)
 	out := filepath.Join(t.TempDir(), "out.pcap")
 	p, err := New(Options{Name: "tx", TxFile: out, Snaplen: 100})
 	if err != nil {
@@ -359,7 +360,7 @@ func readOracleRaw(t *testing.T, path string) []rawRecord {
 }
 
 func TestTxConcurrent(t *testing.T) {
-	pool := newPool(t, 1024, 2048)
+	pool := porttest.Pool(t, 1024, 2048)
 	out := filepath.Join(t.TempDir(), "out.pcap")
 	p, err := New(Options{Name: "tx", TxFile: out, TxQueues: 4, Clock: clock.NewSim(0)})
 	if err != nil {
@@ -399,7 +400,7 @@ func TestTxConcurrent(t *testing.T) {
 }
 
 func TestTxWithoutFile(t *testing.T) {
-	pool := newPool(t, 8, 2048)
+	pool := porttest.Pool(t, 8, 2048)
 	p, err := New(Options{Name: "rx", RxFile: writeOracle(t, testCaptures(t, testFrames(t))[:1], true), Pool: pool})
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +419,7 @@ func TestTxWithoutFile(t *testing.T) {
 func TestConfig(t *testing.T) {
 	caps := testCaptures(t, testFrames(t))
 	in := writeOracle(t, caps, false)
-	pool := newPool(t, 64, jumboRoom)
+	pool := porttest.Pool(t, 64, jumboRoom)
 	q := func(s string) string { return `"` + s + `"` }
 	bad := []struct{ name, cfg string }{
 		{"unknown key", `rx_file = ` + q(in) + "\nspeed = 3"},
@@ -431,7 +432,7 @@ func TestConfig(t *testing.T) {
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: tomlConfig(c.cfg), Pool: pool, RxQueues: 1, TxQueues: 1})
+			p, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: porttest.Config(c.cfg), Pool: pool, RxQueues: 1, TxQueues: 1})
 			if err == nil {
 				p.Close()
 				t.Fatal("no error")
@@ -439,19 +440,19 @@ func TestConfig(t *testing.T) {
 			t.Log(err)
 		})
 	}
-	if _, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: tomlConfig(`rx_file = ` + q(in)), Pool: pool, RxQueues: 2}); err == nil {
+	if _, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: porttest.Config(`rx_file = ` + q(in)), Pool: pool, RxQueues: 2}); err == nil {
 		t.Error("two rx queues accepted")
 	}
-	p, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: tomlConfig(`rx_file = ` + q(in) + "\ntx_file = \"/nonexistent/out.pcap\""), DryRun: true})
+	p, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: porttest.Config(`rx_file = ` + q(in) + "\ntx_file = \"/nonexistent/out.pcap\""), DryRun: true})
 	if err != nil || p != nil {
 		t.Errorf("dry run: %v, %v", p, err)
 	}
-	if _, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: tomlConfig(`rx_file = "/nonexistent/in.pcap"`), DryRun: true}); err == nil {
+	if _, err := ports.Open("pcap", &ports.Setup{Name: "p", Config: porttest.Config(`rx_file = "/nonexistent/in.pcap"`), DryRun: true}); err == nil {
 		t.Error("dry run accepted a missing rx_file")
 	}
 	out := filepath.Join(t.TempDir(), "o.pcap")
 	p, err = ports.Open("pcap", &ports.Setup{Name: "p", Pool: pool, RxQueues: 1, TxQueues: 2,
-		Config: tomlConfig("rx_file = " + q(in) + "\ntx_file = " + q(out) + "\nloop = false\ntiming = \"file\"\nsnaplen = 128")})
+		Config: porttest.Config("rx_file = " + q(in) + "\ntx_file = " + q(out) + "\nloop = false\ntiming = \"file\"\nsnaplen = 128")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +468,7 @@ func TestConfig(t *testing.T) {
 // TestNoAllocs checks that the burst paths allocate nothing, across a rewind.
 func TestNoAllocs(t *testing.T) {
 	caps := testCaptures(t, testFrames(t))
-	pool := newPool(t, 256, jumboRoom)
+	pool := porttest.Pool(t, 256, jumboRoom)
 	rx, err := New(Options{Name: "rx", RxFile: writeOracleNg(t, caps), Pool: pool, Loop: true})
 	if err != nil {
 		t.Fatal(err)
@@ -509,7 +510,7 @@ func BenchmarkReplay(b *testing.B) {
 			if ng {
 				path = writeOracleNg(b, caps)
 			}
-			pool := newPool(b, 256, 2048)
+			pool := porttest.Pool(b, 256, 2048)
 			rx, err := New(Options{Name: "rx", RxFile: path, Pool: pool, Loop: true})
 			if err != nil {
 				b.Fatal(err)

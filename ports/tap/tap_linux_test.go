@@ -10,6 +10,7 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/netns"
+	"github.com/linerate/linerate/internal/porttest"
 	"github.com/linerate/linerate/ports"
 )
 
@@ -18,22 +19,6 @@ var (
 	ourIP  = [4]byte{192, 0, 2, 1}
 	hostIP = [4]byte{192, 0, 2, 2}
 )
-
-func newPool(t testing.TB) *packet.Slab {
-	t.Helper()
-	s, err := packet.NewSlab(packet.SlabConfig{Name: t.Name(), Buffers: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if n := s.InUse(); n != 0 {
-			t.Errorf("%d buffers not returned", n)
-			return
-		}
-		_ = s.Close()
-	})
-	return s
-}
 
 // openTap makes a namespace and a tap port in it, with the kernel side at
 // hostIP/24.
@@ -112,7 +97,7 @@ func poll(t *testing.T, p *Port, match func(d []byte) bool) []byte {
 // TestKernelPeer talks to the host's stack through the device: the kernel
 // answers an ARP request and then a ping.
 func TestKernelPeer(t *testing.T) {
-	pool := newPool(t)
+	pool := porttest.Pool(t, 256, 0)
 	ns, p := openTap(t, pool)
 	var ifc *net.Interface
 	if err := ns.Do(func() (err error) { ifc, err = net.InterfaceByName("lrtap0"); return err }); err != nil {
@@ -156,7 +141,7 @@ func TestKernelPeer(t *testing.T) {
 
 // TestNoAllocs: an empty poll and a transmit allocate nothing.
 func TestNoAllocs(t *testing.T) {
-	pool := newPool(t)
+	pool := porttest.Pool(t, 256, 0)
 	_, p := openTap(t, pool)
 	var b packet.Burst
 	if n := testing.AllocsPerRun(100, func() { b.N = 0; p.RxBurst(0, &b); packet.Free(&b) }); n != 0 {
@@ -187,7 +172,7 @@ func TestNoAllocs(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	pool := newPool(t)
+	pool := porttest.Pool(t, 256, 0)
 	tab := func(s string) config.Table {
 		tb, err := config.ParseTable("t.toml", []byte(s))
 		if err != nil {
