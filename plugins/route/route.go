@@ -169,7 +169,7 @@ func (f *forwarder) route6(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 	}
 	nh, ok := fib.Lookup6(dst)
 	if !ok {
-		f.icmp6(ctx, in, d, l, packet.ICMPv6DstUnreachable, packet.ICMPv6NoRoute, 0)
+		f.icmpError(ctx, in, d, l, packet.ICMPv6DstUnreachable, packet.ICMPv6NoRoute, 0)
 		p.Drop(reasonNoRoute)
 		return
 	}
@@ -180,13 +180,13 @@ func (f *forwarder) route6(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 	src := ip.Src()
 	if dst[0] == 0xfe && dst[1]&0xc0 == 0x80 || src[0] == 0xfe && src[1]&0xc0 == 0x80 {
 		if src[0] == 0xfe {
-			f.icmp6(ctx, in, d, l, packet.ICMPv6DstUnreachable, packet.ICMPv6BeyondScope, 0)
+			f.icmpError(ctx, in, d, l, packet.ICMPv6DstUnreachable, packet.ICMPv6BeyondScope, 0)
 		}
 		p.Drop(reasonScope)
 		return
 	}
 	if ip.HopLimit() <= 1 {
-		f.icmp6(ctx, in, d, l, packet.ICMPv6TimeExceeded, packet.ICMPv6HopLimitExceeded, 0)
+		f.icmpError(ctx, in, d, l, packet.ICMPv6TimeExceeded, packet.ICMPv6HopLimitExceeded, 0)
 		p.Drop(reasonHopLimit)
 		return
 	}
@@ -196,7 +196,7 @@ func (f *forwarder) route6(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 		return
 	}
 	if out.MTU > 0 && int(l.End-uint32(l.L3)) > out.MTU {
-		f.icmp6(ctx, in, d, l, packet.ICMPv6PacketTooBig, 0, uint32(out.MTU))
+		f.icmpError(ctx, in, d, l, packet.ICMPv6PacketTooBig, 0, uint32(out.MTU))
 		p.Drop(reasonTooBig)
 		return
 	}
@@ -229,7 +229,7 @@ func (f *forwarder) route4(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 	}
 	nh, ok := fib.Lookup4(dst)
 	if !ok {
-		f.icmp4(ctx, in, d, l, packet.ICMPv4DstUnreachable, packet.ICMPv4NetUnreachable, 0)
+		f.icmpError(ctx, in, d, l, packet.ICMPv4DstUnreachable, packet.ICMPv4NetUnreachable, 0)
 		p.Drop(reasonNoRoute)
 		return
 	}
@@ -238,7 +238,7 @@ func (f *forwarder) route4(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 		return
 	}
 	if ip.TTL() <= 1 {
-		f.icmp4(ctx, in, d, l, packet.ICMPv4TimeExceeded, packet.ICMPv4TTLExceeded, 0)
+		f.icmpError(ctx, in, d, l, packet.ICMPv4TimeExceeded, packet.ICMPv4TTLExceeded, 0)
 		p.Drop(reasonHopLimit)
 		return
 	}
@@ -249,7 +249,7 @@ func (f *forwarder) route4(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 	}
 	if out.MTU > 0 && int(ip.TotalLength()) > out.MTU {
 		// linerate does not fragment: DF or not, the sender hears the MTU.
-		f.icmp4(ctx, in, d, l, packet.ICMPv4DstUnreachable, packet.ICMPv4FragNeeded, uint32(out.MTU))
+		f.icmpError(ctx, in, d, l, packet.ICMPv4DstUnreachable, packet.ICMPv4FragNeeded, uint32(out.MTU))
 		p.Drop(reasonTooBig)
 		return
 	}
@@ -392,45 +392,34 @@ func (f *forwarder) expire(ctx *plugins.Context, e heldPacket) {
 	if l, _ := p.ParseLayers(); l.IPVersion != 0 {
 		in := f.port(p.InPort)
 		if l.IPVersion == 6 {
-			f.icmp6(ctx, in, p.Data(), l, packet.ICMPv6DstUnreachable, packet.ICMPv6AddressUnreachable, 0)
+			f.icmpError(ctx, in, p.Data(), l, packet.ICMPv6DstUnreachable, packet.ICMPv6AddressUnreachable, 0)
 		} else {
-			f.icmp4(ctx, in, p.Data(), l, packet.ICMPv4DstUnreachable, packet.ICMPv4HostUnreachable, 0)
+			f.icmpError(ctx, in, p.Data(), l, packet.ICMPv4DstUnreachable, packet.ICMPv4HostUnreachable, 0)
 		}
 	}
 	f.expired.Inc()
 	ctx.Env.Free(e.h)
 }
 
-// icmp6 sends an ICMPv6 error about the packet in d back out of the port it
+// icmpError sends an ICMP error of the packet's IP version (ICMPv6 or ICMPv4,
+// typ and code of that version) about the packet in d back out of the port it
 // came in on, within the engine-wide error rate.
-func (f *forwarder) icmp6(ctx *plugins.Context, in *Port, d []byte, l *packet.Layers, typ, code uint8, rest uint32) {
-	if in == nil || !icmp6ErrorAllowed(d, l, typ) {
+func (f *forwarder) icmpError(ctx *plugins.Context, in *Port, d []byte, l *packet.Layers, typ, code uint8, rest uint32) {
+	v6 := l.IPVersion == 6
+	if in == nil || v6 && !icmp6ErrorAllowed(d, l, typ) || !v6 && !icmp4ErrorAllowed(d, l) {
 		return
 	}
 	if !f.rt.ICMPErrors.Allow(ctx.Now) {
 		f.errLimited.Inc()
 		return
 	}
-	h, ok := buildICMPv6Error(in, d, l, typ, code, rest)
-	if !ok {
-		f.errLimited.Inc()
-		return
+	var h packet.Handle
+	var ok bool
+	if v6 {
+		h, ok = buildICMPv6Error(in, d, l, typ, code, rest)
+	} else {
+		h, ok = buildICMPv4Error(in, d, l, typ, code, rest)
 	}
-	if ctx.Emit(h, in.ID) {
-		f.errSent.Inc()
-	}
-}
-
-// icmp4 is icmp6 for IPv4.
-func (f *forwarder) icmp4(ctx *plugins.Context, in *Port, d []byte, l *packet.Layers, typ, code uint8, rest uint32) {
-	if in == nil || !icmp4ErrorAllowed(d, l) {
-		return
-	}
-	if !f.rt.ICMPErrors.Allow(ctx.Now) {
-		f.errLimited.Inc()
-		return
-	}
-	h, ok := buildICMPv4Error(in, d, l, typ, code, rest)
 	if !ok {
 		f.errLimited.Inc()
 		return
