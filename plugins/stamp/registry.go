@@ -3,6 +3,8 @@ package stamp
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -52,21 +54,60 @@ type initParams struct {
 	source     string
 }
 
-type txTable struct{ m map[uint16]*txSession }
-type rfTable struct{ m map[uint16]*rfSession }
+// table is a session table by SSID. Lcores read it through an atomic
+// pointer; the control plane replaces it whole.
+type table[S any] struct{ m map[uint16]*S }
 
-func (t *txTable) get(id uint16) *txSession {
+type (
+	txTable = table[txSession]
+	rfTable = table[rfSession]
+)
+
+func (t *table[S]) get(id uint16) *S {
 	if t == nil {
 		return nil
 	}
 	return t.m[id]
 }
 
-func (t *rfTable) get(id uint16) *rfSession {
-	if t == nil {
-		return nil
+// sorted lists the sessions by SSID.
+func (t *table[S]) sorted() []*S {
+	out := make([]*S, 0, len(t.m))
+	for _, id := range slices.Sorted(maps.Keys(t.m)) {
+		out = append(out, t.m[id])
 	}
-	return t.m[id]
+	return out
+}
+
+// putSession stores a copy of the table behind p with s added as id. The
+// caller holds Registry.mu.
+func putSession[S any](p *atomic.Pointer[table[S]], id uint16, s *S) error {
+	old := p.Load()
+	if _, dup := old.m[id]; dup {
+		return fmt.Errorf("SSID %d: %w", id, ErrExists)
+	}
+	if len(old.m) >= MaxSessions {
+		return ErrTooMany
+	}
+	m := make(map[uint16]*S, len(old.m)+1)
+	maps.Copy(m, old.m)
+	m[id] = s
+	p.Store(&table[S]{m: m})
+	return nil
+}
+
+// dropSession stores a copy of the table behind p without session id and
+// returns that session. The caller holds Registry.mu.
+func dropSession[S any](p *atomic.Pointer[table[S]], id uint16) (*S, error) {
+	old := p.Load()
+	s, ok := old.m[id]
+	if !ok {
+		return nil, fmt.Errorf("SSID %d: %w", id, ErrNotFound)
+	}
+	m := maps.Clone(old.m)
+	delete(m, id)
+	p.Store(&table[S]{m: m})
+	return s, nil
 }
 
 // senderStageInfo is what a sender stage tells the registry at setup, so
@@ -170,20 +211,7 @@ func names[V any](m map[string]V) string {
 func (r *Registry) putTx(s *txSession) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old := r.tx.Load()
-	if _, dup := old.m[s.id]; dup {
-		return fmt.Errorf("SSID %d: %w", s.id, ErrExists)
-	}
-	if len(old.m) >= MaxSessions {
-		return ErrTooMany
-	}
-	m := make(map[uint16]*txSession, len(old.m)+1)
-	for k, v := range old.m {
-		m[k] = v
-	}
-	m[s.id] = s
-	r.tx.Store(&txTable{m: m})
-	return nil
+	return putSession(&r.tx, s.id, s)
 }
 
 // dropTx removes a sender session and returns it. The caller synchronises
@@ -191,78 +219,25 @@ func (r *Registry) putTx(s *txSession) error {
 func (r *Registry) dropTx(id uint16) (*txSession, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old := r.tx.Load()
-	s, ok := old.m[id]
-	if !ok {
-		return nil, fmt.Errorf("SSID %d: %w", id, ErrNotFound)
-	}
-	m := make(map[uint16]*txSession, len(old.m))
-	for k, v := range old.m {
-		if k != id {
-			m[k] = v
-		}
-	}
-	r.tx.Store(&txTable{m: m})
-	return s, nil
+	return dropSession(&r.tx, id)
 }
 
 func (r *Registry) putRf(s *rfSession) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old := r.rf.Load()
-	if _, dup := old.m[s.id]; dup {
-		return fmt.Errorf("SSID %d: %w", s.id, ErrExists)
-	}
-	if len(old.m) >= MaxSessions {
-		return ErrTooMany
-	}
-	m := make(map[uint16]*rfSession, len(old.m)+1)
-	for k, v := range old.m {
-		m[k] = v
-	}
-	m[s.id] = s
-	r.rf.Store(&rfTable{m: m})
-	return nil
+	return putSession(&r.rf, s.id, s)
 }
 
 func (r *Registry) dropRf(id uint16) (*rfSession, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old := r.rf.Load()
-	s, ok := old.m[id]
-	if !ok {
-		return nil, fmt.Errorf("SSID %d: %w", id, ErrNotFound)
-	}
-	m := make(map[uint16]*rfSession, len(old.m))
-	for k, v := range old.m {
-		if k != id {
-			m[k] = v
-		}
-	}
-	r.rf.Store(&rfTable{m: m})
-	return s, nil
+	return dropSession(&r.rf, id)
 }
 
-// TxSessions lists the sender sessions, by SSID.
-func (r *Registry) txSessions() []*txSession {
-	t := r.tx.Load()
-	out := make([]*txSession, 0, len(t.m))
-	for _, s := range t.m {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
-}
+// txSessions lists the sender sessions, by SSID.
+func (r *Registry) txSessions() []*txSession { return r.tx.Load().sorted() }
 
-func (r *Registry) rfSessions() []*rfSession {
-	t := r.rf.Load()
-	out := make([]*rfSession, 0, len(t.m))
-	for _, s := range t.m {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
-}
+func (r *Registry) rfSessions() []*rfSession { return r.rf.Load().sorted() }
 
 // sessionCache is a stage instance's direct-mapped cache of its last
 // session lookups: most bursts hold packets of few sessions, and an array
