@@ -1,6 +1,11 @@
 package gf
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"unsafe"
+)
 
 // Echelon is a progressive Gauss–Jordan decoder over GF(2^8): it holds up to
 // K rows, each a coefficient vector of K bytes and a payload of N bytes,
@@ -19,24 +24,35 @@ import "fmt"
 // (Decoded); at full rank every block is. Any row held is a valid coded
 // packet of the same generation, which is what a recoder combines (Row).
 //
-// An Echelon is not safe for concurrent use. Insert, Decoded, Row and Reset
-// allocate nothing.
+// The coefficient pass works on every row held, whatever its factor (a zero
+// factor adds nothing), so that the rows it reads or updates are always the
+// first Rank slots: no per-insert list of rows, only a gather of factors,
+// and the kernels are called directly, the lengths being known. Rows of at
+// most one vector (K ≤ 64: coefficient vectors, or the short augmented rows
+// of a decoder that keeps payloads elsewhere) are laid out one per aligned
+// 64-octet line, so that each is a single vector. Payload passes take only
+// the rows with a non-zero factor: there a row costs N octets.
+//
+// An Echelon is not safe for concurrent use. Insert, Decoded, Row, Pivot and
+// Reset allocate nothing.
 type Echelon struct {
 	k, n    int
+	stride  int // octets from one coefficient row to the next
 	rank    int
-	coef    []byte  // K×K: slot s is the row inserted s-th
-	payload []byte  // K×N: the payload of slot s
-	pivotOf []int32 // slot → its pivot column
-	slotOf  []int32 // column → slot whose pivot it is, or -1
+	coef    []byte   // K rows of stride octets: slot s is the row inserted s-th
+	payload []byte   // K×N: the payload of slot s
+	pivotOf []int32  // slot → its pivot column
+	slotOf  []int32  // column → slot whose pivot it is, or -1
+	rows    [][]byte // slot → its coefficient row, K octets
 
-	// Scratch for the fused kernels, sized at construction so Insert
-	// allocates nothing: the rows a new vector is reduced by (coefficient
-	// and payload parts), the rows back-substitution updates, and factors.
+	// Scratch for the kernels, sized at construction so Insert allocates
+	// nothing: the new vector, per-row factors, and the payload rows and
+	// factors of a payload pass.
 	vec         []byte
-	coefRows    [][]byte
-	payloadRows [][]byte
-	one         [][]byte
 	factors     []byte
+	one         [][]byte
+	payloadRows [][]byte
+	payFactors  []byte
 }
 
 // NewEchelon returns an empty decoder for generations of k source blocks of
@@ -45,21 +61,41 @@ func NewEchelon(k, payloadLen int) (*Echelon, error) {
 	if k <= 0 || payloadLen < 0 {
 		return nil, fmt.Errorf("gf: NewEchelon(%d, %d): need k > 0 and payloadLen ≥ 0", k, payloadLen)
 	}
+	stride := k
+	if k <= lineLen {
+		stride = lineLen
+	}
 	e := &Echelon{
 		k:           k,
 		n:           payloadLen,
-		coef:        make([]byte, k*k),
+		stride:      stride,
+		coef:        alignedLines(k * stride),
 		payload:     make([]byte, k*payloadLen),
 		pivotOf:     make([]int32, k),
 		slotOf:      make([]int32, k),
-		vec:         make([]byte, k),
-		coefRows:    make([][]byte, 0, k),
-		payloadRows: make([][]byte, 0, k+1),
+		rows:        make([][]byte, k),
+		vec:         alignedLines(stride),
+		factors:     make([]byte, k),
 		one:         make([][]byte, 1),
-		factors:     make([]byte, 0, k+1),
+		payloadRows: make([][]byte, 0, k+1),
+		payFactors:  make([]byte, 0, k+1),
+	}
+	for s := range e.rows {
+		e.rows[s] = e.coef[s*stride : s*stride+k : s*stride+k]
 	}
 	e.Reset()
 	return e, nil
+}
+
+// lineLen is a cache line and an AVX-512 vector.
+const lineLen = 64
+
+// alignedLines returns n zeroed octets starting on a cache line, so that a
+// row of at most lineLen octets is one aligned vector.
+func alignedLines(n int) []byte {
+	b := make([]byte, n+lineLen-1)
+	off := -int(uintptr(unsafe.Pointer(&b[0]))) & (lineLen - 1)
+	return b[off : off+n : off+n]
 }
 
 // Reset empties e for the next generation, keeping its storage.
@@ -101,81 +137,104 @@ func (e *Echelon) Insert(coeffs, payload []byte) (innovative bool, err error) {
 	// row's pivot column is zero in every other row, so the factor of row s
 	// is the incoming coefficient at its pivot, known before any
 	// subtraction: the reduction is one fused dot product.
-	v := e.vec
+	k, l, rank := e.k, CurrentLevel(), e.rank
+	v := e.vec[:k:k]
 	copy(v, coeffs)
-	e.coefRows, e.payloadRows = e.coefRows[:0], e.payloadRows[:1] // [0] is for payload
-	e.factors = e.factors[:1]
-	for s := 0; s < e.rank; s++ {
-		if f := coeffs[e.pivotOf[s]]; f != 0 {
-			e.coefRows = append(e.coefRows, e.row(s))
-			e.payloadRows = append(e.payloadRows, e.payloadRow(s))
-			e.factors = append(e.factors, f)
-		}
+	f := e.factors[:rank:rank]
+	for s := range f {
+		f[s] = coeffs[e.pivotOf[s]]
 	}
-	e.one[0] = v
-	MulAddMulti(e.one, e.coefRows, e.factors[1:])
-	q := -1
-	for j, c := range v {
-		if c != 0 {
-			q = j
-			break
-		}
+	if rank > 0 {
+		e.one[0] = v
+		dotRegion(l, e.one, e.rows[:rank], f, k, true)
 	}
+	q := firstNonZero(v)
 	if q < 0 {
 		return false, nil
 	}
 
-	// Innovative: it becomes slot e.rank, scaled so its pivot is 1. The
+	// Innovative: it becomes slot rank, scaled so its pivot is 1. The
 	// payload is inv·(payload + Σ f·held), in one fused pass with inv folded
 	// into the factors.
-	slot := e.rank
 	inv := Inv8(v[q])
-	row := e.row(slot)
-	Mul(row, v, inv)
+	row := e.rows[rank]
+	mulRegion(l, row, v, inv)
 	if e.n > 0 {
-		f := e.factors
-		f[0] = inv
-		for i := 1; i < len(f); i++ {
-			f[i] = Mul8(f[i], inv)
-		}
-		dst := e.payloadRow(slot)
-		srcs := e.payloadRows
-		srcs[0] = payload
-		e.one[0] = dst[:len(payload)]
-		MulMulti(e.one, srcs, f)
-		if len(payload) < e.n {
-			// Past the caller's payload only the held rows contribute.
-			e.one[0] = dst[len(payload):]
-			for i := 1; i < len(srcs); i++ {
-				srcs[i] = srcs[i][len(payload):]
-			}
-			MulMulti(e.one, srcs[1:], f[1:])
-		}
+		e.insertPayload(payload, f, inv)
 	}
 
 	// Back-substitute: clear column q from every other row, in one pass of
-	// the new row over the coefficients, then one over the payloads.
-	e.coefRows, e.payloadRows, e.factors = e.coefRows[:0], e.payloadRows[:0], e.factors[:0]
-	for s := 0; s < e.rank; s++ {
-		if f := e.coef[s*e.k+q]; f != 0 {
-			e.coefRows = append(e.coefRows, e.row(s))
-			e.payloadRows = append(e.payloadRows, e.payloadRow(s))
-			e.factors = append(e.factors, f)
+	// the new row over the coefficients (the factors are the len×1 matrix of
+	// a single source), then one over the payloads.
+	if rank > 0 {
+		for s, at := 0, q; s < rank; s, at = s+1, at+e.stride {
+			f[s] = e.coef[at]
 		}
-	}
-	if len(e.factors) > 0 {
-		// factors is the len×1 matrix of a single source.
 		e.one[0] = row
-		MulAddMulti(e.coefRows, e.one, e.factors)
+		dotRegion(l, e.rows[:rank], e.one, f, k, true)
 		if e.n > 0 {
-			e.one[0] = e.payloadRow(slot)
-			MulAddMulti(e.payloadRows, e.one, e.factors)
+			e.backPayload(f)
 		}
 	}
-	e.pivotOf[slot] = int32(q)
-	e.slotOf[q] = int32(slot)
+	e.pivotOf[rank] = int32(q)
+	e.slotOf[q] = int32(rank)
 	e.rank++
 	return true, nil
+}
+
+// insertPayload writes the payload of the new row, slot Rank: inv·(payload +
+// Σ f[s]·held s) over the held rows with a non-zero factor.
+func (e *Echelon) insertPayload(payload, f []byte, inv byte) {
+	srcs, pf := e.payloadRows[:1], e.payFactors[:1]
+	srcs[0], pf[0] = payload, inv
+	for s, c := range f {
+		if c != 0 {
+			srcs = append(srcs, e.payloadRow(s))
+			pf = append(pf, Mul8(c, inv))
+		}
+	}
+	dst := e.payloadRow(e.rank)
+	e.one[0] = dst[:len(payload)]
+	MulMulti(e.one, srcs, pf)
+	if len(payload) < e.n {
+		// Past the caller's payload only the held rows contribute.
+		e.one[0] = dst[len(payload):]
+		for i := 1; i < len(srcs); i++ {
+			srcs[i] = srcs[i][len(payload):]
+		}
+		MulMulti(e.one, srcs[1:], pf[1:])
+	}
+}
+
+// backPayload clears the new row's payload, times f[s], from every held row
+// s with a non-zero factor.
+func (e *Echelon) backPayload(f []byte) {
+	dsts, pf := e.payloadRows[:0], e.payFactors[:0]
+	for s, c := range f {
+		if c != 0 {
+			dsts = append(dsts, e.payloadRow(s))
+			pf = append(pf, c)
+		}
+	}
+	e.one[0] = e.payloadRow(e.rank)
+	MulAddMulti(dsts, e.one, pf)
+}
+
+// firstNonZero is the index of v's first non-zero octet, or -1: eight at a
+// time, as the scan runs once per Insert.
+func firstNonZero(v []byte) int {
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		if w := binary.LittleEndian.Uint64(v[i:]); w != 0 {
+			return i + bits.TrailingZeros64(w)/8
+		}
+	}
+	for ; i < len(v); i++ {
+		if v[i] != 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 // Decoded returns source block i if it is decoded: the row with pivot i has
@@ -209,7 +268,16 @@ func (e *Echelon) Row(s int) (coeffs, payload []byte) {
 	return e.row(s), e.payloadRow(s)
 }
 
-func (e *Echelon) row(s int) []byte { return e.coef[s*e.k : (s+1)*e.k : (s+1)*e.k] }
+// Pivot returns the pivot column of row s (s < Rank): its first non-zero
+// coefficient, which is 1. It is -1 for s out of range.
+func (e *Echelon) Pivot(s int) int {
+	if s < 0 || s >= e.rank {
+		return -1
+	}
+	return int(e.pivotOf[s])
+}
+
+func (e *Echelon) row(s int) []byte { return e.rows[s] }
 
 func (e *Echelon) payloadRow(s int) []byte {
 	return e.payload[s*e.n : (s+1)*e.n : (s+1)*e.n]

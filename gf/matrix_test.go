@@ -226,6 +226,14 @@ func checkEchelon(t testing.TB, what string, e *Echelon, g *generation) {
 		if co[q] != 1 || e.slotOf[q] != int32(s) {
 			t.Fatalf("%s: row %d: pivot column %d holds %#x", what, s, q, co[q])
 		}
+		if p := e.Pivot(s); p != int(q) {
+			t.Fatalf("%s: Pivot(%d) = %d, want %d", what, s, p, q)
+		}
+		for j := 0; j < int(q); j++ {
+			if co[j] != 0 {
+				t.Fatalf("%s: row %d has %#x in column %d, before its pivot %d", what, s, co[j], j, q)
+			}
+		}
 		for o := 0; o < e.Rank(); o++ {
 			if o != s && e.row(o)[q] != 0 {
 				t.Fatalf("%s: pivot column %d of row %d is nonzero in row %d", what, q, s, o)
@@ -249,59 +257,82 @@ func checkEchelon(t testing.TB, what string, e *Echelon, g *generation) {
 func TestEchelonMatchesBatch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 4))
 	for _, kn := range [][2]int{{1, 10}, {4, 0}, {8, 64}, {16, 1408}, {32, 1408}, {32, 100}, {50, 33}} {
-		k, n := kn[0], kn[1]
-		g := newGeneration(rng, k, n)
-		e, err := NewEchelon(k, n)
-		if err != nil {
-			t.Fatal(err)
+		echelonMatchesBatch(t, rng, kn[0], kn[1])
+	}
+}
+
+// TestEchelonLevels runs the batch comparison at every level, on rows of one
+// vector or less (K ≤ 64, laid out one per line), K just past it, and the
+// short coefficient-only rows of the rlnc decoder (2K+8 columns).
+func TestEchelonLevels(t *testing.T) {
+	forLevels(t, func(l Level) {
+		rng := rand.New(rand.NewPCG(8, uint64(l)))
+		for _, kn := range [][2]int{{3, 0}, {40, 0}, {64, 0}, {65, 0}, {20, 70}, {7, 130}} {
+			echelonMatchesBatch(t, rng, kn[0], kn[1])
 		}
-		for round := 0; round < 2; round++ { // the second round reuses e after Reset
-			var inserted [][]byte
-			for step := 0; !e.Full(); step++ {
-				co := make([]byte, k)
-				switch {
-				case step%5 == 3 && len(inserted) > 1:
-					// A combination of rows already sent: never innovative.
-					for _, r := range inserted[:len(inserted)/2+1] {
-						f := byte(rng.Uint32())
-						for j := range co {
-							co[j] ^= Mul8(f, r[j])
-						}
-					}
-				case step%7 == 5:
-					// all zero
-				case step%3 == 1:
-					co[rng.IntN(k)] = byte(rng.Uint32()) | 1 // a scaled source block
-				default:
+	})
+}
+
+// echelonMatchesBatch inserts dense, sparse, zero and dependent vectors into
+// an Echelon of k columns and payloads of n, checking the rank against batch
+// elimination and every invariant after each insertion, twice (the second
+// round after Reset).
+func echelonMatchesBatch(t *testing.T, rng *rand.Rand, k, n int) {
+	t.Helper()
+	g := newGeneration(rng, k, n)
+	e, err := NewEchelon(k, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ { // the second round reuses e after Reset
+		var inserted [][]byte
+		for step := 0; !e.Full(); step++ {
+			co := make([]byte, k)
+			switch {
+			case step%5 == 3 && len(inserted) > 1:
+				// A combination of rows already sent: never innovative.
+				for _, r := range inserted[:len(inserted)/2+1] {
+					f := byte(rng.Uint32())
 					for j := range co {
-						co[j] = byte(rng.Uint32())
+						co[j] ^= Mul8(f, r[j])
 					}
 				}
-				payload := g.code(co)
-				inserted = append(inserted, co)
-				batch, _ := MatrixFrom(len(inserted), k, bytes.Join(inserted, nil))
-				wantRank := batch.Rank()
-				before := e.Rank()
-				inn, err := e.Insert(co, payload)
-				if err != nil {
-					t.Fatal(err)
-				}
-				what := fmt.Sprintf("k=%d n=%d round %d step %d", k, n, round, step)
-				if e.Rank() != wantRank || inn != (wantRank > before) {
-					t.Fatalf("%s: rank %d innovative %v, batch rank %d (was %d)", what, e.Rank(), inn, wantRank, before)
-				}
-				checkEchelon(t, what, e, g)
-				if step > 20*k {
-					t.Fatalf("%s: no full rank after %d packets", what, step)
+			case step%7 == 5:
+				// all zero
+			case step%3 == 1:
+				co[rng.IntN(k)] = byte(rng.Uint32()) | 1 // a scaled source block
+			default:
+				for j := range co {
+					co[j] = byte(rng.Uint32())
 				}
 			}
-			e.Reset()
-			if e.Rank() != 0 || e.Full() {
-				t.Fatal("Reset left rows")
+			payload := g.code(co)
+			inserted = append(inserted, co)
+			batch, _ := MatrixFrom(len(inserted), k, bytes.Join(inserted, nil))
+			wantRank := batch.Rank()
+			before := e.Rank()
+			inn, err := e.Insert(co, payload)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if _, ok := e.Decoded(0); ok {
-				t.Fatal("Decoded after Reset")
+			what := fmt.Sprintf("k=%d n=%d round %d step %d", k, n, round, step)
+			if e.Rank() != wantRank || inn != (wantRank > before) {
+				t.Fatalf("%s: rank %d innovative %v, batch rank %d (was %d)", what, e.Rank(), inn, wantRank, before)
 			}
+			checkEchelon(t, what, e, g)
+			if step > 20*k {
+				t.Fatalf("%s: no full rank after %d packets", what, step)
+			}
+		}
+		e.Reset()
+		if e.Rank() != 0 || e.Full() {
+			t.Fatal("Reset left rows")
+		}
+		if _, ok := e.Decoded(0); ok {
+			t.Fatal("Decoded after Reset")
+		}
+		if e.Pivot(0) != -1 {
+			t.Fatal("Pivot(0) after Reset")
 		}
 	}
 }

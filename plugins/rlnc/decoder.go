@@ -250,8 +250,7 @@ func (d *decoder) insert(gi int32, hd Header) (innov, ok bool) {
 	v[k+w-1-c] = 1
 	ge.ech.Insert(v, nil)
 	ge.ins++
-	row, _ := ge.ech.Row(ge.ech.Rank() - 1)
-	if pivot(row, k) < 0 {
+	if ge.ech.Pivot(ge.ech.Rank()-1) >= k {
 		ge.col[c] = -1
 		st.slotFree.push(slot)
 		return false, true
@@ -283,16 +282,6 @@ func (d *decoder) rebuild(gi int32) {
 	d.cRebuilds.Inc()
 }
 
-// pivot is the first non-zero column of row among the first k, or -1.
-func pivot(row []byte, k int) int {
-	for j, c := range row[:k] {
-		if c != 0 {
-			return j
-		}
-	}
-	return -1
-}
-
 // decode writes every source block of generation gi not yet delivered, in one
 // fused pass over the packets kept, into fresh packets built on the
 // generation's headers, and delivers them.
@@ -309,8 +298,7 @@ func (d *decoder) decode(gi int32) {
 		d.pivRow[i] = -1
 	}
 	for r := 0; r < ge.ech.Rank(); r++ {
-		row, _ := ge.ech.Row(r)
-		if p := pivot(row, k); p >= 0 && p < ge.kk {
+		if p := ge.ech.Pivot(r); p < ge.kk {
 			d.pivRow[p] = int32(r)
 		}
 	}
