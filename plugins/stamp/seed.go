@@ -3,9 +3,11 @@ package stamp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/linerate/linerate/appliance/api/srv6pm"
+	"github.com/linerate/linerate/plugins"
 )
 
 // The seed controller's southbound services (srv6pm): the same sessions as
@@ -46,28 +48,94 @@ func seedStatus(err error) (srv6pm.StatusCode, string) {
 	return srv6pm.StatusCode_STATUS_CODE_INVALID_ARGUMENT, err.Error()
 }
 
-func (s *seedSender) reg() (*Registry, error) { return s.sv.registry() }
-
-func (s *seedSender) Init(ctx context.Context, req *srv6pm.InitStampSenderRequest) (*srv6pm.InitStampSenderReply, error) {
-	r, err := s.reg()
+// seedInit is either role's Init: the role's UDP port (named field in the
+// request), interfaces and source address for later sessions.
+func (sv *service) seedInit(field string, port uint32, ifaces []string, source string,
+	init func(*Registry, initParams, bool) error) (srv6pm.StatusCode, string) {
+	r, err := sv.registry()
 	if err == nil {
-		if req.SenderUdpPort > 65535 {
-			err = errors.New("sender_udp_port is above 65535")
+		if port > 65535 {
+			err = fmt.Errorf("%s is above 65535", field)
 		} else {
-			err = r.initTx(initParams{port: uint16(req.SenderUdpPort), interfaces: req.Interfaces, source: req.StampSourceIpv6Address}, true)
+			err = init(r, initParams{port: uint16(port), interfaces: ifaces, source: source}, true)
 		}
 	}
-	code, d := seedStatus(err)
+	return seedStatus(err)
+}
+
+// seedReset is either role's Reset: it destroys the role's sessions made
+// through an API and clears its Init.
+func (sv *service) seedReset(reset func(*Registry, plugins.Host) int) (srv6pm.StatusCode, string) {
+	r, err := sv.registry()
+	if err != nil {
+		return srv6pm.StatusCode_STATUS_CODE_RESET_FAILED, err.Error()
+	}
+	reset(r, sv.h)
+	return srv6pm.StatusCode_STATUS_CODE_SUCCESS, "success"
+}
+
+// seedSSID checks an SSID from the seed, which sends it as 32 bits.
+func seedSSID(ssid uint32) (uint16, error) {
+	if ssid == 0 || ssid > 65535 {
+		return 0, errors.New("ssid: 1..65535")
+	}
+	return uint16(ssid), nil
+}
+
+// seedCreate is what either role's CreateStampSession checks first: the
+// registry, the role's Init, and the SSID.
+func (sv *service) seedCreate(ssid uint32, initialized func(*Registry) bool) (*Registry, uint16, error) {
+	r, err := sv.registry()
+	if err != nil {
+		return nil, 0, err
+	}
+	if !initialized(r) {
+		return nil, 0, ErrNotInitialized
+	}
+	id, err := seedSSID(ssid)
+	return r, id, err
+}
+
+// seedOp runs f, a session operation of either role, on the session ssid.
+func seedOp[S any](sv *service, ssid uint32, f func(*Registry, uint16) (*S, error)) (srv6pm.StatusCode, string) {
+	r, err := sv.registry()
+	if err == nil {
+		var id uint16
+		if id, err = seedSSID(ssid); err == nil {
+			_, err = f(r, id)
+		}
+	}
+	return seedStatus(err)
+}
+
+// seedAuth reads the seed's authentication mode: HMAC-SHA-256 takes its key
+// from the key chain named.
+func seedAuth(mode srv6pm.AuthenticationMode, keyChain string) (auth bool, key string, err error) {
+	switch mode {
+	case srv6pm.AuthenticationMode_AUTHENTICATION_MODE_UNSPECIFIED, srv6pm.AuthenticationMode_AUTHENTICATION_MODE_UNAUTHENTICATED:
+		return false, "", nil
+	case srv6pm.AuthenticationMode_AUTHENTICATION_MODE_HMAC_SHA_256:
+		return true, keyChain, nil
+	}
+	return false, "", errors.New("unknown auth_mode")
+}
+
+// seedAuthMode is the seed's name for a session's mode.
+func seedAuthMode(auth bool) srv6pm.AuthenticationMode {
+	if auth {
+		return srv6pm.AuthenticationMode_AUTHENTICATION_MODE_HMAC_SHA_256
+	}
+	return srv6pm.AuthenticationMode_AUTHENTICATION_MODE_UNAUTHENTICATED
+}
+
+func (s *seedSender) Init(ctx context.Context, req *srv6pm.InitStampSenderRequest) (*srv6pm.InitStampSenderReply, error) {
+	code, d := s.sv.seedInit("sender_udp_port", req.SenderUdpPort, req.Interfaces, req.StampSourceIpv6Address, (*Registry).initTx)
 	return &srv6pm.InitStampSenderReply{Status: code, Description: d}, nil
 }
 
 func (s *seedSender) Reset(ctx context.Context, req *srv6pm.ResetStampSenderRequest) (*srv6pm.ResetStampSenderReply, error) {
-	r, err := s.reg()
-	if err != nil {
-		return &srv6pm.ResetStampSenderReply{Status: srv6pm.StatusCode_STATUS_CODE_RESET_FAILED, Description: err.Error()}, nil
-	}
-	r.resetTx(s.sv.h)
-	return &srv6pm.ResetStampSenderReply{Status: srv6pm.StatusCode_STATUS_CODE_SUCCESS, Description: "success"}, nil
+	code, d := s.sv.seedReset((*Registry).resetTx)
+	return &srv6pm.ResetStampSenderReply{Status: code, Description: d}, nil
 }
 
 func (s *seedSender) CreateStampSession(ctx context.Context, req *srv6pm.CreateStampSenderSessionRequest) (*srv6pm.CreateStampSenderSessionReply, error) {
@@ -77,21 +145,15 @@ func (s *seedSender) CreateStampSession(ctx context.Context, req *srv6pm.CreateS
 }
 
 func (s *seedSender) create(req *srv6pm.CreateStampSenderSessionRequest) (*srv6pm.StampSenderParameters, error) {
-	r, err := s.reg()
+	r, id, err := s.sv.seedCreate(req.Ssid, (*Registry).txInitialized)
 	if err != nil {
 		return nil, err
-	}
-	if !r.txInitialized() {
-		return nil, ErrNotInitialized
-	}
-	if req.Ssid == 0 || req.Ssid > 65535 {
-		return nil, errors.New("ssid: 1..65535")
 	}
 	p := req.StampParams
 	if p == nil {
 		p = &srv6pm.StampSenderParameters{}
 	}
-	c := SenderSession{SSID: uint16(req.Ssid), Interval: time.Duration(req.Interval) * time.Second}
+	c := SenderSession{SSID: id, Interval: time.Duration(req.Interval) * time.Second}
 	if c.Segments, err = parseAddrs(req.Sidlist.GetSegments()); err != nil {
 		return nil, err
 	}
@@ -111,13 +173,9 @@ func (s *seedSender) create(req *srv6pm.CreateStampSenderSessionRequest) (*srv6p
 		return nil, errors.New("reflector_udp_port is above 65535")
 	}
 	c.ReflectorPort = uint16(p.ReflectorUdpPort)
-	key := ""
-	switch p.AuthMode {
-	case srv6pm.AuthenticationMode_AUTHENTICATION_MODE_UNSPECIFIED, srv6pm.AuthenticationMode_AUTHENTICATION_MODE_UNAUTHENTICATED:
-	case srv6pm.AuthenticationMode_AUTHENTICATION_MODE_HMAC_SHA_256:
-		c.Auth, key = true, p.KeyChain
-	default:
-		return nil, errors.New("unknown auth_mode")
+	var key string
+	if c.Auth, key, err = seedAuth(p.AuthMode, p.KeyChain); err != nil {
+		return nil, err
 	}
 	switch p.TimestampFormat {
 	case srv6pm.TimestampFormat_TIMESTAMP_FORMAT_UNSPECIFIED, srv6pm.TimestampFormat_TIMESTAMP_FORMAT_NTP:
@@ -134,12 +192,9 @@ func (s *seedSender) create(req *srv6pm.CreateStampSenderSessionRequest) (*srv6p
 		return nil, err
 	}
 	out := &srv6pm.StampSenderParameters{ReflectorIp: ts.cfg.Reflector.String(), ReflectorUdpPort: uint32(ts.cfg.ReflectorPort),
-		AuthMode: srv6pm.AuthenticationMode_AUTHENTICATION_MODE_UNAUTHENTICATED, KeyChain: p.KeyChain,
+		AuthMode: seedAuthMode(ts.cfg.Auth), KeyChain: p.KeyChain,
 		TimestampFormat: srv6pm.TimestampFormat_TIMESTAMP_FORMAT_NTP, PacketLossType: p.PacketLossType,
 		DelayMeasurementMode: p.DelayMeasurementMode}
-	if ts.cfg.Auth {
-		out.AuthMode = srv6pm.AuthenticationMode_AUTHENTICATION_MODE_HMAC_SHA_256
-	}
 	if ts.cfg.PTP {
 		out.TimestampFormat = srv6pm.TimestampFormat_TIMESTAMP_FORMAT_PTPv2
 	}
@@ -152,30 +207,18 @@ func (s *seedSender) create(req *srv6pm.CreateStampSenderSessionRequest) (*srv6p
 	return out, nil
 }
 
-func (s *seedSender) txOp(ssid uint32, f func(*Registry, uint16) (*txSession, error)) (srv6pm.StatusCode, string) {
-	r, err := s.reg()
-	if err == nil {
-		if ssid == 0 || ssid > 65535 {
-			err = errors.New("ssid: 1..65535")
-		} else {
-			_, err = f(r, uint16(ssid))
-		}
-	}
-	return seedStatus(err)
-}
-
 func (s *seedSender) StartStampSession(ctx context.Context, req *srv6pm.StartStampSenderSessionRequest) (*srv6pm.StartStampSenderSessionReply, error) {
-	code, d := s.txOp(req.Ssid, (*Registry).startTx)
+	code, d := seedOp(s.sv, req.Ssid, (*Registry).startTx)
 	return &srv6pm.StartStampSenderSessionReply{Status: code, Description: d}, nil
 }
 
 func (s *seedSender) StopStampSession(ctx context.Context, req *srv6pm.StopStampSenderSessionRequest) (*srv6pm.StopStampSenderSessionReply, error) {
-	code, d := s.txOp(req.Ssid, (*Registry).stopTx)
+	code, d := seedOp(s.sv, req.Ssid, (*Registry).stopTx)
 	return &srv6pm.StopStampSenderSessionReply{Status: code, Description: d}, nil
 }
 
 func (s *seedSender) DestroyStampSession(ctx context.Context, req *srv6pm.DestroyStampSenderSessionRequest) (*srv6pm.DestroyStampSenderSessionReply, error) {
-	code, d := s.txOp(req.Ssid, func(r *Registry, id uint16) (*txSession, error) { return r.destroyTx(id, s.sv.h) })
+	code, d := seedOp(s.sv, req.Ssid, func(r *Registry, id uint16) (*txSession, error) { return r.destroyTx(id, s.sv.h) })
 	return &srv6pm.DestroyStampSenderSessionReply{Status: code, Description: d}, nil
 }
 
@@ -183,7 +226,7 @@ func (s *seedSender) DestroyStampSession(ctx context.Context, req *srv6pm.Destro
 // does: fetched records are gone. Timestamps are Unix seconds.
 func (s *seedSender) GetStampSessionResults(ctx context.Context, req *srv6pm.GetStampSessionResultsRequest) (*srv6pm.StampResults, error) {
 	var ts *txSession
-	code, d := s.txOp(req.Ssid, func(r *Registry, id uint16) (*txSession, error) {
+	code, d := seedOp(s.sv, req.Ssid, func(r *Registry, id uint16) (*txSession, error) {
 		var err error
 		ts, err = r.tx1(id)
 		return ts, err
@@ -203,7 +246,7 @@ func secs(ns int64) float64 { return float64(ns) / 1e9 }
 
 func (s *seedSender) GetResultsCounter(ctx context.Context, req *srv6pm.StampResultsCountersRequest) (*srv6pm.StampResultsCountersReply, error) {
 	var ts *txSession
-	code, _ := s.txOp(req.Ssid, func(r *Registry, id uint16) (*txSession, error) {
+	code, _ := seedOp(s.sv, req.Ssid, func(r *Registry, id uint16) (*txSession, error) {
 		var err error
 		ts, err = r.tx1(id)
 		return ts, err
@@ -215,28 +258,14 @@ func (s *seedSender) GetResultsCounter(ctx context.Context, req *srv6pm.StampRes
 	return out, nil
 }
 
-func (s *seedReflector) reg() (*Registry, error) { return s.sv.registry() }
-
 func (s *seedReflector) Init(ctx context.Context, req *srv6pm.InitStampReflectorRequest) (*srv6pm.InitStampReflectorReply, error) {
-	r, err := s.reg()
-	if err == nil {
-		if req.ReflectorUdpPort > 65535 {
-			err = errors.New("reflector_udp_port is above 65535")
-		} else {
-			err = r.initRf(initParams{port: uint16(req.ReflectorUdpPort), interfaces: req.Interfaces, source: req.StampSourceIpv6Address}, true)
-		}
-	}
-	code, d := seedStatus(err)
+	code, d := s.sv.seedInit("reflector_udp_port", req.ReflectorUdpPort, req.Interfaces, req.StampSourceIpv6Address, (*Registry).initRf)
 	return &srv6pm.InitStampReflectorReply{Status: code, Description: d}, nil
 }
 
 func (s *seedReflector) Reset(ctx context.Context, req *srv6pm.ResetStampReflectorRequest) (*srv6pm.ResetStampReflectorReply, error) {
-	r, err := s.reg()
-	if err != nil {
-		return &srv6pm.ResetStampReflectorReply{Status: srv6pm.StatusCode_STATUS_CODE_RESET_FAILED, Description: err.Error()}, nil
-	}
-	r.resetRf(s.sv.h)
-	return &srv6pm.ResetStampReflectorReply{Status: srv6pm.StatusCode_STATUS_CODE_SUCCESS, Description: "success"}, nil
+	code, d := s.sv.seedReset((*Registry).resetRf)
+	return &srv6pm.ResetStampReflectorReply{Status: code, Description: d}, nil
 }
 
 func (s *seedReflector) CreateStampSession(ctx context.Context, req *srv6pm.CreateStampReflectorSessionRequest) (*srv6pm.CreateStampReflectorSessionReply, error) {
@@ -246,21 +275,15 @@ func (s *seedReflector) CreateStampSession(ctx context.Context, req *srv6pm.Crea
 }
 
 func (s *seedReflector) create(req *srv6pm.CreateStampReflectorSessionRequest) (*srv6pm.StampReflectorParameters, error) {
-	r, err := s.reg()
+	r, id, err := s.sv.seedCreate(req.Ssid, (*Registry).rfInitialized)
 	if err != nil {
 		return nil, err
-	}
-	if !r.rfInitialized() {
-		return nil, ErrNotInitialized
-	}
-	if req.Ssid == 0 || req.Ssid > 65535 {
-		return nil, errors.New("ssid: 1..65535")
 	}
 	p := req.StampParams
 	if p == nil {
 		p = &srv6pm.StampReflectorParameters{}
 	}
-	c := ReflectorSession{SSID: uint16(req.Ssid)}
+	c := ReflectorSession{SSID: id}
 	if c.ReturnPath, err = parseAddrs(req.ReturnSidlist.GetSegments()); err != nil {
 		return nil, err
 	}
@@ -272,13 +295,9 @@ func (s *seedReflector) create(req *srv6pm.CreateStampReflectorSessionRequest) (
 	if c.Source, err = optAddr(req.StampSourceIpv6Address); err != nil {
 		return nil, err
 	}
-	key := ""
-	switch p.AuthMode {
-	case srv6pm.AuthenticationMode_AUTHENTICATION_MODE_UNSPECIFIED, srv6pm.AuthenticationMode_AUTHENTICATION_MODE_UNAUTHENTICATED:
-	case srv6pm.AuthenticationMode_AUTHENTICATION_MODE_HMAC_SHA_256:
-		c.Auth, key = true, p.KeyChain
-	default:
-		return nil, errors.New("unknown auth_mode")
+	var key string
+	if c.Auth, key, err = seedAuth(p.AuthMode, p.KeyChain); err != nil {
+		return nil, err
 	}
 	switch p.TimestampFormat {
 	case srv6pm.TimestampFormat_TIMESTAMP_FORMAT_UNSPECIFIED:
@@ -312,12 +331,9 @@ func (s *seedReflector) create(req *srv6pm.CreateStampReflectorSessionRequest) (
 		return nil, err
 	}
 	out := &srv6pm.StampReflectorParameters{ReflectorUdpPort: uint32(info.defaults.port),
-		AuthMode: srv6pm.AuthenticationMode_AUTHENTICATION_MODE_UNAUTHENTICATED, KeyChain: p.KeyChain,
+		AuthMode: seedAuthMode(rs.cfg.Auth), KeyChain: p.KeyChain,
 		TimestampFormat:      p.TimestampFormat,
 		SessionReflectorMode: srv6pm.SessionReflectorMode_SESSION_REFLECTOR_MODE_STATELESS}
-	if rs.cfg.Auth {
-		out.AuthMode = srv6pm.AuthenticationMode_AUTHENTICATION_MODE_HMAC_SHA_256
-	}
 	if rs.cfg.Stateful {
 		out.SessionReflectorMode = srv6pm.SessionReflectorMode_SESSION_REFLECTOR_MODE_STATEFUL
 	}
@@ -327,29 +343,17 @@ func (s *seedReflector) create(req *srv6pm.CreateStampReflectorSessionRequest) (
 	return out, nil
 }
 
-func (s *seedReflector) rfOp(ssid uint32, f func(*Registry, uint16) (*rfSession, error)) (srv6pm.StatusCode, string) {
-	r, err := s.reg()
-	if err == nil {
-		if ssid == 0 || ssid > 65535 {
-			err = errors.New("ssid: 1..65535")
-		} else {
-			_, err = f(r, uint16(ssid))
-		}
-	}
-	return seedStatus(err)
-}
-
 func (s *seedReflector) StartStampSession(ctx context.Context, req *srv6pm.StartStampReflectorSessionRequest) (*srv6pm.StartStampReflectorSessionReply, error) {
-	code, d := s.rfOp(req.Ssid, (*Registry).startRf)
+	code, d := seedOp(s.sv, req.Ssid, (*Registry).startRf)
 	return &srv6pm.StartStampReflectorSessionReply{Status: code, Description: d}, nil
 }
 
 func (s *seedReflector) StopStampSession(ctx context.Context, req *srv6pm.StopStampReflectorSessionRequest) (*srv6pm.StopStampReflectorSessionReply, error) {
-	code, d := s.rfOp(req.Ssid, (*Registry).stopRf)
+	code, d := seedOp(s.sv, req.Ssid, (*Registry).stopRf)
 	return &srv6pm.StopStampReflectorSessionReply{Status: code, Description: d}, nil
 }
 
 func (s *seedReflector) DestroyStampSession(ctx context.Context, req *srv6pm.DestroyStampReflectorSessionRequest) (*srv6pm.DestroyStampReflectorSessionReply, error) {
-	code, d := s.rfOp(req.Ssid, func(r *Registry, id uint16) (*rfSession, error) { return r.destroyRf(id, s.sv.h) })
+	code, d := seedOp(s.sv, req.Ssid, func(r *Registry, id uint16) (*rfSession, error) { return r.destroyRf(id, s.sv.h) })
 	return &srv6pm.DestroyStampReflectorSessionReply{Status: code, Description: d}, nil
 }
