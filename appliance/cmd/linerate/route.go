@@ -12,14 +12,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/linerate/linerate/appliance/api"
-	"github.com/linerate/linerate/appliance/control"
 )
 
 const routeUsage = `Usage: linerate route [flags] [list | get ADDRESS | add PREFIX [via ADDRESS] [dev PORT] [replace] | del PREFIX]
@@ -85,6 +83,17 @@ func (c *client) printUsage(w io.Writer) {
 	})
 }
 
+// command reads the flags and splits off the command: list when none is
+// given. done means exit with code.
+func (c *client) command(args []string) (verb string, rest []string, code int, done bool) {
+	rest, code, done = c.parse(args)
+	verb = "list"
+	if !done && len(rest) > 0 {
+		verb, rest = rest[0], rest[1:]
+	}
+	return verb, rest, code, done
+}
+
 // parse reads the flags; done means exit with code.
 func (c *client) parse(args []string) (rest []string, code int, done bool) {
 	if wantsHelp(args) {
@@ -120,21 +129,15 @@ func (c *client) rpcError(err error) int {
 	return c.failf("%s", status.Convert(err).Message())
 }
 
-func (c *client) dial() (*grpc.ClientConn, context.Context, context.CancelFunc, error) {
-	var opts []grpc.DialOption
-	if *c.caFile != "" || *c.certFile != "" || *c.keyFile != "" {
-		creds, err := control.ClientTLS(*c.caFile, *c.certFile, *c.keyFile)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		opts = append(opts, grpc.WithTransportCredentials(creds))
-	}
-	cc, err := control.Dial(*c.addr, opts...)
+// dial connects to the Routing service, with a context for the call's
+// deadline; release closes both.
+func (c *client) dial() (rc api.RoutingClient, ctx context.Context, release func(), err error) {
+	cc, err := dialControl(*c.addr, *c.caFile, *c.certFile, *c.keyFile)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *c.timeout)
-	return cc, ctx, cancel, nil
+	return api.NewRoutingClient(cc), ctx, func() { cancel(); cc.Close() }, nil
 }
 
 func (c *client) printJSON(msgs ...proto.Message) int {
@@ -184,13 +187,9 @@ func cmdRoute(args []string) int { return runRoute(args, os.Stdout, os.Stderr) }
 
 func runRoute(args []string, stdout, stderr io.Writer) int {
 	c := newClient("route", routeUsage, stdout, stderr)
-	rest, code, done := c.parse(args)
+	verb, rest, code, done := c.command(args)
 	if done {
 		return code
-	}
-	verb := "list"
-	if len(rest) > 0 {
-		verb, rest = rest[0], rest[1:]
 	}
 	var req proto.Message
 	switch verb {
@@ -220,13 +219,11 @@ func runRoute(args []string, stdout, stderr io.Writer) int {
 	default:
 		return c.usageError("unknown command %q", verb)
 	}
-	cc, ctx, cancel, err := c.dial()
+	rc, ctx, release, err := c.dial()
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	defer cc.Close()
-	defer cancel()
-	rc := api.NewRoutingClient(cc)
+	defer release()
 	switch r := req.(type) {
 	case *api.LookupRequest:
 		rep, err := rc.Lookup(ctx, r)
@@ -313,13 +310,9 @@ func cmdNeighbor(args []string) int { return runNeighbor(args, os.Stdout, os.Std
 
 func runNeighbor(args []string, stdout, stderr io.Writer) int {
 	c := newClient("neighbor", neighborUsage, stdout, stderr)
-	rest, code, done := c.parse(args)
+	verb, rest, code, done := c.command(args)
 	if done {
 		return code
-	}
-	verb := "list"
-	if len(rest) > 0 {
-		verb, rest = rest[0], rest[1:]
 	}
 	var req proto.Message
 	switch verb {
@@ -356,13 +349,11 @@ func runNeighbor(args []string, stdout, stderr io.Writer) int {
 	default:
 		return c.usageError("unknown command %q", verb)
 	}
-	cc, ctx, cancel, err := c.dial()
+	rc, ctx, release, err := c.dial()
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	defer cc.Close()
-	defer cancel()
-	rc := api.NewRoutingClient(cc)
+	defer release()
 	switch r := req.(type) {
 	case *api.AddNeighborRequest:
 		if _, err := rc.AddNeighbor(ctx, r); err != nil {

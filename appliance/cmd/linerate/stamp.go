@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/linerate/linerate/appliance/api"
-	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/plugins/stamp"
 )
 
@@ -116,19 +115,39 @@ func (c *stampClient) rpcErr(err error) int {
 }
 
 func (c *stampClient) dial() (api.StampClient, *grpc.ClientConn, error) {
-	var opts []grpc.DialOption
-	if *c.caFile != "" || *c.certFile != "" || *c.keyFile != "" {
-		creds, err := control.ClientTLS(*c.caFile, *c.certFile, *c.keyFile)
-		if err != nil {
-			return nil, nil, err
-		}
-		opts = append(opts, grpc.WithTransportCredentials(creds))
-	}
-	cc, err := control.Dial(*c.addr, opts...)
+	cc, err := dialControl(*c.addr, *c.caFile, *c.certFile, *c.keyFile)
 	if err != nil {
 		return nil, nil, err
 	}
 	return api.NewStampClient(cc), cc, nil
+}
+
+// call is dial with a context for one call's deadline; release closes both.
+func (c *stampClient) call() (cl api.StampClient, ctx context.Context, release func(), err error) {
+	cl, cc, err := c.dial()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *c.timeout)
+	return cl, ctx, func() { cancel(); cc.Close() }, nil
+}
+
+// parseSSID reads the flags and the one argument, an SSID; ok false means
+// exit with code.
+func (c *stampClient) parseSSID(args []string, synopsis string) (id uint32, code int, ok bool) {
+	rest, code, ok := c.parse(args, synopsis)
+	if !ok {
+		return 0, code, false
+	}
+	if len(rest) != 1 {
+		c.fs.Usage()
+		return 0, 2, false
+	}
+	id, err := parseSSID(rest[0])
+	if err != nil {
+		return 0, c.failf("%v", err), false
+	}
+	return id, 0, true
 }
 
 func (c *stampClient) printJSON(m proto.Message) {
@@ -190,13 +209,11 @@ func stampList(args []string, stdout, stderr io.Writer) int {
 	if len(rest) > 0 {
 		return c.failf("unexpected argument %q", rest[0])
 	}
-	cl, cc, err := c.dial()
+	cl, ctx, release, err := c.call()
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *c.timeout)
-	defer cancel()
+	defer release()
 	r, err := cl.ListStampSessions(ctx, &api.ListStampSessionsRequest{})
 	if err != nil {
 		return c.rpcErr(err)
@@ -298,13 +315,11 @@ func stampCreate(args []string, stdout, stderr io.Writer) int {
 			Source: *source, ReturnPath: splitList(*returnPath), Timestamp: *ts, Authenticated: *auth, Key: *key}
 		req.Session = &api.CreateStampSessionRequest_Reflector{Reflector: refl}
 	}
-	cl, cc, err := c.dial()
+	cl, ctx, release, err := c.call()
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *c.timeout)
-	defer cancel()
+	defer release()
 	r, err := cl.CreateStampSession(ctx, req)
 	if err != nil {
 		return c.rpcErr(err)
@@ -328,29 +343,19 @@ func parseSSID(s string) (uint32, error) {
 func stampOp(op string, args []string, stdout, stderr io.Writer) int {
 	c := newStampClient(op, stdout, stderr)
 	isRefl := c.fs.Bool("reflector", false, "the reflector session of that SSID (default: the sender's)")
-	rest, code, ok := c.parse(args, op+" [--reflector] SSID")
+	id, code, ok := c.parseSSID(args, op+" [--reflector] SSID")
 	if !ok {
 		return code
-	}
-	if len(rest) != 1 {
-		c.fs.Usage()
-		return 2
-	}
-	id, err := parseSSID(rest[0])
-	if err != nil {
-		return c.failf("%v", err)
 	}
 	ref := &api.StampSessionRef{Role: api.StampRole_STAMP_ROLE_SENDER, Ssid: id}
 	if *isRefl {
 		ref.Role = api.StampRole_STAMP_ROLE_REFLECTOR
 	}
-	cl, cc, err := c.dial()
+	cl, ctx, release, err := c.call()
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *c.timeout)
-	defer cancel()
+	defer release()
 	var r *api.StampSessionReply
 	switch op {
 	case "start":
@@ -394,25 +399,15 @@ func stampResults(args []string, stdout, stderr io.Writer) int {
 	records := c.fs.Bool("records", false, "list the records drained")
 	maxRecs := c.fs.Uint("max", 0, "drain at most this many records (0: all that wait)")
 	metricsOnly := c.fs.Bool("metrics-only", false, "leave the records in the FIFO")
-	rest, code, ok := c.parse(args, "results [flags] SSID")
+	id, code, ok := c.parseSSID(args, "results [flags] SSID")
 	if !ok {
 		return code
 	}
-	if len(rest) != 1 {
-		c.fs.Usage()
-		return 2
-	}
-	id, err := parseSSID(rest[0])
+	cl, ctx, release, err := c.call()
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	cl, cc, err := c.dial()
-	if err != nil {
-		return c.failf("%v", err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *c.timeout)
-	defer cancel()
+	defer release()
 	r, err := cl.GetStampSessionResults(ctx, &api.GetStampSessionResultsRequest{Ssid: id, MaxRecords: uint32(*maxRecs), MetricsOnly: *metricsOnly})
 	if err != nil {
 		return c.rpcErr(err)

@@ -35,6 +35,20 @@ counter: per port, per stage, per pool, and the stage histograms.
 Flags:
 `
 
+// dialControl connects to the control API at addr, over TLS when any of the
+// files is given.
+func dialControl(addr, caFile, certFile, keyFile string) (*grpc.ClientConn, error) {
+	var opts []grpc.DialOption
+	if caFile != "" || certFile != "" || keyFile != "" {
+		creds, err := control.ClientTLS(caFile, certFile, keyFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.WithTransportCredentials(creds))
+	}
+	return control.Dial(addr, opts...)
+}
+
 // defaultControl is the config's default control address.
 func defaultControl() string {
 	var f config.File
@@ -75,15 +89,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	var opts []grpc.DialOption
-	if *caFile != "" || *certFile != "" || *keyFile != "" {
-		creds, err := control.ClientTLS(*caFile, *certFile, *keyFile)
-		if err != nil {
-			return failf("%v", err)
-		}
-		opts = append(opts, grpc.WithTransportCredentials(creds))
-	}
-	cc, err := control.Dial(*addr, opts...)
+	cc, err := dialControl(*addr, *caFile, *certFile, *keyFile)
 	if err != nil {
 		return failf("%v", err)
 	}
