@@ -3,6 +3,7 @@ package rlnc
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
@@ -321,6 +322,9 @@ func (d *decoder) decode(gi int32) {
 		copy(d.outH[got:], b.H[:n])
 		got += n
 	}
+	// Arena slots are whole cache lines: every kept block has this offset
+	// in its line.
+	srcAlign := int(uintptr(unsafe.Pointer(unsafe.SliceData(st.arena)))+uintptr(k)) & 63
 	m := 0
 	for i := 0; i < ge.kk && m < got; i++ {
 		if bitHas(&ge.delivered, i) || d.pivRow[i] < 0 {
@@ -337,8 +341,16 @@ func (d *decoder) decode(gi int32) {
 		}
 		// The block starts with its length prefix: decoded 2 bytes early, the
 		// prefix lands on the end of the headers, written over afterwards.
-		b, _ := h.P().Append(hl - LenPrefix + n)
-		d.dsts[m] = b[hl-LenPrefix:]
+		// The data start moves (into spare tailroom) so that the block sits
+		// where the kept blocks do in a cache line: the fused pass reads
+		// every kept block once per 8 written, and no load splits a line.
+		p := h.P()
+		at := hl - LenPrefix
+		if sh := (srcAlign - int(uintptr(unsafe.Pointer(unsafe.SliceData(p.DataTail())))) - at) & 63; sh != 0 && p.Tailroom() >= at+n+sh {
+			p.SetWindow(p.Offset()+sh, 0)
+		}
+		b, _ := p.Append(at + n)
+		d.dsts[m] = b[at:]
 		bitSet(&ge.delivered, i)
 		m++
 	}
