@@ -74,13 +74,7 @@ func Inv16(a uint16) uint16 {
 
 // Exp16 returns 2^n in GF(2^16); n may be any integer (the group has order
 // 65535).
-func Exp16(n int) uint16 {
-	n %= order16
-	if n < 0 {
-		n += order16
-	}
-	return exp16[n]
-}
+func Exp16(n int) uint16 { return expAt(exp16[:], order16, n) }
 
 // Log16 returns the discrete logarithm of a to the base 2, in [0, 65535), so
 // that Exp16(Log16(a)) == a. ok is false for 0, which has no logarithm.
@@ -93,19 +87,7 @@ func Log16(a uint16) (n int, ok bool) {
 
 // Pow16 returns a^n in GF(2^16); a^0 = 1, including 0^0. Negative n is allowed
 // for a ≠ 0; Pow16(0, n) is 0 for n ≠ 0.
-func Pow16(a uint16, n int) uint16 {
-	if a == 0 {
-		if n == 0 {
-			return 1
-		}
-		return 0
-	}
-	e := int(log16[a]) * (n % order16) % order16
-	if e < 0 {
-		e += order16
-	}
-	return exp16[e]
-}
+func Pow16(a uint16, n int) uint16 { return powLog(exp16[:], order16, int(log16[a]), a == 0, n) }
 
 // basis16 returns c·2^j for j < 16: the images of the bit basis under
 // multiplication by c, from which every table and matrix below is built by

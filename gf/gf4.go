@@ -78,13 +78,7 @@ func Inv4(a byte) byte {
 }
 
 // Exp4 returns 2^n in GF(2^4); n may be any integer.
-func Exp4(n int) byte {
-	n %= order4
-	if n < 0 {
-		n += order4
-	}
-	return exp4[n]
-}
+func Exp4(n int) byte { return expAt(exp4[:], order4, n) }
 
 // Log4 returns the discrete logarithm of a (low nibble) to the base 2, in
 // [0, 15); ok is false for 0.
@@ -100,17 +94,7 @@ func Log4(a byte) (n int, ok bool) {
 // Negative n is allowed for a ≠ 0; Pow4(0, n) is 0 for n ≠ 0.
 func Pow4(a byte, n int) byte {
 	a &= 15
-	if a == 0 {
-		if n == 0 {
-			return 1
-		}
-		return 0
-	}
-	e := int(log4[a]) * (n % order4) % order4
-	if e < 0 {
-		e += order4
-	}
-	return exp4[e]
+	return powLog(exp4[:], order4, int(log4[a]), a == 0, n)
 }
 
 // MulRegion4 sets dst to c·src on packed GF(2^4) elements (two per byte).

@@ -66,13 +66,7 @@ func Inv8(a byte) byte {
 
 // Exp8 returns α^n in GF(2^8), α = 2, for any n (negative n too: α^-1 =
 // Inv8(2)).
-func Exp8(n int) byte {
-	n %= 255
-	if n < 0 {
-		n += 255
-	}
-	return exp8[n]
-}
+func Exp8(n int) byte { return expAt(exp8[:], 255, n) }
 
 // Log8 returns the discrete logarithm of a to base α = 2, in [0, 254], so that
 // Exp8(Log8(a)) == a. ok is false for a = 0, which has no logarithm.
@@ -85,16 +79,4 @@ func Log8(a byte) (n int, ok bool) {
 
 // Pow8 returns a^n in GF(2^8) for n ≥ 0; a^0 = 1, including 0^0. For a ≠ 0
 // negative n is allowed: a^-1 = Inv8(a). Pow8(0, n) for n < 0 returns 0.
-func Pow8(a byte, n int) byte {
-	if a == 0 {
-		if n == 0 {
-			return 1
-		}
-		return 0
-	}
-	e := (int(log8[a]) * (n % 255)) % 255
-	if e < 0 {
-		e += 255
-	}
-	return exp8[e]
-}
+func Pow8(a byte, n int) byte { return powLog(exp8[:], 255, int(log8[a]), a == 0, n) }
