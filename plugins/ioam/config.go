@@ -81,7 +81,8 @@ type node struct {
 	eg        egressIDs
 	time      hopTime
 	timeValid bool
-	clockNow  int64 // the clock read once per burst for transit delays
+	clockNow  int64  // the clock read once per burst for transit delays
+	gen       uint64 // the burst: nodePlan.cur is valid for one
 }
 
 func parseTimestamp(s string, def TimestampFormat) (TimestampFormat, error) {
@@ -206,7 +207,32 @@ func (c *nodeConfig) build(kind string, s *plugins.Setup) (*node, error) {
 }
 
 // begin forgets the per-burst readings: Process calls it first.
-func (n *node) begin() { n.timeValid, n.clockNow = false, 0 }
+func (n *node) begin() { n.timeValid, n.clockNow, n.gen = false, 0, n.gen+1 }
+
+// writeNode writes this node's data of plan pl for p, with hop limit hl, into
+// dst: the plan's image with this burst's time and p's input port ids, built
+// once per burst and port, and the hop limit. Plans with per-packet fields
+// other than the hop limit go through values and write. v is the stage's
+// scratch values.
+func (n *node) writeNode(ctx *plugins.Context, p *packet.Packet, pl *nodePlan, v *hopValues, dst []byte, hl uint8) {
+	if pl.perPacket || pl.size > curSize {
+		n.values(ctx, p, v, hl, pl.traceType)
+		pl.write(dst, v)
+		return
+	}
+	if pl.curGen != n.gen || pl.curGen == 0 || pl.curPort != p.InPort {
+		n.values(ctx, p, v, hl, pl.traceType)
+		pl.write(pl.cur[:], v)
+		pl.curGen, pl.curPort = n.gen, p.InPort
+	}
+	copyNode(dst, pl.cur[:], pl.size)
+	if pl.hop >= 0 {
+		dst[pl.hop] = hl
+	}
+	if pl.hopW >= 0 {
+		dst[pl.hopW] = hl
+	}
+}
 
 // now sets the node time of this burst, once.
 func (n *node) now(ctx *plugins.Context) *hopTime {

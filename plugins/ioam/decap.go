@@ -60,10 +60,11 @@ type decap struct {
 	e2e     *stats.Histogram
 	wantRec bool
 
-	scan scan
-	vals hopValues
-	rec  Record
-	ts   tsLayout
+	scan   scan
+	vals   hopValues
+	rec    Record
+	ts     tsLayout
+	layout traceLayout
 
 	cDecap, cStripped, cNoIOAM, cPOTValid, cPOTInvalid, cOverflow, cUnknownNS, cExported, cExportDropped *stats.Counter
 	lastDropped                                                                                          uint64
@@ -152,7 +153,9 @@ func (dc *decap) exporterOf() *exporter {
 func (dc *decap) Process(ctx *plugins.Context, b *packet.Burst) {
 	dc.begin()
 	for i := 0; i < b.N; i++ {
-		dc.one(ctx, b.H[i].P())
+		if p := b.H[i].P(); !dc.quick(ctx, p) {
+			dc.one(ctx, p)
+		}
 	}
 	if dc.exp != nil {
 		dc.exp.countDropped(dc.cExportDropped, &dc.lastDropped)
@@ -163,12 +166,12 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 	d := p.Data()
 	s := &dc.scan
 	if !loadScratch(p, s) {
-		l3 := ipv6At(p, d)
+		l3 := ipv6At14(p, d)
 		if l3 < 0 || (d[l3+6] != packet.ProtocolHopByHop && d[l3+6] != packet.ProtocolDestOpts) {
 			dc.cNoIOAM.Inc()
 			return
 		}
-		opt, hl := fastTrace(d, l3)
+		opt, hl := dc.layout.find(d, l3)
 		if opt != 0 && !p.LayersValid() && dc.fast(ctx, p, d, l3, opt, hl) {
 			return
 		}
@@ -279,46 +282,88 @@ func (dc *decap) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt,
 		return false
 	}
 	dc.cDecap.Inc()
-	tt := tr.TraceType()
+	var pl *nodePlan
 	if dc.fill {
-		if pl := ns.plan(tt, dc.eg); pl == nil {
+		if pl = ns.plan(tr.TraceType(), dc.eg); pl == nil {
 			tr.SetOverflow()
 			dc.cOverflow.Inc()
 		} else {
-			if tt&perBurst != 0 {
-				dc.values(ctx, p, &dc.vals, d[l3+7], tt)
-			} else {
-				ids := dc.ingressIDs(p.InPort)
-				dc.vals.hopLimit, dc.vals.ingress, dc.vals.ingressW = d[l3+7], ids.short, ids.wide
-			}
-			if !fillPrealloc(tr, pl, &dc.vals) {
-				dc.cOverflow.Inc()
-			}
+			dc.layout.remember(ns, pl)
+		}
+	}
+	dc.fastRest(ctx, p, d, l3, hl, tr, ns, pl)
+	return true
+}
+
+// quick is fast for a packet of the remembered layout, with its namespace and
+// plan known: the checks fastTrace would make of its lengths, then fast's
+// work. It reports false, having changed nothing, to leave the packet to one.
+func (dc *decap) quick(ctx *plugins.Context, p *packet.Packet) bool {
+	m := &dc.layout
+	if m.pl == nil || dc.wantRec || !dc.fill {
+		return false
+	}
+	d := p.Data()
+	if len(d) < 14+packet.IPv6Len || d[12] != 0x86 || d[13] != 0xDD || d[14]>>4 != 6 || p.LayersValid() || !m.match(d, 14) {
+		return false
+	}
+	ns, pl := m.known()
+	if pl == nil {
+		return false
+	}
+	const opt = 14 + packet.IPv6Len + 4
+	tr := Trace(d[opt+OptionHeaderLen : opt+OptionHeaderLen+TraceHeaderLen+m.data])
+	if tr.Loopback() && dc.loop != nil {
+		return false
+	}
+	dc.cDecap.Inc()
+	dc.fastRest(ctx, p, d, 14, m.hl, tr, ns, pl)
+	return true
+}
+
+// fastRest is the rest of fast: this node's data into tr (pl nil: none),
+// the delays, and the removal of the Hop-by-Hop header of length hl.
+func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, hl int, tr Trace, ns *nsState, pl *nodePlan) {
+	hbh := l3 + packet.IPv6Len
+	end := hbh + int(binary.BigEndian.Uint16(d[l3+4:]))
+	outer := d[hbh] == packet.ProtocolIPv6 && dc.mode != decapInline && hbh+hl+packet.IPv6Len <= end
+	if pl != nil {
+		// Without delays to record, data about to be removed with its header
+		// need not be written: only whether it had room counts.
+		removed := dc.remove && (outer || dc.mode != decapEncap) && dc.hops == nil && dc.e2e == nil
+		switch rem := tr.RemainingLen(); {
+		case tr.Overflow():
+			dc.cOverflow.Inc()
+		case rem == 0 || rem < pl.words:
+			tr.SetOverflow()
+			dc.cOverflow.Inc()
+		case !removed:
+			rem -= pl.words
+			dc.writeNode(ctx, p, pl, &dc.vals, tr[TraceHeaderLen+rem*4:], d[l3+7])
+			tr.SetRemainingLen(rem)
 		}
 	}
 	if dc.hops != nil || dc.e2e != nil {
-		dc.delays(tt, tr.Data()[tr.RemainingLen()*4:], ns.Timestamp)
+		dc.delays(tr.TraceType(), tr.Data()[tr.RemainingLen()*4:], ns.Timestamp)
 	}
 	if !dc.remove {
-		return true
+		return
 	}
-	hbh := l3 + packet.IPv6Len
-	end := hbh + int(binary.BigEndian.Uint16(d[l3+4:]))
-	if d[hbh] == packet.ProtocolIPv6 && dc.mode != decapInline && hbh+hl+packet.IPv6Len <= end {
-		if p.RemoveGap(l3, packet.IPv6Len+hl) == nil {
-			dc.cStripped.Add(uint64(packet.IPv6Len + hl))
+	if outer {
+		n := packet.IPv6Len + hl
+		if removeHead(p, l3, n) || p.RemoveGap(l3, n) == nil {
+			dc.cStripped.Add(uint64(n))
 		}
-		return true
+		return
 	}
 	if dc.mode == decapEncap {
-		return true
+		return
 	}
 	d[l3+6] = d[hbh]
 	if p.RemoveGap(hbh, hl) == nil {
 		addPayloadLength(p.Data(), l3, -hl)
 		dc.cStripped.Add(uint64(hl))
 	}
-	return true
 }
 
 // record fills dc.rec with the packet's IOAM data. own is this node's data

@@ -146,6 +146,13 @@ type profile struct {
 	dexExt uint8
 
 	cInserted *stats.Counter
+
+	// quick: the profile is one quick encapsulates with (see encap.quick),
+	// and these are the parse record and scratch of its output for an
+	// untagged frame, but for the lengths.
+	quick   bool
+	layers  packet.Layers
+	scratch scratch
 }
 
 // lpmEntry is one destination prefix of a profile; the table is sorted
@@ -241,6 +248,9 @@ func newEncap(s *plugins.Setup) (plugins.Stage, error) {
 		}
 	}
 	sort.SliceStable(e.lpm, func(i, j int) bool { return e.lpm[i].prefix.Bits() > e.lpm[j].prefix.Bits() })
+	if len(e.lpm) == 0 && len(e.defaults) == 1 {
+		e.defaults[0].setQuick()
+	}
 	if e.receiveLoop {
 		if !c.Src.IsValid() {
 			return nil, fmt.Errorf("ioam.encap: a profile with loopback needs src, the address looped-back copies return to")
@@ -501,6 +511,30 @@ func (e *encap) buildProfile(s *plugins.Setup, c *encapConfig, pc *profileConfig
 	return pr, nil
 }
 
+// setQuick marks the profile for encap.quick when it fits: every packet,
+// IPv6-in-IPv6 (or auto), a Hop-by-Hop header alone, and no per-packet field
+// but the node data.
+func (pr *profile) setQuick() {
+	if pr.src != nil || pr.needL4 || pr.k != 1 || pr.n != 1 || pr.mode == modeInline || pr.hbhLen == 0 || pr.destLen != 0 ||
+		pr.potKey != nil || pr.dexExt&DEXSequence != 0 || pr.e2eType != 0 || len(pr.tmplEncap) > 0xFFFF {
+		return
+	}
+	const l3 = 14
+	hbh := l3 + packet.IPv6Len
+	n := len(pr.tmplEncap)
+	pr.layers = packet.Layers{EtherType: packet.EtherTypeIPv6, L3: l3, IPVersion: 6, Flags: packet.FlagIPv6,
+		HopByHop: uint16(hbh), NumExt: 1, L4: uint16(l3 + n), Proto: packet.ProtocolIPv6}
+	pr.scratch = scratch{magic: scratchMagic, hbh: uint16(hbh)}
+	opts := hbh + 4
+	if pr.traceOff >= 0 {
+		pr.scratch.traces, pr.scratch.trace = 1, uint16(opts+pr.traceOff)
+	}
+	if pr.dexOff >= 0 {
+		pr.scratch.dex = uint16(opts + pr.dexOff)
+	}
+	pr.quick = true
+}
+
 // sanitize makes a profile name fit a counter name.
 func sanitize(s string) string {
 	b := []byte(strings.ToLower(s))
@@ -545,8 +579,14 @@ func (e *encap) exporterOf() *exporter {
 // Process gives IOAM to the packets its profiles select.
 func (e *encap) Process(ctx *plugins.Context, b *packet.Burst) {
 	e.begin()
+	var quick *profile
+	if len(e.defaults) == 1 && e.defaults[0].quick && !e.receiveLoop {
+		quick = e.defaults[0]
+	}
 	for i := 0; i < b.N; i++ {
-		e.one(ctx, b, i)
+		if quick == nil || !e.quick(ctx, b.H[i].P(), quick) {
+			e.one(ctx, b, i)
+		}
 	}
 	if e.exp != nil {
 		e.exp.countDropped(e.cExportDropped, &e.lastDropped)
@@ -619,7 +659,7 @@ func (pr *profile) flowMatch(p *packet.Packet, d []byte, l3 int) bool {
 func (e *encap) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	p := b.H[i].P()
 	d := p.Data()
-	l3 := ipv6At(p, d)
+	l3 := ipv6At14(p, d)
 	if l3 < 0 {
 		e.cNotIPv6.Inc()
 		return
@@ -669,6 +709,59 @@ func (e *encap) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	e.inline(ctx, b, i, pr, l3, ipLen)
 }
 
+// quick is encapsulate with profile pr, the only one (see setQuick), for an
+// untagged IPv6 frame with headroom for the outer headers: one gives it the
+// same bytes, parse record and scratch, through more general steps. It
+// reports false, having changed nothing, to leave the packet to one.
+func (e *encap) quick(ctx *plugins.Context, p *packet.Packet, pr *profile) bool {
+	const l3 = 14
+	d := p.Data()
+	if len(d) < l3+packet.IPv6Len || d[12] != 0x86 || d[13] != 0xDD || d[l3]>>4 != 6 || p.LayersValid() ||
+		pr.mode == modeAuto && p.Flags()&packet.FlagLocal != 0 {
+		return false
+	}
+	ipLen := packet.IPv6Len + (int(d[l3+4])<<8 | int(d[l3+5]))
+	n := len(pr.tmplEncap)
+	if l3+ipLen > len(d) || ipLen+n > 0xFFFF+packet.IPv6Len || (e.mtu > 0 && ipLen+n > e.mtu) ||
+		n > p.Headroom() || l3 > len(d)-l3 {
+		return false
+	}
+	if _, err := p.Prepend(n); err != nil {
+		return false
+	}
+	d = p.Data()
+	// InsertGap's move of the smaller side, the head, then the template.
+	moveHead(d, 0, n, l3)
+	gap := d[l3 : l3+n]
+	copy(gap, pr.tmplEncap)
+	inner := (*[packet.IPv6Len]byte)(d[l3+n:])
+	copy(gap[:4], inner[:4]) // version, traffic class, flow label
+	binary.BigEndian.PutUint16(gap[4:], uint16(n-packet.IPv6Len+ipLen))
+	hl := inner[7]
+	if pr.hopLimit != 0 {
+		hl = uint8(pr.hopLimit)
+	}
+	gap[7] = hl
+	if pr.plan != nil {
+		e.writeNode(ctx, p, pr.plan, &e.vals, d[l3+packet.IPv6Len+4+pr.traceOff+pr.nodeAt:], hl)
+	}
+	pr.seq++
+	l := p.Layers()
+	*l = pr.layers
+	end := l3 + n + ipLen
+	l.Len, l.End = uint32(len(d)), uint32(end)
+	if end < len(d) {
+		l.Flags |= packet.FlagTrailer
+	}
+	p.SetFlag(packet.FlagLayers)
+	c := scratchOf(p)
+	*c = pr.scratch
+	c.winOff, c.winLen = uint16(p.Offset()), uint16(p.Len())
+	e.cEncap.Inc()
+	pr.cInserted.Inc()
+	return true
+}
+
 // encapsulate puts the packet in an outer IPv6 header with the profile's
 // options: the kernel's ip6ip6 encapsulation (ioam6_do_encap), the outer
 // header a copy of the inner one but for the addresses and next header.
@@ -684,12 +777,15 @@ func (e *encap) encapsulate(ctx *plugins.Context, b *packet.Burst, i int, pr *pr
 	if valid {
 		old = *p.Layers()
 	}
-	gap, err := b.InsertGap(i, l3, n)
-	if err != nil {
-		e.cNoRoom.Inc()
-		return
+	gap, ok := insertHead(p, l3, n)
+	if !ok {
+		var err error
+		if gap, err = b.InsertGap(i, l3, n); err != nil {
+			e.cNoRoom.Inc()
+			return
+		}
+		p = b.H[i].P()
 	}
-	p = b.H[i].P()
 	copy(gap, pr.tmplEncap)
 	d := p.Data()
 	inner := d[l3+n:]
@@ -863,13 +959,7 @@ func (e *encap) inline(ctx *plugins.Context, b *packet.Burst, i int, pr *profile
 // unused when the profile has none).
 func (e *encap) fill(ctx *plugins.Context, p *packet.Packet, pr *profile, d []byte, opts, e2e int, hopLimit uint8) {
 	if pr.plan != nil && opts >= 0 {
-		if pr.traceType&perBurst != 0 {
-			e.values(ctx, p, &e.vals, hopLimit, pr.traceType)
-		} else {
-			ids := e.ingressIDs(p.InPort)
-			e.vals.hopLimit, e.vals.ingress, e.vals.ingressW = hopLimit, ids.short, ids.wide
-		}
-		pr.plan.write(d[opts+pr.traceOff+pr.nodeAt:], &e.vals)
+		e.writeNode(ctx, p, pr.plan, &e.vals, d[opts+pr.traceOff+pr.nodeAt:], hopLimit)
 	}
 	if pr.potKey != nil && opts >= 0 {
 		pot := POT(d[opts+pr.potOff+OptionHeaderLen:])

@@ -136,7 +136,19 @@ type nodePlan struct {
 	ops   [9]patch
 	nops  int
 	image [MaxTraceData]byte
+
+	// perPacket: fields that take more than the hop limit (delay, queue,
+	// buffer), which writeNode leaves to values and write.
+	perPacket bool
+	// cur is image with this burst's time and the input port's ids, for
+	// port curPort in burst curGen (see node.writeNode).
+	curGen  uint64
+	curPort uint16
+	cur     [curSize]byte
 }
+
+// curSize is the most node data writeNode writes from a per-burst image.
+const curSize = 64
 
 // patch is one per-packet field of a node's data: what and where.
 type patch struct {
@@ -239,6 +251,7 @@ func (pl *nodePlan) build(ns *Namespace, traceType uint32, eg egressIDs) bool {
 		}
 	}
 	pl.size, pl.words, pl.valid = o, words, true
+	pl.perPacket = pl.delay >= 0 || pl.queue >= 0 || pl.buffer >= 0
 	for _, f := range []struct {
 		off  int16
 		kind uint8
@@ -256,14 +269,7 @@ func (pl *nodePlan) build(ns *Namespace, traceType uint32, eg egressIDs) bool {
 func (pl *nodePlan) write(dst []byte, v *hopValues) {
 	dst = dst[:pl.size]
 	if n := pl.size; n <= 32 {
-		// Word moves: a call to memmove costs more than the copy.
-		o := 0
-		for ; o+8 <= n; o += 8 {
-			binary.NativeEndian.PutUint64(dst[o:], binary.NativeEndian.Uint64(pl.image[o:]))
-		}
-		if o < n {
-			binary.NativeEndian.PutUint32(dst[o:], binary.NativeEndian.Uint32(pl.image[o:]))
-		}
+		copyNode(dst, pl.image[:], n)
 	} else {
 		copy(dst, pl.image[:pl.size])
 	}
@@ -287,6 +293,19 @@ func (pl *nodePlan) write(dst []byte, v *hopValues) {
 		case patchBuffer:
 			binary.BigEndian.PutUint32(dst[o:], v.buffer)
 		}
+	}
+}
+
+// copyNode copies a node's data of n bytes, a multiple of 4, in word moves: a
+// call to memmove costs more than the copy.
+func copyNode(dst, src []byte, n int) {
+	dst, src = dst[:n], src[:n]
+	o := 0
+	for ; o+8 <= n; o += 8 {
+		binary.NativeEndian.PutUint64(dst[o:], binary.NativeEndian.Uint64(src[o:]))
+	}
+	if o < n {
+		binary.NativeEndian.PutUint32(dst[o:], binary.NativeEndian.Uint32(src[o:]))
 	}
 }
 

@@ -74,9 +74,10 @@ type transit struct {
 	exp   *exportState
 	loop  *loopback
 
-	scan scan
-	vals hopValues
-	rec  Record
+	scan   scan
+	vals   hopValues
+	rec    Record
+	layout traceLayout
 
 	cFilled, cOverflow, cUnknownNS, cNoIOAM, cPOT, cDEX, cGrown, cExtra, cExportDropped *stats.Counter
 	lastDropped                                                                         uint64
@@ -147,7 +148,9 @@ func (t *transit) exporterOf() *exporter {
 func (t *transit) Process(ctx *plugins.Context, b *packet.Burst) {
 	t.begin()
 	for i := 0; i < b.N; i++ {
-		t.one(ctx, b, i)
+		if !t.quick(ctx, b.H[i].P()) {
+			t.one(ctx, b, i)
+		}
 	}
 	if t.exp != nil {
 		t.exp.countDropped(t.cExportDropped, &t.lastDropped)
@@ -159,13 +162,13 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	d := p.Data()
 	s := &t.scan
 	if !loadScratch(p, s) {
-		l3 := ipv6At(p, d)
+		l3 := ipv6At14(p, d)
 		if l3 < 0 || d[l3+6] != packet.ProtocolHopByHop {
 			t.cNoIOAM.Inc()
 			return
 		}
 		// The common case, one pre-allocated trace, without a scan record.
-		if opt, _ := fastTrace(d, l3); opt != 0 && !p.LayersValid() && t.fast(ctx, p, d, l3, opt) {
+		if opt, _ := t.layout.find(d, l3); opt != 0 && !p.LayersValid() && t.fast(ctx, p, d, l3, opt) {
 			return
 		}
 		if err := scanPacket(d, l3, s); err != nil {
@@ -295,11 +298,50 @@ func (t *transit) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt
 		ids := t.ingressIDs(p.InPort)
 		t.vals.hopLimit, t.vals.ingress, t.vals.ingressW = hl, ids.short, ids.wide
 	}
+	t.layout.remember(ns, pl)
 	if fillPrealloc(tr, pl, &t.vals) {
 		t.cFilled.Inc()
 	} else {
 		t.cOverflow.Inc()
 	}
+	return true
+}
+
+// quick is fast for a packet of the remembered layout, with its namespace and
+// plan known, and room for this node's data: the checks fastTrace would make
+// of its lengths, then the fill. It reports false, having changed nothing, to
+// leave the packet to one.
+func (t *transit) quick(ctx *plugins.Context, p *packet.Packet) bool {
+	m := &t.layout
+	if m.pl == nil {
+		return false
+	}
+	d := p.Data()
+	if len(d) < 14+packet.IPv6Len || d[12] != 0x86 || d[13] != 0xDD || d[14]>>4 != 6 || p.LayersValid() || !m.match(d, 14) {
+		return false
+	}
+	_, pl := m.known()
+	if pl == nil {
+		return false
+	}
+	const hbh = 14 + packet.IPv6Len
+	h := (*[16]byte)(d[hbh:])
+	rem := int(h[11] & 0x7F)
+	if h[10]&0x06 != 0 && (h[10]&0x04 != 0 || t.loop != nil) || rem < pl.words || rem == 0 {
+		return false // overflow, or a copy to loop back: one counts or sends it
+	}
+	hl := d[14+7]
+	if t.decHL {
+		if hl <= 1 {
+			return false
+		}
+		hl--
+		d[14+7] = hl
+	}
+	rem -= pl.words
+	t.writeNode(ctx, p, pl, &t.vals, d[hbh+16+rem*4:], hl)
+	h[11] = h[11]&0x80 | uint8(rem)
+	t.cFilled.Inc()
 	return true
 }
 
