@@ -1,9 +1,6 @@
 package plugins
 
 import (
-	"os"
-	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -11,85 +8,14 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/readmetest"
 )
-
-// readmeSection is what README.md says about one stage kind.
-type readmeSection struct {
-	examples []string // TOML examples, kind and name lines removed
-	keys     []string // first column of the Keys table
-	counters []string // first column of the Counters table
-	reasons  []string // first column of the Drop reasons table
-}
-
-var firstCell = regexp.MustCompile("^\\| `([a-z_0-9\\[\\].]+)`")
-
-func readReadme(t *testing.T) map[string]*readmeSection {
-	t.Helper()
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*readmeSection{}
-	var cur *readmeSection
-	var table *[]string
-	var block []string
-	inBlock := false
-	for _, line := range strings.Split(string(b), "\n") {
-		switch {
-		case inBlock && line == "```":
-			inBlock = false
-			if cur != nil && len(block) > 0 && strings.HasPrefix(block[0], "kind = ") {
-				cur.examples = append(cur.examples, strings.Join(block[1:], "\n"))
-			}
-		case inBlock:
-			if !strings.HasPrefix(line, "name = ") {
-				block = append(block, line)
-			}
-		case line == "```toml":
-			inBlock, block = true, nil
-		case strings.HasPrefix(line, "## "):
-			cur = &readmeSection{}
-			out[strings.TrimPrefix(line, "## ")] = cur
-			table = nil
-		case cur != nil && line == "### Keys":
-			table = &cur.keys
-		case cur != nil && line == "### Counters":
-			table = &cur.counters
-		case cur != nil && line == "### Drop reasons":
-			table = &cur.reasons
-		case table != nil:
-			if m := firstCell.FindStringSubmatch(line); m != nil {
-				*table = append(*table, m[1])
-			}
-		}
-	}
-	return out
-}
-
-// tomlKeys lists the toml tags of a config struct; nested struct slices add
-// "name[].key" for their fields.
-func tomlKeys(v any) []string {
-	var out []string
-	t := reflect.TypeOf(v)
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("toml")
-		out = append(out, tag)
-		if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct {
-			for _, k := range tomlKeys(reflect.Zero(f.Type.Elem()).Interface()) {
-				out = append(out, tag+"[]."+k)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
 
 // TestReadme checks plugins/README.md against the code: every stage kind has a
 // section, its examples build, and its key, counter and drop-reason tables name
 // exactly what the stage has.
 func TestReadme(t *testing.T) {
-	doc := readReadme(t)
+	doc := readmetest.Sections(t, "README.md")
 	configs := map[string]any{
 		"forward": forwardConfig{}, "counter": struct{}{}, "classify": classifyConfig{},
 		"generator": generatorConfig{}, "sink": sinkConfig{}, "link": linkConfig{},
@@ -112,16 +38,16 @@ func TestReadme(t *testing.T) {
 			t.Errorf("README.md has no section for %q", k.Name)
 			continue
 		}
-		if want := tomlKeys(cfg); !slices.Equal(sorted(s.keys), want) {
-			t.Errorf("%s: README keys %v, code keys %v", k.Name, sorted(s.keys), want)
+		if want := readmetest.TOMLKeys(cfg); !slices.Equal(sorted(s.Keys), want) {
+			t.Errorf("%s: README keys %v, code keys %v", k.Name, sorted(s.Keys), want)
 		}
-		if want := sorted(reasons[k.Name]); !slices.Equal(sorted(s.reasons), want) {
-			t.Errorf("%s: README drop reasons %v, code %v", k.Name, sorted(s.reasons), want)
+		if want := sorted(reasons[k.Name]); !slices.Equal(sorted(s.Reasons), want) {
+			t.Errorf("%s: README drop reasons %v, code %v", k.Name, sorted(s.Reasons), want)
 		}
-		if len(s.examples) == 0 {
+		if len(s.Examples) == 0 {
 			t.Errorf("%s: README has no example", k.Name)
 		}
-		for _, ex := range s.examples {
+		for _, ex := range s.Examples {
 			h := newHarness(t)
 			h.ports = append(h.ports, PortInfo{ID: 3, Name: "stamp-ring", Internal: true}, PortInfo{ID: 4, Name: "ioam-ring", Internal: true})
 			st, err := h.build(k.Name, ex)
@@ -142,7 +68,7 @@ func TestReadme(t *testing.T) {
 				got = append(got, n)
 			}
 			var want []string
-			for _, n := range s.counters {
+			for _, n := range s.Counters {
 				if n != "rule1" {
 					want = append(want, n)
 				}

@@ -3,8 +3,6 @@ package route
 import (
 	"log/slog"
 	"os"
-	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/readmetest"
 	"github.com/linerate/linerate/plugins"
 	_ "github.com/linerate/linerate/ports/afpacket"
 	_ "github.com/linerate/linerate/ports/tap"
@@ -20,54 +19,6 @@ import (
 
 // The routed stages' sections of plugins/README.md name exactly their keys,
 // counters and drop reasons, and their examples build.
-
-var firstCell = regexp.MustCompile("^\\| `([a-z_0-9\\[\\].]+)`")
-
-type readmeSection struct {
-	examples                []string
-	keys, counters, reasons []string
-}
-
-func readReadme(t *testing.T) map[string]*readmeSection {
-	t.Helper()
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*readmeSection{}
-	var cur *readmeSection
-	var table *[]string
-	var block []string
-	inBlock := false
-	for _, line := range strings.Split(string(b), "\n") {
-		switch {
-		case inBlock && line == "```":
-			inBlock = false
-			if cur != nil && len(block) > 0 && strings.HasPrefix(block[0], "kind = ") {
-				cur.examples = append(cur.examples, strings.Join(block[1:], "\n"))
-			}
-		case inBlock:
-			block = append(block, line)
-		case line == "```toml":
-			inBlock, block = true, nil
-		case strings.HasPrefix(line, "## "):
-			cur = &readmeSection{}
-			out[strings.TrimPrefix(line, "## ")] = cur
-			table = nil
-		case cur != nil && line == "### Keys":
-			table = &cur.keys
-		case cur != nil && line == "### Counters":
-			table = &cur.counters
-		case cur != nil && line == "### Drop reasons":
-			table = &cur.reasons
-		case table != nil:
-			if m := firstCell.FindStringSubmatch(line); m != nil {
-				*table = append(*table, m[1])
-			}
-		}
-	}
-	return out
-}
 
 func sorted(s []string) []string {
 	s = slices.Clone(s)
@@ -78,17 +29,8 @@ func sorted(s []string) []string {
 	return s
 }
 
-func tomlKeys(v any) []string {
-	var out []string
-	t := reflect.TypeOf(v)
-	for i := 0; i < t.NumField(); i++ {
-		out = append(out, t.Field(i).Tag.Get("toml"))
-	}
-	return sorted(out)
-}
-
 func TestReadme(t *testing.T) {
-	doc := readReadme(t)
+	doc := readmetest.Sections(t, "../README.md")
 	for _, c := range []struct {
 		kind    string
 		cfg     any
@@ -108,25 +50,25 @@ func TestReadme(t *testing.T) {
 			if _, ok := plugins.Lookup(c.kind); !ok {
 				t.Fatalf("%s is not registered", c.kind)
 			}
-			if got, want := sorted(s.keys), tomlKeys(c.cfg); !slices.Equal(got, want) {
+			if got, want := sorted(s.Keys), readmetest.TOMLKeys(c.cfg); !slices.Equal(got, want) {
 				t.Errorf("README keys %v, code %v", got, want)
 			}
 			var reasons []string
 			for _, r := range c.reasons {
 				reasons = append(reasons, r.String())
 			}
-			if got, want := sorted(s.reasons), sorted(reasons); !slices.Equal(got, want) {
+			if got, want := sorted(s.Reasons), sorted(reasons); !slices.Equal(got, want) {
 				t.Errorf("README drop reasons %v, code %v", got, want)
 			}
-			if len(s.examples) == 0 {
+			if len(s.Examples) == 0 {
 				t.Fatal("no example")
 			}
-			for _, ex := range s.examples {
+			for _, ex := range s.Examples {
 				h := newHarness(t)
 				h.build(c.kind, ex)
 				got := h.CounterNames()
-				if !slices.Equal(got, sorted(s.counters)) {
-					t.Errorf("README counters %v, code %v", sorted(s.counters), sorted(got))
+				if !slices.Equal(got, sorted(s.Counters)) {
+					t.Errorf("README counters %v, code %v", sorted(s.Counters), sorted(got))
 				}
 			}
 		})

@@ -1,0 +1,87 @@
+// Package readmetest reads what a plugin README says about each stage kind,
+// so that tests can hold it to the code: its TOML examples and the first
+// column of its Keys, Counters and Drop reasons tables.
+package readmetest
+
+import (
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Section is what the README says about one stage kind: the "## kind"
+// section.
+type Section struct {
+	Examples []string // TOML examples, their kind and name lines removed
+	Keys     []string // first column of the Keys table
+	Counters []string // first column of the Counters table
+	Reasons  []string // first column of the Drop reasons table
+}
+
+var firstCell = regexp.MustCompile("^\\| `([a-z_0-9\\[\\].]+)`")
+
+// Sections reads the README at path, by section title.
+func Sections(t testing.TB, path string) map[string]*Section {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*Section{}
+	var cur *Section
+	var table *[]string
+	var block []string
+	inBlock := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case inBlock && line == "```":
+			inBlock = false
+			if cur != nil && len(block) > 0 && strings.HasPrefix(block[0], "kind = ") {
+				cur.Examples = append(cur.Examples, strings.Join(block[1:], "\n"))
+			}
+		case inBlock:
+			if !strings.HasPrefix(line, "name = ") {
+				block = append(block, line)
+			}
+		case line == "```toml":
+			inBlock, block = true, nil
+		case strings.HasPrefix(line, "## "):
+			cur = &Section{}
+			out[strings.TrimPrefix(line, "## ")] = cur
+			table = nil
+		case cur != nil && line == "### Keys":
+			table = &cur.Keys
+		case cur != nil && line == "### Counters":
+			table = &cur.Counters
+		case cur != nil && line == "### Drop reasons":
+			table = &cur.Reasons
+		case table != nil:
+			if m := firstCell.FindStringSubmatch(line); m != nil {
+				*table = append(*table, m[1])
+			}
+		}
+	}
+	return out
+}
+
+// TOMLKeys lists, sorted, the toml tags of the config struct v; a slice of
+// structs adds "name[].key" for their fields.
+func TOMLKeys(v any) []string {
+	var out []string
+	t := reflect.TypeOf(v)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("toml")
+		out = append(out, tag)
+		if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct {
+			for _, k := range TOMLKeys(reflect.Zero(f.Type.Elem()).Interface()) {
+				out = append(out, tag+"[]."+k)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
