@@ -621,6 +621,17 @@ func (e *Engine) Step() int {
 	return moved
 }
 
+// StepLcore runs one loop iteration of the i-th lcore (lcores in the order the
+// pipelines first name them) on the calling goroutine, for Manual engines whose
+// caller times one lcore apart from the others (a device under test beside its
+// traffic source). It returns 0 for an i out of range.
+func (e *Engine) StepLcore(i int) int {
+	if i < 0 || i >= len(e.lcores) {
+		return 0
+	}
+	return e.lcores[i].step(e.clock.Now(), e.phase.Load() == phaseDrain)
+}
+
 // Done is closed when the engine has stopped.
 func (e *Engine) Done() <-chan struct{} { return e.done }
 
