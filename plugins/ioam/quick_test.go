@@ -14,7 +14,7 @@ import (
 	"github.com/linerate/linerate/plugins"
 )
 
-// The quick paths (encap.quick, transit.quick, decap.quick, and the layout
+// The quick paths (encap.quick, transit.quickRun, decap.quick, and the layout
 // each stage remembers) must do exactly what the general per-packet path
 // does: the same bytes, verdicts, parse records, scratch and counters. These
 // tests run one stage instance through Process and a twin through one alone,

@@ -144,13 +144,12 @@ func (t *transit) exporterOf() *exporter {
 	return t.exp.ex
 }
 
-// Process fills this node's data into every packet's IOAM options.
+// Process fills this node's data into every packet's IOAM options: runs of
+// packets of the remembered layout through quickRun, the others through one.
 func (t *transit) Process(ctx *plugins.Context, b *packet.Burst) {
 	t.begin()
-	for i := 0; i < b.N; i++ {
-		if !t.quick(ctx, b.H[i].P()) {
-			t.one(ctx, b, i)
-		}
+	for i := t.quickRun(ctx, b, 0); i < b.N; i = t.quickRun(ctx, b, i+1) {
+		t.one(ctx, b, i)
 	}
 	if t.exp != nil {
 		t.exp.countDropped(t.cExportDropped, &t.lastDropped)
@@ -307,42 +306,65 @@ func (t *transit) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt
 	return true
 }
 
-// quick is fast for a packet of the remembered layout, with its namespace and
-// plan known, and room for this node's data: the checks fastTrace would make
-// of its lengths, then the fill. It reports false, having changed nothing, to
-// leave the packet to one.
-func (t *transit) quick(ctx *plugins.Context, p *packet.Packet) bool {
+// quickRun is fast for the packets of b from i on that have the remembered
+// layout, with its namespace and plan known and room for this node's data: it
+// makes the checks fastTrace would make of their lengths, then the fill,
+// with what a burst shares (the plan, its per-burst image, the counters) held
+// once. It returns the index of the first packet it leaves, unchanged, to one.
+func (t *transit) quickRun(ctx *plugins.Context, b *packet.Burst, i int) int {
 	m := &t.layout
-	if m.pl == nil {
-		return false
-	}
-	d := p.Data()
-	if len(d) < 14+packet.IPv6Len || d[12] != 0x86 || d[13] != 0xDD || d[14]>>4 != 6 || p.LayersValid() || !m.match(d, 14) {
-		return false
+	if m.pl == nil || i >= b.N {
+		return i
 	}
 	_, pl := m.known()
 	if pl == nil {
-		return false
+		return i
 	}
 	const hbh = 14 + packet.IPv6Len
-	h := (*[16]byte)(d[hbh:])
-	rem := int(h[11] & 0x7F)
-	if h[10]&0x06 != 0 && (h[10]&0x04 != 0 || t.loop != nil) || rem < pl.words || rem == 0 {
-		return false // overflow, or a copy to loop back: one counts or sends it
+	// A copy to loop back, or an overflow, goes to one to count or send.
+	flagMask := uint8(0x04)
+	if t.loop != nil {
+		flagMask = 0x06
 	}
-	hl := d[14+7]
-	if t.decHL {
-		if hl <= 1 {
-			return false
+	image := !pl.perPacket && pl.size <= curSize
+	filled := 0
+	for ; i < b.N; i++ {
+		p := b.H[i].P()
+		d := p.Data()
+		if len(d) < hbh+16 || d[12] != 0x86 || d[13] != 0xDD || d[14]>>4 != 6 || p.LayersValid() || !m.match(d, 14) {
+			break
 		}
-		hl--
-		d[14+7] = hl
+		h := (*[16]byte)(d[hbh:])
+		rem := int(h[11] & 0x7F)
+		if h[10]&flagMask != 0 || rem < pl.words || rem == 0 {
+			break
+		}
+		hl := d[14+7]
+		if t.decHL {
+			if hl <= 1 {
+				break
+			}
+			hl--
+			d[14+7] = hl
+		}
+		rem -= pl.words
+		dst := d[hbh+16+rem*4:]
+		if image && pl.curGen == t.gen && pl.curPort == p.InPort {
+			copyNode(dst, pl.cur[:], pl.size)
+			if pl.hop >= 0 {
+				dst[pl.hop] = hl
+			}
+			if pl.hopW >= 0 {
+				dst[pl.hopW] = hl
+			}
+		} else {
+			t.writeNode(ctx, p, pl, &t.vals, dst, hl)
+		}
+		h[11] = h[11]&0x80 | uint8(rem)
+		filled++
 	}
-	rem -= pl.words
-	t.writeNode(ctx, p, pl, &t.vals, d[hbh+16+rem*4:], hl)
-	h[11] = h[11]&0x80 | uint8(rem)
-	t.cFilled.Inc()
-	return true
+	t.cFilled.Add(uint64(filled))
+	return i
 }
 
 // exportDEX offers a record of a DEX option: this node's data of the DEX
