@@ -2,8 +2,10 @@ package plugins
 
 import (
 	"log/slog"
+	"sort"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/linerate/linerate/appliance/clock"
@@ -53,6 +55,42 @@ func Services() map[string]Service {
 	out := make(map[string]Service, len(services))
 	for k, v := range services {
 		out[k] = v
+	}
+	return out
+}
+
+// Collector makes a plugin's Prometheus collector for the engine h: series the
+// engine's snapshot does not carry, such as one per STAMP session. Collect runs
+// on the scraping goroutine and reaches lcore-owned state only as a Service
+// does, through h.
+type Collector func(h Host) prometheus.Collector
+
+var (
+	collectorsMu sync.Mutex
+	collectors   = map[string]Collector{}
+)
+
+// RegisterCollector adds a plugin's Prometheus collector; plugin packages call
+// it from init. Every engine that serves /metrics exports it.
+func RegisterCollector(name string, f Collector) {
+	collectorsMu.Lock()
+	defer collectorsMu.Unlock()
+	collectors[name] = f
+}
+
+// Collectors makes every registered plugin collector for the engine h, in name
+// order.
+func Collectors(h Host) []prometheus.Collector {
+	collectorsMu.Lock()
+	defer collectorsMu.Unlock()
+	names := make([]string, 0, len(collectors))
+	for n := range collectors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]prometheus.Collector, 0, len(names))
+	for _, n := range names {
+		out = append(out, collectors[n](h))
 	}
 	return out
 }

@@ -52,15 +52,16 @@ type Source interface {
 	Snapshot() *stats.Snapshot // nil before the engine has counters
 }
 
-// Handler serves src's metrics, with the Go runtime's and the process's, from a
-// registry of its own.
-func Handler(src Source) http.Handler {
+// Handler serves src's metrics, with the Go runtime's, the process's and
+// those of extra (the plugins' collectors), from a registry of its own.
+func Handler(src Source, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		&collector{src: src},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	reg.MustRegister(extra...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
 		Registry:            reg,

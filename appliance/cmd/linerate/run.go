@@ -96,7 +96,7 @@ Flags:
 		}()
 	}
 	if cfg.Metrics.Listen != "" {
-		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.Handler(eng))
+		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.Handler(eng, plugins.Collectors(eng)...))
 		if err != nil {
 			eng.Stop()
 			_ = eng.Close()
