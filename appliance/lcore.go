@@ -219,7 +219,7 @@ func (lc *lcore) flush(t *txBuffer, now int64) {
 				}
 				p = b.H[i].P()
 			}
-			p.TxTime = now
+			p.StampTx(now)
 			lc.txLen[i] = uint32(p.Len())
 			bytes += p.Len()
 		}

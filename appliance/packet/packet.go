@@ -93,7 +93,8 @@ type Packet struct {
 	// Its content is undefined on a fresh packet.
 	Scratch [ScratchSize]byte
 
-	_ [8]byte // reserved: pads the block to MetaSize
+	txDelayAt uint32  // with FlagTxDelay: where transmit writes the transit delay (see SetTxDelay)
+	_         [4]byte // reserved: pads the block to MetaSize
 }
 
 // Flags.
@@ -105,7 +106,13 @@ const (
 	// FlagLayers marks Scratch as holding a Layers record of the current data
 	// (see ParseLayers). Every change of the data window clears it.
 	FlagLayers
+	// FlagTxDelay asks transmit to write the packet's transit delay into its
+	// data (see SetTxDelay). Every change of the data window clears it too.
+	FlagTxDelay
 )
+
+// windowFlags are the flags whose meaning a change of the data window ends.
+const windowFlags = FlagLayers | FlagTxDelay
 
 func init() {
 	if unsafe.Sizeof(Packet{}) != MetaSize {
@@ -178,7 +185,7 @@ func (p *Packet) Offset() int { return int(p.off) }
 // SetWindow sets the data window. Ports use it to sync from their backend.
 func (p *Packet) SetWindow(off, length int) {
 	p.off, p.length = uint32(off), uint32(length)
-	p.flags &^= FlagLayers
+	p.flags &^= windowFlags
 }
 
 // Backend is the backend's own handle for the buffer (mbuf pointer, UMEM address).
@@ -231,7 +238,7 @@ func (p *Packet) Prepend(n int) ([]byte, error) {
 	}
 	p.off -= uint32(n)
 	p.length += uint32(n)
-	p.flags &^= FlagLayers
+	p.flags &^= windowFlags
 	return p.Data()[:n], nil
 }
 
@@ -242,7 +249,7 @@ func (p *Packet) Adj(n int) error {
 	}
 	p.off += uint32(n)
 	p.length -= uint32(n)
-	p.flags &^= FlagLayers
+	p.flags &^= windowFlags
 	return nil
 }
 
@@ -252,7 +259,7 @@ func (p *Packet) Append(n int) ([]byte, error) {
 		return nil, ErrNoTailroom
 	}
 	p.length += uint32(n)
-	p.flags &^= FlagLayers
+	p.flags &^= windowFlags
 	d := p.Data()
 	return d[len(d)-n:], nil
 }
@@ -263,7 +270,7 @@ func (p *Packet) Trim(n int) error {
 		return ErrTooShort
 	}
 	p.length -= uint32(n)
-	p.flags &^= FlagLayers
+	p.flags &^= windowFlags
 	return nil
 }
 
@@ -286,13 +293,13 @@ func (p *Packet) InsertGap(at, n int) ([]byte, error) {
 		old := p.Data()
 		p.off -= uint32(n)
 		p.length += uint32(n)
-		p.flags &^= FlagLayers
+		p.flags &^= windowFlags
 		d := p.Data()
 		copy(d[:at], old[:at])
 		return d[at : at+n], nil
 	case tailFits:
 		p.length += uint32(n)
-		p.flags &^= FlagLayers
+		p.flags &^= windowFlags
 		d := p.Data()
 		copy(d[at+n:], d[at:at+tail])
 		return d[at : at+n], nil
@@ -314,7 +321,7 @@ func (p *Packet) RemoveGap(at, n int) error {
 		copy(d[at:], d[at+n:])
 	}
 	p.length -= uint32(n)
-	p.flags &^= FlagLayers
+	p.flags &^= windowFlags
 	return nil
 }
 
@@ -331,5 +338,47 @@ func (p *Packet) CopyFrom(src *Packet, headroom int) error {
 	p.InPort, p.InQueue, p.OutPort, p.Reason = src.InPort, src.InQueue, src.OutPort, src.Reason
 	p.RxTime, p.TxTime, p.Hash, p.Stage = src.RxTime, src.TxTime, src.Hash, src.Stage
 	p.Scratch = src.Scratch
+	p.txDelayAt = src.txDelayAt
 	return nil
+}
+
+// SetTxDelay asks transmit to write the packet's transit delay, TxTime −
+// RxTime in ns, into field: 4 bytes of the packet's data, big-endian, as RFC
+// 9197's transit delay (0x80000000 past 2^31−1 ns). A stage that writes node
+// data before the packet leaves knows the delay only up to its own time; this
+// gives the delay up to transmit. A change of the data window before transmit
+// cancels it (the field's bytes may move), as does a field outside the data.
+func (p *Packet) SetTxDelay(field []byte) {
+	if len(field) < 4 || p.length < 4 {
+		return
+	}
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(field))) - (p.base + uintptr(p.off))
+	if at > uintptr(p.length-4) {
+		return
+	}
+	p.txDelayAt = uint32(at)
+	p.flags |= FlagTxDelay
+}
+
+// StampTx sets TxTime, at transmit, and writes a transit delay SetTxDelay asked
+// for.
+func (p *Packet) StampTx(now int64) {
+	p.TxTime = now
+	if p.flags&FlagTxDelay != 0 {
+		p.writeTxDelay()
+	}
+}
+
+func (p *Packet) writeTxDelay() {
+	d := uint32(0xFFFFFFFF) // unknown: no rx time, or clocks that disagree
+	switch dt := p.TxTime - p.RxTime; {
+	case p.RxTime == 0 || dt < 0:
+	case dt > 1<<31-1:
+		d = 0x80000000
+	default:
+		d = uint32(dt)
+	}
+	f := p.Data()[p.txDelayAt : p.txDelayAt+4]
+	f[0], f[1], f[2], f[3] = byte(d>>24), byte(d>>16), byte(d>>8), byte(d)
+	p.flags &^= FlagTxDelay
 }

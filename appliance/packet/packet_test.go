@@ -236,3 +236,46 @@ func TestCopyFromAndState(t *testing.T) {
 		t.Error("Reset")
 	}
 }
+
+// SetTxDelay: StampTx writes TxTime − RxTime, big-endian, into the field asked
+// for (0x80000000 past 2^31−1 ns, all ones without an rx time), once; a field
+// outside the data and a change of the window cancel it.
+func TestTxDelay(t *testing.T) {
+	pool := newTestSlab(t, 4)
+	for _, c := range []struct {
+		name   string
+		rx, tx int64
+		field  func(d []byte) []byte
+		change func(p *Packet)
+		want   []byte // bytes 10..14 after StampTx
+	}{
+		{"delay", 1000, 1000 + 0x01020304, func(d []byte) []byte { return d[10:14] }, nil, []byte{1, 2, 3, 4}},
+		{"overflow", 1, 1 + 1<<31, func(d []byte) []byte { return d[10:14] }, nil, []byte{0x80, 0, 0, 0}},
+		{"no rx time", 0, 5, func(d []byte) []byte { return d[10:14] }, nil, []byte{0xFF, 0xFF, 0xFF, 0xFF}},
+		{"outside", 1, 2, func(d []byte) []byte { return d[len(d)-2:] }, nil, []byte{0xEE, 0xEE, 0xEE, 0xEE}},
+		{"window changed", 1, 2, func(d []byte) []byte { return d[10:14] }, func(p *Packet) { _ = p.Trim(1) }, []byte{0xEE, 0xEE, 0xEE, 0xEE}},
+	} {
+		h, _ := pool.AllocOne()
+		p := h.P()
+		d, _ := p.Append(32)
+		for i := range d {
+			d[i] = 0xEE
+		}
+		p.RxTime = c.rx
+		p.SetTxDelay(c.field(d))
+		if c.change != nil {
+			c.change(p)
+		}
+		p.StampTx(c.tx)
+		if got := p.Data()[10:14]; !bytes.Equal(got, c.want) {
+			t.Errorf("%s: % x, want % x", c.name, got, c.want)
+		}
+		// Once: a second transmit does not write again.
+		p.Data()[10] = 0x77
+		p.StampTx(c.tx + 1)
+		if p.Data()[10] != 0x77 || p.TxTime != c.tx+1 {
+			t.Errorf("%s: written twice", c.name)
+		}
+		FreeOne(h)
+	}
+}

@@ -258,8 +258,10 @@ func (n *node) values(ctx *plugins.Context, p *packet.Packet, v *hopValues, hopL
 	if types&(TraceTimestampSeconds|TraceTimestampFraction|TraceTransitDelay) != 0 {
 		v.time = n.now(ctx)
 	}
+	v.pkt = p
 	if types&TraceTransitDelay != 0 {
-		// The tx time is not known yet: the delay so far, from rx to now.
+		// The delay so far, from rx to now: transmit writes it again up to
+		// the tx time (see nodePlan.write).
 		if n.clockNow == 0 {
 			n.clockNow = ctx.Clock.Now()
 		}

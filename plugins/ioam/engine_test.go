@@ -15,6 +15,7 @@ import (
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/api"
+	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/plugins/ioam"
@@ -207,5 +208,68 @@ func TestEngineExport(t *testing.T) {
 	exported := enginetest.Counter(e.Snapshot(), "decap", "exported")
 	if uint64(lines) != exported || lines+int(enginetest.Counter(e.Snapshot(), "decap", "export_dropped")) != 3000 {
 		t.Errorf("%d lines, exported %d, dropped %d", lines, exported, enginetest.Counter(e.Snapshot(), "decap", "export_dropped"))
+	}
+}
+
+// Transit delay (trace bit 4) is the time from rx to tx: a node's stage writes
+// the delay so far, and transmit writes it again from the packet's tx time.
+// Here a 3 ms link stands between transit-a's stage and the port, so transit-a
+// reports 3 ms. A packet carries one such field, the last node stage's: the
+// encapsulating node, in the same engine before transit-a, keeps its delay up
+// to its stage, as do transit-b and the decapsulating node, which no link
+// follows.
+func TestTransitDelayAtTransmit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ioam.jsonl")
+	cfg := pathConfig(path)
+	for _, r := range [][2]string{
+		{`trace = { namespace = 7, type = "0xF00000", hops = 4 }`, `trace = { namespace = 7, type = "0x880000", hops = 4 }`},
+		{"count = 3000", "count = 200\nrate = \"20000pps\""},
+		{"[[pipelines.stages]]\nkind = \"forward\"\nport = \"m0\"", "[[pipelines.stages]]\nkind = \"link\"\ndelay = \"3ms\"\n[[pipelines.stages]]\nkind = \"forward\"\nport = \"m0\""},
+	} {
+		if !strings.Contains(cfg, r[0]) {
+			t.Fatalf("pathConfig has no %q", r[0])
+		}
+		cfg = strings.Replace(cfg, r[0], r[1], 1)
+	}
+	clk := clock.NewSim(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	e := enginetest.Start(t, cfg, appliance.Options{Manual: true, Clock: clk})
+	const step = 5 * time.Microsecond
+	enginetest.Run(e, clk, 50*time.Millisecond, step)
+	e.Stop()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	lines := 0
+	for sc.Scan() {
+		var j ioam.RecordJSON
+		if err := json.Unmarshal(sc.Bytes(), &j); err != nil {
+			t.Fatal(err)
+		}
+		if j.Trace == nil || len(j.Trace.Hops) != 4 {
+			t.Fatalf("record %s", sc.Text())
+		}
+		for i, h := range j.Trace.Hops {
+			if h.TransitDelay == nil {
+				t.Fatalf("hop %d has no transit delay: %s", i+1, sc.Text())
+			}
+			d := time.Duration(*h.TransitDelay)
+			if i == 1 { // transit-a: up to the port, past the link
+				if d < 3*time.Millisecond || d > 3*time.Millisecond+4*step {
+					t.Fatalf("hop %d: transit delay %v, want 3ms", i+1, d)
+				}
+			} else if d > 4*step {
+				t.Fatalf("hop %d: transit delay %v, want about 0", i+1, d)
+			}
+		}
+		lines++
+	}
+	if lines != 200 {
+		t.Errorf("%d records, want 200", lines)
 	}
 }

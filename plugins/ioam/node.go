@@ -5,6 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/packet"
 )
 
 // TimestampFormat is how a namespace writes timestamps (RFC 9197 §5).
@@ -113,6 +114,9 @@ type hopValues struct {
 	queue    uint32
 	buffer   uint32
 	time     *hopTime
+	// pkt is the packet values was computed for: its transit delay field is
+	// written again at transmit (Packet.SetTxDelay).
+	pkt *packet.Packet
 }
 
 // nodePlan is a node's data for one namespace and trace type, built once: the
@@ -288,6 +292,11 @@ func (pl *nodePlan) write(dst []byte, v *hopValues) {
 			binary.BigEndian.PutUint32(dst[o:], v.time.frac[pl.format])
 		case patchDelay:
 			binary.BigEndian.PutUint32(dst[o:], v.delay)
+			if v.pkt != nil {
+				// The delay up to now; transmit writes the delay up to
+				// itself. Ignored for a dst outside the packet (a record).
+				v.pkt.SetTxDelay(dst[o : o+4])
+			}
 		case patchQueue:
 			binary.BigEndian.PutUint32(dst[o:], v.queue)
 		case patchBuffer:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,19 +189,32 @@ func TestServices(t *testing.T) {
 	if len(streamed) < 50 {
 		t.Fatalf("streamed %d records", len(streamed))
 	}
-	// At least the links' delays; no test bounds what a loaded machine adds
-	// in real time (the virtual-time tests check the values).
-	// (The link counts its delay from the burst's rx time; T3 is taken a
-	// little later, when the reflector is done with the burst.)
+	// The medians are at least the links' delays; no test bounds what a
+	// loaded machine adds in real time (the virtual-time tests check the
+	// values). Single records may fall short: the link counts its delay from
+	// the burst's time, and an lcore preempted before it reads T1 (or T3)
+	// takes that time out of the delay measured.
 	near := func(got int64, want time.Duration) bool {
 		return got >= int64(want)*9/10 && got <= int64(want+time.Second)
 	}
+	var rtt, fwd, bwd []int64
 	for i, r := range streamed[:50] {
-		if r.Seq != uint32(i) || !near(r.RttNs, 4*time.Millisecond) || !near(r.ForwardNs, time.Millisecond) || !near(r.BackwardNs, 3*time.Millisecond) {
+		if r.Seq != uint32(i) {
 			t.Fatalf("record %d: %+v", i, r)
 		}
 		if r.T1Ns >= r.T2Ns || r.T2Ns > r.T3Ns || r.T3Ns >= r.T4Ns {
 			t.Fatalf("record %d: T1..T4 out of order", i)
+		}
+		rtt, fwd, bwd = append(rtt, r.RttNs), append(fwd, r.ForwardNs), append(bwd, r.BackwardNs)
+	}
+	for _, c := range []struct {
+		name string
+		v    []int64
+		want time.Duration
+	}{{"rtt", rtt, 4 * time.Millisecond}, {"forward", fwd, time.Millisecond}, {"backward", bwd, 3 * time.Millisecond}} {
+		slices.Sort(c.v)
+		if med := c.v[len(c.v)/2]; !near(med, c.want) {
+			t.Errorf("%s median %v, want at least %v", c.name, time.Duration(med), c.want)
 		}
 	}
 	_ = last

@@ -203,9 +203,9 @@ func (l *srv6Lab) run(t *testing.T, delay time.Duration) (Metrics, []Record) {
 	if err := e.Close(); err != nil { // its reflector would answer the next run too
 		t.Fatal(err)
 	}
-	t.Logf("link %v: %d records; rtt p50 %v p99 %v; forward p50 %v; backward p50 %v p99 %v", delay, len(recs),
-		time.Duration(m.RTT.P50), time.Duration(m.RTT.P99), time.Duration(m.Forward.P50), time.Duration(m.Backward.P50),
-		time.Duration(m.Backward.P99))
+	t.Logf("link %v: %d records; rtt min %v p50 %v p99 %v; forward min %v p50 %v; backward min %v p50 %v p99 %v", delay, len(recs),
+		time.Duration(m.RTT.Min), time.Duration(m.RTT.P50), time.Duration(m.RTT.P99), time.Duration(m.Forward.Min),
+		time.Duration(m.Forward.P50), time.Duration(m.Backward.Min), time.Duration(m.Backward.P50), time.Duration(m.Backward.P99))
 	for _, r := range recs {
 		// The kernel's End hop took one from each direction's hop limit.
 		if r.SenderTTL != 63 || r.HopLimit != 254 || r.Flags&(RecTLVUnrecognized|RecTLVMalformed|RecTLVIntegrity) != 0 {
@@ -224,20 +224,25 @@ func (l *srv6Lab) run(t *testing.T, delay time.Duration) (Metrics, []Record) {
 // The path without the delay, then with it: what the link adds shows in the
 // backward delay and the round trip, within 10%, and not forward. (Both
 // runs share what the path itself costs: the kernel's forwarding and the
-// AF_PACKET ring handing over its rx blocks, up to block_timeout late.)
+// AF_PACKET ring handing over its rx blocks, up to block_timeout late.) The
+// minimum is the path's fixed part, which is what the link changes; the
+// median also carries what a loaded machine's scheduling adds to some
+// packets in real time, so it gets twice the slack.
 func TestKernelSRv6Path(t *testing.T) {
 	l := newSRv6Lab(t)
 	base, _ := l.run(t, 0)
 	m, _ := l.run(t, kDelay)
-	within := func(name string, got int64) {
-		if d := time.Duration(got) - kDelay; d < -kDelay/10 || d > kDelay/10 {
-			t.Errorf("%s grew by %v: not within 10%% of the %v link", name, time.Duration(got), kDelay)
+	within := func(name string, got int64, slack time.Duration) {
+		if d := time.Duration(got) - kDelay; d < -slack || d > slack {
+			t.Errorf("%s grew by %v: not within %v of the %v link", name, time.Duration(got), slack, kDelay)
 		}
 	}
-	within("backward p50", m.Backward.P50-base.Backward.P50)
-	within("round trip p50", m.RTT.P50-base.RTT.P50)
-	if d := time.Duration(m.Forward.P50 - base.Forward.P50); d > kDelay/10 || d < -kDelay/10 {
-		t.Errorf("forward p50 moved by %v: the link is on the return path", d)
+	within("backward min", m.Backward.Min-base.Backward.Min, kDelay/10)
+	within("round trip min", m.RTT.Min-base.RTT.Min, kDelay/10)
+	within("backward p50", m.Backward.P50-base.Backward.P50, kDelay/5)
+	within("round trip p50", m.RTT.P50-base.RTT.P50, kDelay/5)
+	if d := time.Duration(m.Forward.Min - base.Forward.Min); d > kDelay/10 || d < -kDelay/10 {
+		t.Errorf("forward min moved by %v: the link is on the return path", d)
 	}
 }
 

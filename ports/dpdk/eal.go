@@ -308,7 +308,7 @@ func errnoErr(what string, rc C.int) error {
 // checkLayout makes sure the C mirror of packet.Packet (struct lr_meta) has the
 // Go layout, field by field, before any packet crosses.
 func checkLayout() error {
-	var offs [17]C.uint32_t
+	var offs [18]C.uint32_t
 	C.lr_meta_offsets(&offs[0], C.int(len(offs)))
 	var p packet.Packet
 	exported := []struct {
@@ -326,6 +326,11 @@ func checkLayout() error {
 		if uintptr(offs[f.idx]) != f.off {
 			return fmt.Errorf("dpdk: packet.Packet.%s is at %d, the C mirror has it at %d", f.name, f.off, offs[f.idx])
 		}
+	}
+	// The transit delay's place follows Scratch (the C rx and tx read it;
+	// TestTxDelay checks it end to end).
+	if at := unsafe.Offsetof(p.Scratch) + unsafe.Sizeof(p.Scratch); uintptr(offs[17]) != at {
+		return fmt.Errorf("dpdk: the C mirror of packet.Packet has tx_delay_at at %d, want %d", offs[17], at)
 	}
 	// Unexported fields: set known values through the API and read them back at
 	// the C offsets.

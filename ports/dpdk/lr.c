@@ -33,7 +33,7 @@ void lr_meta_offsets(uint32_t *out, int n)
 		offsetof(struct lr_meta, out_port), offsetof(struct lr_meta, reason),
 		offsetof(struct lr_meta, rx_time),  offsetof(struct lr_meta, tx_time),
 		offsetof(struct lr_meta, hash),     offsetof(struct lr_meta, stage),
-		offsetof(struct lr_meta, scratch),
+		offsetof(struct lr_meta, scratch),  offsetof(struct lr_meta, tx_delay_at),
 	};
 	for (int i = 0; i < n && i < (int)(sizeof(offs) / sizeof(offs[0])); i++)
 		out[i] = offs[i];
@@ -134,6 +134,22 @@ static inline void lr_sync_tx(struct rte_mbuf *mb, const struct lr_meta *p)
 		mb->data_len = (uint16_t)p->length;
 		mb->pkt_len = p->length;
 	}
+}
+
+/* lr_write_tx_delay is packet.Packet.StampTx's transit delay: TxTime − RxTime
+ * in ns, big-endian, where a stage asked (Packet.SetTxDelay). */
+static void lr_write_tx_delay(struct lr_meta *p)
+{
+	uint32_t d = 0xFFFFFFFF;
+	int64_t dt = p->tx_time - p->rx_time;
+	if (p->rx_time != 0 && dt >= 0)
+		d = dt > INT32_MAX ? 0x80000000u : (uint32_t)dt;
+	uint8_t *f = (uint8_t *)p->base + p->off + p->tx_delay_at;
+	f[0] = (uint8_t)(d >> 24);
+	f[1] = (uint8_t)(d >> 16);
+	f[2] = (uint8_t)(d >> 8);
+	f[3] = (uint8_t)d;
+	p->flags &= (uint8_t)~LR_FLAG_TXDELAY;
 }
 
 /* copy_into makes a one-segment copy of m in a fresh mbuf of mp, carrying the rx
@@ -266,6 +282,8 @@ uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n, 
 			break;
 		}
 		p->tx_time = now;
+		if (unlikely(p->flags & LR_FLAG_TXDELAY))
+			lr_write_tx_delay(p);
 		lr_sync_tx(mb, p);
 		m[k] = mb;
 	}

@@ -20,6 +20,7 @@
 
 // Flags of packet.Packet (appliance/packet/packet.go).
 #define LR_FLAG_HWTS 0x02
+#define LR_FLAG_TXDELAY 0x08
 
 // struct lr_meta mirrors packet.Packet byte for byte. The Go side checks the
 // layout at start (checkLayout) and refuses to run if the two disagree.
@@ -42,7 +43,8 @@ struct lr_meta {
 	uint16_t stage;
 	uint16_t pad;
 	uint8_t scratch[56];
-	uint8_t reserved[8];
+	uint32_t tx_delay_at; // with LR_FLAG_TXDELAY: where tx writes the transit delay
+	uint8_t reserved[4];
 };
 
 // Offsets of the fields, for the layout check.

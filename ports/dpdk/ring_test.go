@@ -218,3 +218,39 @@ func TestRingSlowPaths(t *testing.T) {
 		t.Errorf("foreign pool: %d available, %d before", got, favail)
 	}
 }
+
+// TestTxDelay: a transit delay a stage asked for (Packet.SetTxDelay) is
+// written at transmit by the C tx loop, TxTime − RxTime where asked and
+// nowhere else; a change of the window in between cancels it.
+func TestTxDelay(t *testing.T) {
+	requireEAL(t)
+	p := openRing(t, Options{})
+	pool := p.DPDKPool()
+	base := bytes.Repeat([]byte{0x55}, 100)
+	var b packet.Burst
+	asked, cancelled := frame(t, pool, base), frame(t, pool, base)
+	for _, h := range []packet.Handle{asked, cancelled} {
+		h.P().RxTime = 1_000_000
+		h.P().SetTxDelay(h.P().Data()[40:44])
+	}
+	if err := cancelled.P().Trim(1); err != nil {
+		t.Fatal(err)
+	}
+	const now = 1_000_000 + 123_456
+	n, foreign := p.TxHandles(0, []packet.Handle{asked, cancelled}, now)
+	if n != 2 || foreign {
+		t.Fatalf("TxHandles took %d (foreign %v)", n, foreign)
+	}
+	if p.RxBurst(0, &b) != 2 {
+		t.Fatal("not received")
+	}
+	want := append([]byte(nil), base...)
+	copy(want[40:], []byte{0x00, 0x01, 0xE2, 0x40}) // 123456
+	if got := b.P(0).Data(); !bytes.Equal(got, want) {
+		t.Errorf("asked: % x", got[36:48])
+	}
+	if got := b.P(1).Data(); !bytes.Equal(got, base[:99]) {
+		t.Errorf("cancelled by a window change, yet: % x", got[36:48])
+	}
+	pool.Free(&b)
+}
