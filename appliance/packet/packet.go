@@ -109,6 +109,10 @@ const (
 	// FlagTxDelay asks transmit to write the packet's transit delay into its
 	// data (see SetTxDelay). Every change of the data window clears it too.
 	FlagTxDelay
+	// FlagMoved marks a data window changed since Reset: a port that keeps
+	// its backend's copy of the window (an mbuf's data_off and data_len)
+	// writes it back at transmit only then.
+	FlagMoved
 )
 
 // windowFlags are the flags whose meaning a change of the data window ends.
@@ -185,7 +189,7 @@ func (p *Packet) Offset() int { return int(p.off) }
 // SetWindow sets the data window. Ports use it to sync from their backend.
 func (p *Packet) SetWindow(off, length int) {
 	p.off, p.length = uint32(off), uint32(length)
-	p.flags &^= windowFlags
+	p.flags = p.flags&^windowFlags | FlagMoved
 }
 
 // Backend is the backend's own handle for the buffer (mbuf pointer, UMEM address).
@@ -238,7 +242,7 @@ func (p *Packet) Prepend(n int) ([]byte, error) {
 	}
 	p.off -= uint32(n)
 	p.length += uint32(n)
-	p.flags &^= windowFlags
+	p.flags = p.flags&^windowFlags | FlagMoved
 	return p.Data()[:n], nil
 }
 
@@ -249,7 +253,7 @@ func (p *Packet) Adj(n int) error {
 	}
 	p.off += uint32(n)
 	p.length -= uint32(n)
-	p.flags &^= windowFlags
+	p.flags = p.flags&^windowFlags | FlagMoved
 	return nil
 }
 
@@ -259,7 +263,7 @@ func (p *Packet) Append(n int) ([]byte, error) {
 		return nil, ErrNoTailroom
 	}
 	p.length += uint32(n)
-	p.flags &^= windowFlags
+	p.flags = p.flags&^windowFlags | FlagMoved
 	d := p.Data()
 	return d[len(d)-n:], nil
 }
@@ -270,7 +274,7 @@ func (p *Packet) Trim(n int) error {
 		return ErrTooShort
 	}
 	p.length -= uint32(n)
-	p.flags &^= windowFlags
+	p.flags = p.flags&^windowFlags | FlagMoved
 	return nil
 }
 
@@ -293,13 +297,13 @@ func (p *Packet) InsertGap(at, n int) ([]byte, error) {
 		old := p.Data()
 		p.off -= uint32(n)
 		p.length += uint32(n)
-		p.flags &^= windowFlags
+		p.flags = p.flags&^windowFlags | FlagMoved
 		d := p.Data()
 		copy(d[:at], old[:at])
 		return d[at : at+n], nil
 	case tailFits:
 		p.length += uint32(n)
-		p.flags &^= windowFlags
+		p.flags = p.flags&^windowFlags | FlagMoved
 		d := p.Data()
 		copy(d[at+n:], d[at:at+tail])
 		return d[at : at+n], nil
@@ -321,7 +325,7 @@ func (p *Packet) RemoveGap(at, n int) error {
 		copy(d[at:], d[at+n:])
 	}
 	p.length -= uint32(n)
-	p.flags &^= windowFlags
+	p.flags = p.flags&^windowFlags | FlagMoved
 	return nil
 }
 
@@ -334,7 +338,7 @@ func (p *Packet) CopyFrom(src *Packet, headroom int) error {
 	p.off = uint32(headroom)
 	p.length = uint32(src.Len())
 	copy(p.Data(), src.Data())
-	p.verdict, p.flags = src.verdict, src.flags
+	p.verdict, p.flags = src.verdict, src.flags|FlagMoved
 	p.InPort, p.InQueue, p.OutPort, p.Reason = src.InPort, src.InQueue, src.OutPort, src.Reason
 	p.RxTime, p.TxTime, p.Hash, p.Stage = src.RxTime, src.TxTime, src.Hash, src.Stage
 	p.Scratch = src.Scratch

@@ -205,7 +205,7 @@ func TestCopyFromAndState(t *testing.T) {
 	}
 	if dst.Headroom() != 500 || !bytes.Equal(dst.Data(), src.Data()) || dst.InPort != 3 || dst.InQueue != 4 ||
 		dst.RxTime != 5 || dst.TxTime != 6 || dst.Hash != 7 || dst.Stage != 8 || dst.Verdict() != Forward ||
-		dst.OutPort != 9 || dst.Flags() != FlagLocal || dst.Scratch != src.Scratch || dst.PoolID() != s.ID() {
+		dst.OutPort != 9 || dst.Flags() != FlagLocal|FlagMoved || dst.Scratch != src.Scratch || dst.PoolID() != s.ID() {
 		t.Fatal("CopyFrom state")
 	}
 	if err := dst.CopyFrom(src, -1); err != ErrNoRoom {

@@ -327,6 +327,14 @@ func checkLayout() error {
 			return fmt.Errorf("dpdk: packet.Packet.%s is at %d, the C mirror has it at %d", f.name, f.off, offs[f.idx])
 		}
 	}
+	for _, f := range []struct {
+		name string
+		c, go_ uint8
+	}{{"HWTS", C.LR_FLAG_HWTS, packet.FlagHWTimestamp}, {"TXDELAY", C.LR_FLAG_TXDELAY, packet.FlagTxDelay}, {"MOVED", C.LR_FLAG_MOVED, packet.FlagMoved}} {
+		if f.c != f.go_ {
+			return fmt.Errorf("dpdk: LR_FLAG_%s is %#x, the packet flag %#x", f.name, f.c, f.go_)
+		}
+	}
 	// The transit delay's place follows Scratch (the C rx and tx read it;
 	// TestTxDelay checks it end to end).
 	if at := unsafe.Offsetof(p.Scratch) + unsafe.Sizeof(p.Scratch); uintptr(offs[17]) != at {
@@ -347,7 +355,7 @@ func checkLayout() error {
 	u16 := func(i int) uint16 { return *(*uint16)(unsafe.Pointer(&b[offs[i]])) }
 	got := []uint64{u64(0), u64(1), uint64(u32(2)), uint64(u32(3)), uint64(u32(4)), uint64(u16(5)),
 		uint64(b[offs[6]]), uint64(b[offs[7]])}
-	want := []uint64{base, backend, 0x0A0B0C0D, 0x12345, 0x6789A, 0xBEEF, uint64(packet.Forward), 0x80}
+	want := []uint64{base, backend, 0x0A0B0C0D, 0x12345, 0x6789A, 0xBEEF, uint64(packet.Forward), uint64(m.Flags())}
 	names := []string{"base", "backend", "cap", "off", "length", "pool", "verdict", "flags"}
 	for i := range want {
 		if got[i] != want[i] {

@@ -21,6 +21,7 @@
 // Flags of packet.Packet (appliance/packet/packet.go).
 #define LR_FLAG_HWTS 0x02
 #define LR_FLAG_TXDELAY 0x08
+#define LR_FLAG_MOVED 0x10
 
 // struct lr_meta mirrors packet.Packet byte for byte. The Go side checks the
 // layout at start (checkLayout) and refuses to run if the two disagree.

@@ -254,3 +254,63 @@ func TestTxDelay(t *testing.T) {
 	}
 	pool.Free(&b)
 }
+
+// TestRingWriteBackOnlyMoved: tx writes a window back into its mbuf only when
+// it moved (packet.FlagMoved): a packet received and sent back unchanged keeps
+// the mbuf's own window, and one that CopyFrom filled (the engine's copy of a
+// Go pool's packet into the port's pool) carries its new window.
+func TestRingWriteBackOnlyMoved(t *testing.T) {
+	requireEAL(t)
+	p := openRing(t, Options{})
+	pool := p.DPDKPool()
+	slab, err := packet.NewSlab(packet.SlabConfig{Name: "ring-copy-src", Buffers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slab.Close()
+	data := bytes.Repeat([]byte("copy"), 40)
+	src := frame(t, slab, data)
+	defer packet.FreeOne(src)
+	q, ok := pool.AllocOne()
+	if !ok {
+		t.Fatal("pool empty")
+	}
+	if err := q.P().CopyFrom(src.P(), 200); err != nil {
+		t.Fatal(err)
+	}
+	var b packet.Burst
+	b.Push(q)
+	if p.TxBurst(0, &b) != 1 {
+		t.Fatal("tx refused")
+	}
+	b.N = 0
+	if p.RxBurst(0, &b) != 1 || !bytes.Equal(b.P(0).Data(), data) || b.P(0).Headroom() != 200 {
+		t.Fatalf("copied packet came back as %d bytes at headroom %d", b.P(0).Len(), b.P(0).Headroom())
+	}
+	if b.P(0).Flags()&packet.FlagMoved != 0 {
+		t.Fatal("a received packet is marked moved")
+	}
+	// Back unchanged (nothing to write: the same bytes and window), with a
+	// copy of it (an unmoved source: the copy's window moved all the same).
+	q2, ok := pool.AllocOne()
+	if !ok {
+		t.Fatal("pool empty")
+	}
+	if err := q2.P().CopyFrom(b.P(0), 100); err != nil {
+		t.Fatal(err)
+	}
+	b.Push(q2)
+	if p.TxBurst(0, &b) != 2 {
+		t.Fatal("tx refused")
+	}
+	b.N = 0
+	if p.RxBurst(0, &b) != 2 {
+		t.Fatal("not received")
+	}
+	for i, room := range []int{200, 100} {
+		if !bytes.Equal(b.P(i).Data(), data) || b.P(i).Headroom() != room {
+			t.Errorf("packet %d came back as %d bytes at headroom %d, want %d at %d", i, b.P(i).Len(), b.P(i).Headroom(), len(data), room)
+		}
+	}
+	pool.Free(&b)
+}
