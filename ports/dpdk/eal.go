@@ -328,11 +328,11 @@ func checkLayout() error {
 		}
 	}
 	for _, f := range []struct {
-		name string
-		c, go_ uint8
+		name      string
+		c, goFlag uint8
 	}{{"HWTS", C.LR_FLAG_HWTS, packet.FlagHWTimestamp}, {"TXDELAY", C.LR_FLAG_TXDELAY, packet.FlagTxDelay}, {"MOVED", C.LR_FLAG_MOVED, packet.FlagMoved}} {
-		if f.c != f.go_ {
-			return fmt.Errorf("dpdk: LR_FLAG_%s is %#x, the packet flag %#x", f.name, f.c, f.go_)
+		if f.c != f.goFlag {
+			return fmt.Errorf("dpdk: LR_FLAG_%s is %#x, the packet flag %#x", f.name, f.c, f.goFlag)
 		}
 	}
 	// The transit delay's place follows Scratch (the C rx and tx read it;
