@@ -70,8 +70,10 @@ type RxStamper interface {
 }
 
 // HandleTx is a port that transmits straight from the engine's tx buffer and
-// does the engine's per-packet tx work in its own pass: it sets TxTime = now on
-// each packet it takes and counts tx bytes in its Stats. It stops before the
+// does the engine's per-packet tx work in its own pass: it writes the transit
+// delay a stage asked for (packet.Packet.SetTxDelay) as of now on each packet
+// it takes, and counts tx bytes in its Stats. It need not store TxTime: from
+// then on the packet is the driver's, and nothing reads it. It stops before the
 // first packet that is not one of its own buffers and reports foreign, so the
 // engine copies that one (counted) and goes on; fewer taken without foreign
 // means its ring is full. The engine uses it only when its clock is the host's.

@@ -82,7 +82,7 @@ type Packet struct {
 	Reason  Reason // set by Drop
 
 	RxTime int64 // monotonic ns: rx burst time, or creation time for packets made here
-	TxTime int64 // monotonic ns: set just before transmit
+	TxTime int64 // monotonic ns: set just before transmit, for ports that read it (pcap); see ports.HandleTx
 
 	Hash uint32 // flow hash, when a port or stage computed one
 	// Stage is the chain position a handed-off packet resumes at.

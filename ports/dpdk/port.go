@@ -538,8 +538,9 @@ func (p *Port) TxBurst(q int, b *packet.Burst) int {
 }
 
 // TxHandles transmits straight from the engine's tx buffer in one cgo call per
-// 64 handles, stamping TxTime in the C pass that writes the mbuf window back. It
-// stops before a packet that is not one of our mbufs and reports foreign.
+// 64 handles; the C pass writes back moved windows and the transit delays
+// stages asked for. It stops before a packet that is not one of our mbufs and
+// reports foreign.
 func (p *Port) TxHandles(q int, hs []packet.Handle, now int64) (int, bool) {
 	sent := 0
 	for len(hs) > 0 {
