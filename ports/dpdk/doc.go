@@ -9,21 +9,30 @@
 //
 // # Memory and zero copy
 //
-// There is one mbuf pool per NUMA socket (and size), created with priv_size =
-// packet.MetaSize: a packet's metadata (packet.Packet) lives in the mbuf private
-// area, so a packet.Handle is the mbuf address plus sizeof(struct rte_mbuf), and
-// Packet.Backend is the mbuf. The pools are registered as packet.Pools; packets
-// that stages emit towards a DPDK port come from them (Port.Pool).
+// There is one mbuf pool per NUMA socket (and size), created with a 320-byte
+// private area: a packet's metadata (packet.Packet, packet.MetaSize bytes) at its
+// start, so a packet.Handle is the mbuf address plus sizeof(struct rte_mbuf) and
+// Packet.Backend is the mbuf, and 192 bytes of extra headroom at its end, right
+// in front of the mbuf's buffer. The pools are registered as packet.Pools;
+// packets that stages emit towards a DPDK port come from them (Port.Pool).
 //
 // At rx the C side reads data_off, data_len and the RSS hash into the metadata;
-// at tx it writes data_off, data_len and pkt_len back. Each burst is one cgo
-// call; handles cross as uintptr, never as Go pointer slices. Frees go back in
-// bulk (rte_pktmbuf_free_bulk). A multi-segment rx mbuf is linearised on a slow
-// path (counted as rx_linearized) or, when it does not fit one buffer, dropped
-// (rx_multiseg_dropped). DPDK's headroom is 128 bytes, fixed when DPDK is built:
-// packet.Packet.InsertGap moves the head into it when the gap fits and the tail
-// into the tailroom otherwise; when neither fits, packet.Burst.InsertGap copies
-// into a fresh mbuf of the same pool (counted in the pool's Copies).
+// at tx it writes a window that moved (packet.FlagMoved) back into data_off,
+// data_len and pkt_len. Each burst is one cgo call; handles cross as uintptr,
+// never as Go pointer slices. Frees go back in bulk (rte_pktmbuf_free_bulk). A
+// multi-segment rx mbuf is linearised on a slow path (counted as
+// rx_linearized) or, when it does not fit one buffer, dropped
+// (rx_multiseg_dropped).
+//
+// Headroom: DPDK's is 128 bytes, fixed when DPDK is built; with the private
+// area's 192 a packet has 320, as in linerate's own pools, so IOAM's largest
+// insertions move only the head. A window that starts in front of the mbuf's
+// buffer cannot be said with data_off: at tx those bytes go into a header mbuf
+// chained in front (tx_chained) where the port offers multi-segment transmit,
+// and the packet is copied into a fresh mbuf (tx_copied) where it does not.
+// packet.Packet.InsertGap moves the tail into the tailroom when the head does
+// not fit; when neither fits, packet.Burst.InsertGap copies into a fresh mbuf of
+// the same pool (counted in the pool's Copies).
 //
 // # EAL and lcores
 //

@@ -53,8 +53,12 @@ const (
 	DefaultPoolSize  = 16383 // 2^n - 1: the mempool ring's best size
 	DefaultPoolCache = 256
 	DefaultDataRoom  = 2048
-	// Headroom is RTE_PKTMBUF_HEADROOM, fixed when DPDK is built.
-	Headroom = C.RTE_PKTMBUF_HEADROOM
+	// Headroom is a fresh packet's: DPDK's own (RTE_PKTMBUF_HEADROOM, 128 bytes,
+	// fixed when DPDK is built) and LR_EXTRA more from the mbuf private area in
+	// front of the buffer, 320 in all as linerate's own pools have.
+	Headroom = C.RTE_PKTMBUF_HEADROOM + C.LR_EXTRA
+	// rteHeadroom is the part inside the mbuf's buffer.
+	rteHeadroom = C.RTE_PKTMBUF_HEADROOM
 )
 
 func (c *EAL) defaults() {
@@ -83,8 +87,8 @@ func (c *EAL) check() error {
 		return fmt.Errorf("pool_size %d is outside %d..%d", c.PoolSize, 2*packet.MaxBurst, 1<<26)
 	case c.PoolCache < 0 || c.PoolCache > C.RTE_MEMPOOL_CACHE_MAX_SIZE || c.PoolCache > c.PoolSize/2:
 		return fmt.Errorf("pool_cache %d is outside 0..%d (and at most half of pool_size)", c.PoolCache, C.RTE_MEMPOOL_CACHE_MAX_SIZE)
-	case c.DataRoom < 64 || c.DataRoom+Headroom > 65535:
-		return fmt.Errorf("data_room %d is outside 64..%d", c.DataRoom, 65535-Headroom)
+	case c.DataRoom < 64 || c.DataRoom+rteHeadroom > 65535:
+		return fmt.Errorf("data_room %d is outside 64..%d", c.DataRoom, 65535-rteHeadroom)
 	case c.Memory < 0:
 		return fmt.Errorf("memory %d is negative", c.Memory)
 	}

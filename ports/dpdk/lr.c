@@ -78,7 +78,7 @@ static int lr_pool_id(const struct rte_mempool *mp)
 struct rte_mempool *lr_pool_create(const char *name, unsigned n, unsigned cache, uint16_t data_room,
 				   int socket, int *err)
 {
-	struct rte_mempool *mp = rte_pktmbuf_pool_create(name, n, cache, LR_META_SIZE, data_room, socket);
+	struct rte_mempool *mp = rte_pktmbuf_pool_create(name, n, cache, LR_PRIV_SIZE, data_room, socket);
 	*err = mp == NULL ? rte_errno : 0;
 	return mp;
 }
@@ -90,9 +90,11 @@ static void lr_init_one(struct rte_mempool *mp, void *opaque, void *obj, unsigne
 	struct rte_mbuf *m = obj;
 	struct lr_meta *p = LR_META(m);
 	memset(p, 0, sizeof(*p));
-	p->base = (uintptr_t)m->buf_addr;
+	/* The packet's buffer starts LR_EXTRA bytes before the mbuf's: the end of
+	 * the private area is more headroom. */
+	p->base = (uintptr_t)m->buf_addr - LR_EXTRA;
 	p->backend = (uintptr_t)m;
-	p->cap = m->buf_len;
+	p->cap = m->buf_len + LR_EXTRA;
 	p->pool = *(uint16_t *)opaque;
 	p->in_port = p->out_port = 0xFFFF;
 }
@@ -108,7 +110,7 @@ void lr_pool_init_meta(struct rte_mempool *mp, uint16_t id)
  * leaves it. */
 static inline void lr_reset(struct lr_meta *p, const struct rte_mbuf *m)
 {
-	p->off = m->data_off;
+	p->off = m->data_off + LR_EXTRA;
 	p->length = m->data_len;
 	p->verdict = 0;
 	p->flags = 0;
@@ -122,20 +124,115 @@ static inline void lr_reset(struct lr_meta *p, const struct rte_mbuf *m)
 	p->stage = 0;
 }
 
-/* lr_sync_tx writes the packet's window back into its mbuf: the metadata is
- * the truth between rx and tx. Only a window that moved since lr_reset (the
- * Go side flags every move) is written, and the check reads only the
- * metadata's first line, which tx reads anyway: on net_null,
- * stores into the mbuf's first line just before the PMD frees it cost a packet
- * about 8 ns (the loop of bench/dpdk ran at 23.6 against 28.8 Mpps), and even
- * reading that line back at tx about 3. */
-static inline void lr_sync_tx(struct rte_mbuf *mb, const struct lr_meta *p)
+/* Per-port tx slow-path state: whether the port takes chains, and counters
+ * (relaxed atomics: several lcores may transmit on one port). */
+static struct {
+	uint8_t multiseg;
+	uint64_t chained, copied, dropped;
+} lr_txports[RTE_MAX_ETHPORTS];
+
+void lr_tx_setup(uint16_t port, int multiseg)
 {
-	if (unlikely(p->flags & LR_FLAG_MOVED)) {
-		mb->data_off = (uint16_t)p->off;
+	lr_txports[port].multiseg = (uint8_t)(multiseg != 0);
+	__atomic_store_n(&lr_txports[port].chained, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&lr_txports[port].copied, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&lr_txports[port].dropped, 0, __ATOMIC_RELAXED);
+}
+
+void lr_tx_counters(uint16_t port, uint64_t *out)
+{
+	out[0] = __atomic_load_n(&lr_txports[port].chained, __ATOMIC_RELAXED);
+	out[1] = __atomic_load_n(&lr_txports[port].copied, __ATOMIC_RELAXED);
+	out[2] = __atomic_load_n(&lr_txports[port].dropped, __ATOMIC_RELAXED);
+}
+
+uint64_t lr_tx_offload_multiseg(void) { return RTE_ETH_TX_OFFLOAD_MULTI_SEGS; }
+
+/* lr_tx_window makes mb carry the packet's window for transmit: the metadata is
+ * the truth between rx and tx. Only a window that moved since lr_reset (the Go
+ * side flags every move) is written, and the check reads only the metadata's
+ * first line: on net_null, stores into the mbuf just before the PMD frees it
+ * cost a packet about 8 ns (the loop of bench/dpdk ran at 23.6 against 28.8
+ * Mpps), and even reading the mbuf back at tx about 3.
+ *
+ * A window that starts in front of the mbuf's buffer (in LR_EXTRA) cannot be
+ * said with data_off. Where the port takes chains, the bytes in front of the
+ * buffer go into a header mbuf chained before mb, and no payload moves; else
+ * the packet is copied into a fresh mbuf. *made is that new mbuf: the caller
+ * frees it if the PMD does not take it (the chain head alone), and after a
+ * copy is sent frees mb. NULL means no mbuf could be had, or the packet does
+ * not fit one: nothing was changed. */
+static struct rte_mbuf *lr_tx_window(uint16_t port, struct rte_mbuf *mb, const struct lr_meta *p,
+				     struct rte_mbuf **made)
+{
+	*made = NULL;
+	if (likely(!(p->flags & LR_FLAG_MOVED)))
+		return mb;
+	if (likely(p->off >= LR_EXTRA)) {
+		mb->data_off = (uint16_t)(p->off - LR_EXTRA);
 		mb->data_len = (uint16_t)p->length;
 		mb->pkt_len = p->length;
+		return mb;
 	}
+	uint32_t front = LR_EXTRA - p->off;
+	const char *src = (const char *)p->base + p->off;
+	struct rte_mbuf *h = rte_pktmbuf_alloc(mb->pool);
+	if (h == NULL)
+		return NULL;
+	if (lr_txports[port].multiseg && front < p->length && front <= rte_pktmbuf_tailroom(h)) {
+		memcpy(rte_pktmbuf_mtod(h, char *), src, front);
+		h->data_len = (uint16_t)front;
+		h->pkt_len = p->length;
+		h->nb_segs = 2;
+		h->next = mb;
+		mb->data_off = 0;
+		mb->data_len = (uint16_t)(p->length - front);
+		mb->pkt_len = mb->data_len;
+		*made = h;
+		return h;
+	}
+	if (p->length > (uint32_t)h->buf_len) {
+		rte_pktmbuf_free(h);
+		return NULL;
+	}
+	if (p->length > rte_pktmbuf_tailroom(h))
+		h->data_off = 0;
+	memcpy(rte_pktmbuf_mtod(h, char *), src, p->length);
+	h->data_len = (uint16_t)p->length;
+	h->pkt_len = p->length;
+	*made = h;
+	return h;
+}
+
+/* lr_tx_send transmits what lr_tx_prepare collected and settles the slow path:
+ * a copy sent frees its original; a chain head or copy not sent is freed (the
+ * packet stays the engine's, its metadata unchanged). */
+static uint16_t lr_tx_send(uint16_t port, uint16_t queue, struct rte_mbuf **m, struct rte_mbuf **orig,
+			   struct rte_mbuf **made, uint16_t cnt, int slow)
+{
+	uint16_t sent = rte_eth_tx_burst(port, queue, m, cnt);
+	if (likely(!slow))
+		return sent;
+	for (uint16_t i = 0; i < cnt; i++) {
+		if (made[i] == NULL)
+			continue;
+		int chain = made[i]->next == orig[i];
+		if (i < sent) {
+			if (chain) {
+				__atomic_fetch_add(&lr_txports[port].chained, 1, __ATOMIC_RELAXED);
+			} else {
+				__atomic_fetch_add(&lr_txports[port].copied, 1, __ATOMIC_RELAXED);
+				rte_pktmbuf_free(orig[i]);
+			}
+		} else {
+			if (chain) {
+				made[i]->next = NULL;
+				made[i]->nb_segs = 1;
+			}
+			rte_pktmbuf_free(made[i]);
+		}
+	}
+	return sent;
 }
 
 /* lr_write_tx_delay is packet.Packet.StampTx's transit delay: now − RxTime
@@ -232,7 +329,7 @@ uint16_t lr_rx_burst(uintptr_t qp, uintptr_t outp, uint16_t n)
 		if (unlikely(mb->pool != q->mp)) {
 			/* Another pool of ours (another socket) carries its metadata;
 			 * a PMD's own pool does not: copy into ours. */
-			if (rte_pktmbuf_priv_size(mb->pool) < LR_META_SIZE || lr_pool_id(mb->pool) < 0) {
+			if (rte_pktmbuf_priv_size(mb->pool) < LR_PRIV_SIZE || lr_pool_id(mb->pool) < 0) {
 				mb = copy_into(q->mp, mb);
 				if (mb == NULL) {
 					LR_INC(q->foreign_dropped);
@@ -273,7 +370,9 @@ uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n, 
 	uint8_t *foreign = (uint8_t *)foreignp;
 	if (n > LR_MAX_BURST)
 		n = LR_MAX_BURST;
-	uint16_t k = 0;
+	struct rte_mbuf *orig[LR_MAX_BURST], *made[LR_MAX_BURST];
+	uint16_t k = 0, cnt = 0, dropped = 0;
+	int slow = 0;
 	for (; k < n; k++) {
 		struct lr_meta *p = (struct lr_meta *)h[k];
 		struct rte_mbuf *mb = LR_MBUF(p);
@@ -285,31 +384,55 @@ uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n, 
 		}
 		/* No tx_time store: once the PMD has the mbuf nothing reads it, and
 		 * a store into the metadata here costs about 6 ns a packet on
-		 * net_null, as stores into the mbuf do (see lr_sync_tx). */
+		 * net_null, as stores into the mbuf do (see lr_tx_window). */
 		if (unlikely(p->flags & LR_FLAG_TXDELAY))
 			lr_write_tx_delay(p, now);
-		lr_sync_tx(mb, p);
-		m[k] = mb;
+		struct rte_mbuf *t = lr_tx_window(port, mb, p, &made[cnt]);
+		if (unlikely(t == NULL)) {
+			/* No mbuf for the slow path: dropped, but only in front of
+			 * the burst, so that what the call took stays a prefix. */
+			if (cnt > 0)
+				break;
+			__atomic_fetch_add(&lr_txports[port].dropped, 1, __ATOMIC_RELAXED);
+			rte_pktmbuf_free(mb);
+			dropped++;
+			continue;
+		}
+		slow |= made[cnt] != NULL;
+		orig[cnt] = mb;
+		m[cnt++] = t;
 	}
-	uint16_t sent = rte_eth_tx_burst(port, queue, m, k);
-	if (sent < k)
+	uint16_t sent = lr_tx_send(port, queue, m, orig, made, cnt, slow);
+	if (sent < cnt)
 		*foreign = 0; /* the ring filled first: the engine retries */
-	return sent;
+	return dropped + sent;
 }
 
 uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n)
 {
 	const uintptr_t *h = (const uintptr_t *)hp;
-	struct rte_mbuf *m[LR_MAX_BURST];
+	struct rte_mbuf *m[LR_MAX_BURST], *orig[LR_MAX_BURST], *made[LR_MAX_BURST];
 	if (n > LR_MAX_BURST)
 		n = LR_MAX_BURST;
+	uint16_t cnt = 0, dropped = 0;
+	int slow = 0;
 	for (uint16_t i = 0; i < n; i++) {
 		const struct lr_meta *p = (const struct lr_meta *)h[i];
 		struct rte_mbuf *mb = LR_MBUF(p);
-		lr_sync_tx(mb, p);
-		m[i] = mb;
+		struct rte_mbuf *t = lr_tx_window(port, mb, p, &made[cnt]);
+		if (unlikely(t == NULL)) {
+			if (cnt > 0)
+				break; /* see lr_tx_handles */
+			__atomic_fetch_add(&lr_txports[port].dropped, 1, __ATOMIC_RELAXED);
+			rte_pktmbuf_free(mb);
+			dropped++;
+			continue;
+		}
+		slow |= made[cnt] != NULL;
+		orig[cnt] = mb;
+		m[cnt++] = t;
 	}
-	return rte_eth_tx_burst(port, queue, m, n);
+	return dropped + lr_tx_send(port, queue, m, orig, made, cnt, slow);
 }
 
 unsigned lr_alloc(struct rte_mempool *mp, uintptr_t outp, unsigned n)
@@ -412,7 +535,8 @@ uint64_t lr_rss_hf(int ip, int udp, int tcp, int sctp)
 
 uint64_t lr_rx_offload_timestamp(void) { return RTE_ETH_RX_OFFLOAD_TIMESTAMP; }
 
-int lr_port_configure(uint16_t port, uint16_t nrx, uint16_t ntx, uint64_t rss_hf, uint64_t rx_offloads)
+int lr_port_configure(uint16_t port, uint16_t nrx, uint16_t ntx, uint64_t rss_hf, uint64_t rx_offloads,
+		      uint64_t tx_offloads)
 {
 	struct rte_eth_conf conf;
 	memset(&conf, 0, sizeof(conf));
@@ -421,6 +545,7 @@ int lr_port_configure(uint16_t port, uint16_t nrx, uint16_t ntx, uint64_t rss_hf
 		conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
 	}
 	conf.rxmode.offloads = rx_offloads;
+	conf.txmode.offloads = tx_offloads;
 	return rte_eth_dev_configure(port, nrx, ntx, &conf);
 }
 

@@ -18,6 +18,14 @@
 #define LR_META_SIZE 128
 #define LR_MAX_BURST 64
 
+// LR_EXTRA is headroom linerate adds in front of DPDK's own (RTE_PKTMBUF_HEADROOM,
+// 128 bytes, fixed when DPDK is built): the rest of the mbuf private area, which
+// lies right before the buffer. A packet's window may start there; tx then
+// chains a header mbuf for the bytes in front of the buffer where the port takes
+// chains, and copies the packet otherwise (lr_tx_window).
+#define LR_EXTRA 192
+#define LR_PRIV_SIZE (LR_META_SIZE + LR_EXTRA)
+
 // Flags of packet.Packet (appliance/packet/packet.go).
 #define LR_FLAG_HWTS 0x02
 #define LR_FLAG_TXDELAY 0x08
@@ -88,7 +96,7 @@ struct lr_rxq {
 int lr_pool_register(struct rte_mempool *mp, uint16_t id);
 void lr_pool_unregister(struct rte_mempool *mp);
 
-// lr_pool_create makes an mbuf pool with priv_size = LR_META_SIZE and writes the
+// lr_pool_create makes an mbuf pool with priv_size = LR_PRIV_SIZE and writes the
 // fixed metadata (base, backend, cap, pool) into every mbuf. On failure it
 // returns NULL and *err is rte_errno.
 struct rte_mempool *lr_pool_create(const char *name, unsigned n, unsigned cache, uint16_t data_room,
@@ -104,6 +112,11 @@ uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n);
 // stamping tx_time; it stops before the first packet that is not an mbuf of
 // ours and sets *foreign.
 uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n, int64_t now, uintptr_t foreign);
+// lr_tx_setup records whether port takes multi-segment mbufs; lr_tx_counters
+// reads its tx slow-path counters: chained, copied, dropped.
+void lr_tx_setup(uint16_t port, int multiseg);
+void lr_tx_counters(uint16_t port, uint64_t *out);
+uint64_t lr_tx_offload_multiseg(void);
 unsigned lr_alloc(struct rte_mempool *mp, uintptr_t out, unsigned n);
 void lr_free(uintptr_t h, unsigned n);
 
@@ -125,7 +138,8 @@ struct lr_devinfo {
 int lr_dev_info(uint16_t port, struct lr_devinfo *out);
 uint64_t lr_rss_hf(int ip, int udp, int tcp, int sctp);
 uint64_t lr_rx_offload_timestamp(void);
-int lr_port_configure(uint16_t port, uint16_t nrx, uint16_t ntx, uint64_t rss_hf, uint64_t rx_offloads);
+int lr_port_configure(uint16_t port, uint16_t nrx, uint16_t ntx, uint64_t rss_hf, uint64_t rx_offloads,
+		      uint64_t tx_offloads);
 int lr_link(uint16_t port, uint32_t *speed_mbps);
 
 // Control-side helpers that must read rte_errno on the thread that set it.

@@ -277,12 +277,22 @@ func TestPcapGaps(t *testing.T) {
 	expected := filepath.Join(dir, "expected.pcap")
 	writePcap(t, expected, want)
 	samePackets(t, "gaps opened", readPcap(t, mid), readPcap(t, expected))
+	// With 320 bytes of headroom (DPDK's 128 and the private area's 192) the
+	// head moves for the first gap of every frame, and for the second where it
+	// is the smaller side; the tail moves otherwise, and nothing is copied.
+	// A window that then starts in front of the mbuf's buffer leaves as a copy
+	// (net_pcap does not offer multi-segment tx; TestTxFront has the chain),
+	// which the pcap must not show.
 	head, tail, cp := gapCounter(s, "gap_head"), gapCounter(s, "gap_tail"), gapCounter(s, "gap_copy")
-	if head != uint64(len(frames)) || tail == 0 || cp != 2 || head+tail+cp != uint64(2*len(frames)) {
-		t.Errorf("gap paths: head %d, tail %d, copy %d (want %d, the rest, 2)", head, tail, cp, len(frames))
+	if head < uint64(len(frames)) || tail == 0 || cp != 0 || head+tail != uint64(2*len(frames)) {
+		t.Errorf("gap paths: head %d, tail %d, copy %d (want ≥ %d, the rest, 0)", head, tail, cp, len(frames))
 	}
-	if got := pool.Stats().Copies - copies; got != 2 {
-		t.Errorf("pool counted %d InsertGap copies, want 2", got)
+	if got := pool.Stats().Copies - copies; got != 0 {
+		t.Errorf("pool counted %d InsertGap copies, want 0", got)
+	}
+	x := portSnap(s, "p").Extra
+	if x["tx_chained"]+x["tx_copied"] == 0 || x["tx_slow_dropped"] != 0 {
+		t.Errorf("tx slow paths: chained %d, copied %d, dropped %d", x["tx_chained"], x["tx_copied"], x["tx_slow_dropped"])
 	}
 
 	runPcap(t, mid, out, "remove = true", len(frames))

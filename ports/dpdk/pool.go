@@ -72,7 +72,7 @@ func PoolFor(socket, size, cache, dataRoom int) (*Pool, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var cerr C.int
-	mp := C.lr_pool_create(cname, C.unsigned(size), C.unsigned(cache), C.uint16_t(dataRoom+Headroom), C.int(socket), &cerr)
+	mp := C.lr_pool_create(cname, C.unsigned(size), C.unsigned(cache), C.uint16_t(dataRoom+rteHeadroom), C.int(socket), &cerr)
 	if mp == nil {
 		return nil, errnoErr(fmt.Sprintf("dpdk: rte_pktmbuf_pool_create %s (%d mbufs of %d bytes on socket %d)", name, size, dataRoom, socket), cerr)
 	}

@@ -332,9 +332,17 @@ func (p *Port) open(o *Options) error {
 		}
 		rxOffloads |= C.lr_rx_offload_timestamp()
 	}
-	if rc := C.lr_port_configure(id, C.uint16_t(o.RxQueues), C.uint16_t(o.TxQueues), rssHF, rxOffloads); rc != 0 {
+	// Chains at tx (a window reaching into the private area's headroom) where
+	// the port takes them; copies otherwise.
+	var txOffloads C.uint64_t
+	multiseg := di.tx_capa&C.lr_tx_offload_multiseg() != 0
+	if multiseg {
+		txOffloads |= C.lr_tx_offload_multiseg()
+	}
+	if rc := C.lr_port_configure(id, C.uint16_t(o.RxQueues), C.uint16_t(o.TxQueues), rssHF, rxOffloads, txOffloads); rc != 0 {
 		return errnoErr("rte_eth_dev_configure", rc)
 	}
+	C.lr_tx_setup(id, C.int(boolInt(multiseg)))
 	if o.MTU > 0 {
 		if rc := C.rte_eth_dev_set_mtu(id, C.uint16_t(o.MTU)); rc != 0 && rc != -C.ENOTSUP {
 			return errnoErr(fmt.Sprintf("rte_eth_dev_set_mtu %d", o.MTU), rc)
@@ -580,6 +588,9 @@ func (p *Port) readStats() ports.Stats {
 		fCopy += uint64(slow[2])
 		fDrop += uint64(slow[3])
 	}
+	var tx [3]C.uint64_t
+	C.lr_tx_counters(C.uint16_t(p.id), &tx[0])
+	extra["tx_chained"], extra["tx_copied"], extra["tx_slow_dropped"] = uint64(tx[0]), uint64(tx[1]), uint64(tx[2])
 	extra["rx_linearized"] = lin
 	extra["rx_multiseg_dropped"] = msDrop
 	extra["rx_foreign_copied"] = fCopy
@@ -598,7 +609,7 @@ func (p *Port) readStats() ports.Stats {
 		RxPackets: uint64(st.ipackets), RxBytes: uint64(st.ibytes),
 		TxPackets: uint64(st.opackets), TxBytes: uint64(st.obytes),
 		RxDropped: uint64(st.imissed) + uint64(st.rx_nombuf) + msDrop + fDrop,
-		TxDropped: uint64(st.oerrors),
+		TxDropped: uint64(st.oerrors) + uint64(tx[2]),
 		RxErrors:  uint64(st.ierrors),
 		Extra:     extra,
 	}
@@ -658,4 +669,11 @@ func (p *Port) release() error {
 		return fmt.Errorf("port %q: %w", p.name, err)
 	}
 	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

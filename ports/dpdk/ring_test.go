@@ -140,7 +140,7 @@ func TestRingWindowWriteBack(t *testing.T) {
 	if err := hp.Trim(10); err != nil {
 		t.Fatal(err)
 	}
-	gap, err := hp.InsertGap(20, 200) // more than the headroom left: the tail moves
+	gap, err := hp.InsertGap(20, 400) // more than the headroom left: the tail moves
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestRingWriteBackOnlyMoved(t *testing.T) {
 	if !ok {
 		t.Fatal("pool empty")
 	}
-	if err := q.P().CopyFrom(src.P(), 200); err != nil {
+	if err := q.P().CopyFrom(src.P(), 250); err != nil {
 		t.Fatal(err)
 	}
 	var b packet.Burst
@@ -284,7 +284,7 @@ func TestRingWriteBackOnlyMoved(t *testing.T) {
 		t.Fatal("tx refused")
 	}
 	b.N = 0
-	if p.RxBurst(0, &b) != 1 || !bytes.Equal(b.P(0).Data(), data) || b.P(0).Headroom() != 200 {
+	if p.RxBurst(0, &b) != 1 || !bytes.Equal(b.P(0).Data(), data) || b.P(0).Headroom() != 250 {
 		t.Fatalf("copied packet came back as %d bytes at headroom %d", b.P(0).Len(), b.P(0).Headroom())
 	}
 	if b.P(0).Flags()&packet.FlagMoved != 0 {
@@ -296,7 +296,7 @@ func TestRingWriteBackOnlyMoved(t *testing.T) {
 	if !ok {
 		t.Fatal("pool empty")
 	}
-	if err := q2.P().CopyFrom(b.P(0), 100); err != nil {
+	if err := q2.P().CopyFrom(b.P(0), 200); err != nil {
 		t.Fatal(err)
 	}
 	b.Push(q2)
@@ -307,10 +307,71 @@ func TestRingWriteBackOnlyMoved(t *testing.T) {
 	if p.RxBurst(0, &b) != 2 {
 		t.Fatal("not received")
 	}
-	for i, room := range []int{200, 100} {
+	for i, room := range []int{250, 200} {
 		if !bytes.Equal(b.P(i).Data(), data) || b.P(i).Headroom() != room {
 			t.Errorf("packet %d came back as %d bytes at headroom %d, want %d at %d", i, b.P(i).Len(), b.P(i).Headroom(), len(data), room)
 		}
 	}
 	pool.Free(&b)
+}
+
+// TestTxFront: a window that starts in front of the mbuf's buffer (in the
+// private area's extra headroom) leaves as a chain with a header mbuf holding
+// the bytes in front, where the port takes chains (net_ring), and as a copy
+// where it does not (net_null). Either way the bytes are the packet's, the
+// paths are counted, and every mbuf goes back to the pool.
+func TestTxFront(t *testing.T) {
+	requireEAL(t)
+	data := bytes.Repeat([]byte("payload!"), 100)
+	front := bytes.Repeat([]byte{0xF0}, 250) // more than DPDK's 128 of headroom
+	build := func(pool packet.Pool) packet.Handle {
+		h := frame(t, pool, data)
+		d, err := h.P().Prepend(len(front))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(d, front)
+		if h.P().Headroom() >= Headroom-rteHeadroom {
+			t.Fatalf("headroom %d: the window does not reach in front of the buffer", h.P().Headroom())
+		}
+		return h
+	}
+	want := append(append([]byte(nil), front...), data...)
+
+	ring := openRing(t, Options{})
+	pool := ring.DPDKPool()
+	avail := pool.Available()
+	var b packet.Burst
+	b.Push(build(pool))
+	if ring.TxBurst(0, &b) != 1 {
+		t.Fatal("tx refused")
+	}
+	b.N = 0
+	if ring.RxBurst(0, &b) != 1 || !bytes.Equal(b.P(0).Data(), want) {
+		t.Fatalf("received %d bytes, want %d", b.P(0).Len(), len(want))
+	}
+	x := ring.Stats().Extra
+	if x["tx_chained"] != 1 || x["tx_copied"] != 0 || x["rx_linearized"] != 1 {
+		t.Errorf("net_ring: chained %d, copied %d, linearized %d; want 1, 0, 1", x["tx_chained"], x["tx_copied"], x["rx_linearized"])
+	}
+	pool.Free(&b)
+	if got := pool.Available(); got != avail {
+		t.Errorf("pool: %d available, %d before", got, avail)
+	}
+
+	null := openRing(t, Options{Device: vdev("net_null")})
+	npool := null.DPDKPool()
+	navail := npool.Available()
+	b.N = 0
+	b.Push(build(npool))
+	if null.TxBurst(0, &b) != 1 {
+		t.Fatal("tx refused")
+	}
+	x = null.Stats().Extra
+	if x["tx_chained"] != 0 || x["tx_copied"] != 1 {
+		t.Errorf("net_null: chained %d, copied %d; want 0, 1", x["tx_chained"], x["tx_copied"])
+	}
+	if got := npool.Available(); got != navail {
+		t.Errorf("pool: %d available, %d before", got, navail)
+	}
 }
