@@ -155,7 +155,9 @@ func threadCPU() int64 {
 	return ts.Nano()
 }
 
-const head = `
+// prelude is every run's engine: one lcore loop per Step, no control API, a
+// pool of %d buffers.
+const prelude = `
 version = 1
 [engine]
 pin = false
@@ -164,8 +166,10 @@ poll = "busy"
 listen = ""
 [[pools]]
 name = "default"
-buffers = 65536
-[[ports]]
+buffers = %d
+`
+
+const head = `[[ports]]
 name = "m0"
 driver = "mem"
 peer = "m1"
@@ -198,10 +202,11 @@ histograms = false
 namespaces = [ { id = 1 } ]
 `
 
-// config is one run's engine: source pipeline (generator, an optional link,
-// the optional encap, forward) and sink pipeline (optional decap, sink).
+// buildConfig is one cost run's engine: source pipeline (generator, the
+// optional encap, forward) and sink pipeline (optional decap, sink).
 func buildConfig(size, count int, rate string) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, prelude, 65536)
 	b.WriteString(head)
 	b.WriteString("\n[[pipelines]]\nname = \"source\"\nlcores = [0]\n")
 	fmt.Fprintf(&b, "[[pipelines.stages]]\nkind = \"generator\"\nsrc = \"2001:db8:1::1\"\ndst = \"2001:db8:2::1\"\nsizes = [%d]\ncount = %d\nflows = 16\n", size, count)
@@ -317,17 +322,7 @@ type lineResult struct {
 // forward).
 func lineConfig(size, count int, genRate string) string {
 	var b strings.Builder
-	b.WriteString(`
-version = 1
-[engine]
-pin = false
-poll = "busy"
-[control]
-listen = ""
-[[pools]]
-name = "default"
-buffers = 131072
-`)
+	fmt.Fprintf(&b, prelude, 131072)
 	for _, p := range [][2]string{{"a0", "a1"}, {"a1", "a0"}, {"b0", "b1"}, {"b1", "b0"}} {
 		fmt.Fprintf(&b, "[[ports]]\nname = %q\ndriver = \"mem\"\npeer = %q\n", p[0], p[1])
 	}

@@ -188,22 +188,12 @@ func TestEngineExport(t *testing.T) {
 	if n := enginetest.Counter(e.Snapshot(), "decap", "decapsulated"); n != 3000 {
 		t.Errorf("decapsulated %d of 3000", n)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	lines := 0
-	for sc.Scan() {
-		var j ioam.RecordJSON
-		if err := json.Unmarshal(sc.Bytes(), &j); err != nil {
-			t.Fatalf("line %d: %v: %s", lines+1, err, sc.Text())
-		}
+	recs := readRecords(t, path)
+	lines := len(recs)
+	for i, j := range recs {
 		if j.Role != "decap" || j.Stage != "decap" || j.Trace == nil || len(j.Trace.Hops) != 4 || j.Dst != "2001:db8:2::1" {
-			t.Fatalf("line %d: %s", lines+1, sc.Text())
+			t.Fatalf("line %d: %+v", i+1, j)
 		}
-		lines++
 	}
 	exported := enginetest.Counter(e.Snapshot(), "decap", "exported")
 	if uint64(lines) != exported || lines+int(enginetest.Counter(e.Snapshot(), "decap", "export_dropped")) != 3000 {
@@ -239,24 +229,14 @@ func TestTransitDelayAtTransmit(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	lines := 0
-	for sc.Scan() {
-		var j ioam.RecordJSON
-		if err := json.Unmarshal(sc.Bytes(), &j); err != nil {
-			t.Fatal(err)
-		}
+	recs := readRecords(t, path)
+	for _, j := range recs {
 		if j.Trace == nil || len(j.Trace.Hops) != 4 {
-			t.Fatalf("record %s", sc.Text())
+			t.Fatalf("record %+v", j)
 		}
 		for i, h := range j.Trace.Hops {
 			if h.TransitDelay == nil {
-				t.Fatalf("hop %d has no transit delay: %s", i+1, sc.Text())
+				t.Fatalf("hop %d has no transit delay: %+v", i+1, j)
 			}
 			d := time.Duration(*h.TransitDelay)
 			if i == 1 { // transit-a: up to the port, past the link
@@ -267,9 +247,28 @@ func TestTransitDelayAtTransmit(t *testing.T) {
 				t.Fatalf("hop %d: transit delay %v, want about 0", i+1, d)
 			}
 		}
-		lines++
 	}
-	if lines != 200 {
-		t.Errorf("%d records, want 200", lines)
+	if len(recs) != 200 {
+		t.Errorf("%d records, want 200", len(recs))
 	}
+}
+
+// readRecords reads an export file's JSON lines.
+func readRecords(t *testing.T, path string) []ioam.RecordJSON {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []ioam.RecordJSON
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var j ioam.RecordJSON
+		if err := json.Unmarshal(sc.Bytes(), &j); err != nil {
+			t.Fatalf("line %d: %v: %s", len(out)+1, err, sc.Text())
+		}
+		out = append(out, j)
+	}
+	return out
 }

@@ -204,32 +204,62 @@ static struct rte_mbuf *lr_tx_window(uint16_t port, struct rte_mbuf *mb, const s
 	return h;
 }
 
-/* lr_tx_send transmits what lr_tx_prepare collected and settles the slow path:
- * a copy sent frees its original; a chain head or copy not sent is freed (the
- * packet stays the engine's, its metadata unchanged). */
-static uint16_t lr_tx_send(uint16_t port, uint16_t queue, struct rte_mbuf **m, struct rte_mbuf **orig,
-			   struct rte_mbuf **made, uint16_t cnt, int slow)
+/* lr_txb is a burst being built for rte_eth_tx_burst: what to send (m), the
+ * packets' own mbufs (orig) and any made on the slow path (made). */
+struct lr_txb {
+	struct rte_mbuf *m[LR_MAX_BURST], *orig[LR_MAX_BURST], *made[LR_MAX_BURST];
+	uint16_t cnt, dropped;
+	int slow;
+};
+
+/* lr_txb_add adds packet p to the burst. A packet whose slow path finds no
+ * mbuf is dropped (counted), but only in front of the burst, so that what a
+ * call takes stays a prefix of what it was given: elsewhere lr_txb_add
+ * returns 0, and the burst stops before p. */
+static inline int lr_txb_add(uint16_t port, struct lr_txb *b, const struct lr_meta *p)
 {
-	uint16_t sent = rte_eth_tx_burst(port, queue, m, cnt);
-	if (likely(!slow))
+	struct rte_mbuf *mb = LR_MBUF(p);
+	struct rte_mbuf *t = lr_tx_window(port, mb, p, &b->made[b->cnt]);
+	if (unlikely(t == NULL)) {
+		if (b->cnt > 0)
+			return 0;
+		__atomic_fetch_add(&lr_txports[port].dropped, 1, __ATOMIC_RELAXED);
+		rte_pktmbuf_free(mb);
+		b->dropped++;
+		return 1;
+	}
+	b->slow |= b->made[b->cnt] != NULL;
+	b->orig[b->cnt] = mb;
+	b->m[b->cnt++] = t;
+	return 1;
+}
+
+/* lr_txb_send transmits the burst and settles the slow path: a copy sent
+ * frees its original; a chain head or copy not sent is freed (the packet stays
+ * the caller's, its metadata unchanged). It returns the packets sent. */
+static uint16_t lr_txb_send(uint16_t port, uint16_t queue, struct lr_txb *b)
+{
+	uint16_t sent = rte_eth_tx_burst(port, queue, b->m, b->cnt);
+	if (likely(!b->slow))
 		return sent;
-	for (uint16_t i = 0; i < cnt; i++) {
-		if (made[i] == NULL)
+	for (uint16_t i = 0; i < b->cnt; i++) {
+		struct rte_mbuf *made = b->made[i];
+		if (made == NULL)
 			continue;
-		int chain = made[i]->next == orig[i];
+		int chain = made->next == b->orig[i];
 		if (i < sent) {
 			if (chain) {
 				__atomic_fetch_add(&lr_txports[port].chained, 1, __ATOMIC_RELAXED);
 			} else {
 				__atomic_fetch_add(&lr_txports[port].copied, 1, __ATOMIC_RELAXED);
-				rte_pktmbuf_free(orig[i]);
+				rte_pktmbuf_free(b->orig[i]);
 			}
 		} else {
 			if (chain) {
-				made[i]->next = NULL;
-				made[i]->nb_segs = 1;
+				made->next = NULL;
+				made->nb_segs = 1;
 			}
-			rte_pktmbuf_free(made[i]);
+			rte_pktmbuf_free(made);
 		}
 	}
 	return sent;
@@ -366,19 +396,17 @@ uint16_t lr_rx_burst(uintptr_t qp, uintptr_t outp, uint16_t n)
 uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n, int64_t now, uintptr_t foreignp)
 {
 	const uintptr_t *h = (const uintptr_t *)hp;
-	struct rte_mbuf *m[LR_MAX_BURST];
 	uint8_t *foreign = (uint8_t *)foreignp;
+	struct lr_txb b;
+	b.cnt = b.dropped = 0;
+	b.slow = 0;
 	if (n > LR_MAX_BURST)
 		n = LR_MAX_BURST;
-	struct rte_mbuf *orig[LR_MAX_BURST], *made[LR_MAX_BURST];
-	uint16_t k = 0, cnt = 0, dropped = 0;
-	int slow = 0;
-	for (; k < n; k++) {
+	for (uint16_t k = 0; k < n; k++) {
 		struct lr_meta *p = (struct lr_meta *)h[k];
-		struct rte_mbuf *mb = LR_MBUF(p);
 		/* A buffer of ours carries its mbuf in backend; anything else (a Go
 		 * slab packet) stops the burst for the engine to copy. */
-		if (unlikely(p->backend != (uintptr_t)mb)) {
+		if (unlikely(p->backend != (uintptr_t)LR_MBUF(p))) {
 			*foreign = 1;
 			break;
 		}
@@ -387,52 +415,26 @@ uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n, 
 		 * net_null, as stores into the mbuf do (see lr_tx_window). */
 		if (unlikely(p->flags & LR_FLAG_TXDELAY))
 			lr_write_tx_delay(p, now);
-		struct rte_mbuf *t = lr_tx_window(port, mb, p, &made[cnt]);
-		if (unlikely(t == NULL)) {
-			/* No mbuf for the slow path: dropped, but only in front of
-			 * the burst, so that what the call took stays a prefix. */
-			if (cnt > 0)
-				break;
-			__atomic_fetch_add(&lr_txports[port].dropped, 1, __ATOMIC_RELAXED);
-			rte_pktmbuf_free(mb);
-			dropped++;
-			continue;
-		}
-		slow |= made[cnt] != NULL;
-		orig[cnt] = mb;
-		m[cnt++] = t;
+		if (!lr_txb_add(port, &b, p))
+			break;
 	}
-	uint16_t sent = lr_tx_send(port, queue, m, orig, made, cnt, slow);
-	if (sent < cnt)
+	uint16_t sent = lr_txb_send(port, queue, &b);
+	if (sent < b.cnt)
 		*foreign = 0; /* the ring filled first: the engine retries */
-	return dropped + sent;
+	return b.dropped + sent;
 }
 
 uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n)
 {
 	const uintptr_t *h = (const uintptr_t *)hp;
-	struct rte_mbuf *m[LR_MAX_BURST], *orig[LR_MAX_BURST], *made[LR_MAX_BURST];
+	struct lr_txb b;
+	b.cnt = b.dropped = 0;
+	b.slow = 0;
 	if (n > LR_MAX_BURST)
 		n = LR_MAX_BURST;
-	uint16_t cnt = 0, dropped = 0;
-	int slow = 0;
-	for (uint16_t i = 0; i < n; i++) {
-		const struct lr_meta *p = (const struct lr_meta *)h[i];
-		struct rte_mbuf *mb = LR_MBUF(p);
-		struct rte_mbuf *t = lr_tx_window(port, mb, p, &made[cnt]);
-		if (unlikely(t == NULL)) {
-			if (cnt > 0)
-				break; /* see lr_tx_handles */
-			__atomic_fetch_add(&lr_txports[port].dropped, 1, __ATOMIC_RELAXED);
-			rte_pktmbuf_free(mb);
-			dropped++;
-			continue;
-		}
-		slow |= made[cnt] != NULL;
-		orig[cnt] = mb;
-		m[cnt++] = t;
+	for (uint16_t i = 0; i < n && lr_txb_add(port, &b, (const struct lr_meta *)h[i]); i++) {
 	}
-	return dropped + lr_tx_send(port, queue, m, orig, made, cnt, slow);
+	return b.dropped + lr_txb_send(port, queue, &b);
 }
 
 unsigned lr_alloc(struct rte_mempool *mp, uintptr_t outp, unsigned n)
