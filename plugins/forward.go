@@ -64,35 +64,41 @@ func newForward(s *Setup) (Stage, error) {
 }
 
 func (f *forward) Process(ctx *Context, b *packet.Burst) {
+	// The options in locals: stores into packet data could alias f, so the
+	// loop would reload them from f for every packet.
+	swap, setDst, setSrc, toIn := f.swapMAC, f.setDst, f.setSrc, f.toIn
+	rewrite := swap || setDst || setSrc
 	bad := 0
 	for i := 0; i < b.N; i++ {
 		p := b.H[i].P()
-		d := p.Data()
-		if len(d) < 14 {
+		if p.Len() < 14 {
 			p.Drop(packet.ReasonMalformed)
 			bad++
 			continue
 		}
-		if f.swapMAC {
-			// Two loads and two stores per address, no byte loop.
-			d0, d1 := binary.LittleEndian.Uint32(d[0:]), binary.LittleEndian.Uint16(d[4:])
-			s0, s1 := binary.LittleEndian.Uint32(d[6:]), binary.LittleEndian.Uint16(d[10:])
-			binary.LittleEndian.PutUint32(d[0:], s0)
-			binary.LittleEndian.PutUint16(d[4:], s1)
-			binary.LittleEndian.PutUint32(d[6:], d0)
-			binary.LittleEndian.PutUint16(d[10:], d1)
+		if rewrite {
+			d := p.Data()[:14]
+			if swap {
+				// Two loads and two stores per address, no byte loop.
+				d0, d1 := binary.LittleEndian.Uint32(d[0:]), binary.LittleEndian.Uint16(d[4:])
+				s0, s1 := binary.LittleEndian.Uint32(d[6:]), binary.LittleEndian.Uint16(d[10:])
+				binary.LittleEndian.PutUint32(d[0:], s0)
+				binary.LittleEndian.PutUint16(d[4:], s1)
+				binary.LittleEndian.PutUint32(d[6:], d0)
+				binary.LittleEndian.PutUint16(d[10:], d1)
+			}
+			if setDst {
+				copy(d[0:6], f.dst[:])
+			}
+			if setSrc {
+				copy(d[6:12], f.src[:])
+			}
 		}
-		if f.setDst {
-			copy(d[0:6], f.dst[:])
-		}
-		if f.setSrc {
-			copy(d[6:12], f.src[:])
-		}
-		if f.toIn {
+		if toIn {
 			p.Forward(p.InPort)
 		}
 	}
-	if f.toIn {
+	if toIn {
 		return
 	}
 	if bad == 0 {
