@@ -158,6 +158,10 @@ type Slab struct {
 	inUse     atomic.Int64
 	allocFail atomic.Uint64
 	size      int
+
+	// fresh is the first cache line of a fresh packet's metadata but for
+	// base: what Init writes, as one block copy at Alloc.
+	fresh [8]uint64
 }
 
 var _ Pool = (*Slab)(nil)
@@ -195,7 +199,11 @@ func NewSlab(cfg SlabConfig) (*Slab, error) {
 		_ = syscall.Munmap(mem)
 		return nil, err
 	}
-	// Metadata is written at Alloc, not here, so pages are touched only when used.
+	// Metadata is written at Alloc, not here, so pages are touched only when
+	// used; fresh is what Init writes there, made once.
+	var img Packet
+	img.Init(0, bufSize-MetaSize, cfg.Headroom, s.id, 0)
+	s.fresh = *(*[8]uint64)(unsafe.Pointer(&img))
 	base := uintptr(unsafe.Pointer(&mem[0]))
 	for i := cfg.Buffers - 1; i >= 0; i-- {
 		s.free = append(s.free, Handle(base+uintptr(i*bufSize)))
@@ -259,7 +267,10 @@ func (s *Slab) AllocOne() (Handle, bool) {
 }
 
 func (s *Slab) init(h Handle) {
-	h.P().Init(uintptr(h)+MetaSize, s.bufSize-MetaSize, s.headroom, s.id, 0)
+	// Init's stores as one copy of its image: the line is written whole.
+	line := (*[8]uint64)(addr(uintptr(h)))
+	*line = s.fresh
+	line[0] = uint64(uintptr(h) + MetaSize) // base
 }
 
 // Free returns every packet of b.

@@ -251,3 +251,26 @@ func TestPacketSize(t *testing.T) {
 		t.Fatal("Scratch is not 8-byte aligned")
 	}
 }
+
+// A slab writes a fresh packet's metadata as one image: the same as Init.
+func TestSlabFreshIsInit(t *testing.T) {
+	s := newTestSlab(t, 2)
+	h, ok := s.AllocOne()
+	if !ok {
+		t.Fatal("alloc")
+	}
+	defer FreeOne(h)
+	p := h.P()
+	p.Forward(3) // dirty it, then free and take it again
+	p.RxTime, p.Hash = 9, 9
+	FreeOne(h)
+	if h, ok = s.AllocOne(); !ok {
+		t.Fatal("alloc")
+	}
+	var want Packet
+	want.Init(uintptr(h)+MetaSize, s.bufSize-MetaSize, s.headroom, s.id, 0)
+	got := h.P()
+	if *(*[64]byte)(unsafe.Pointer(got)) != *(*[64]byte)(unsafe.Pointer(&want)) {
+		t.Fatalf("fresh metadata % x, Init gives % x", (*[64]byte)(unsafe.Pointer(got))[:], (*[64]byte)(unsafe.Pointer(&want))[:])
+	}
+}
