@@ -36,28 +36,16 @@ type Host interface {
 type Service func(s *grpc.Server, h Host)
 
 var (
-	servicesMu sync.Mutex
-	services   = map[string]Service{}
+	services   named[Service]
+	collectors named[Collector]
 )
 
 // RegisterService adds a plugin's control service; plugin packages call it from
 // init. Every engine with a control server registers it.
-func RegisterService(name string, f Service) {
-	servicesMu.Lock()
-	defer servicesMu.Unlock()
-	services[name] = f
-}
+func RegisterService(name string, f Service) { services.add(name, f) }
 
-// Services lists the registered services.
-func Services() map[string]Service {
-	servicesMu.Lock()
-	defer servicesMu.Unlock()
-	out := make(map[string]Service, len(services))
-	for k, v := range services {
-		out[k] = v
-	}
-	return out
-}
+// Services lists the registered services, in name order.
+func Services() []Service { return services.sorted() }
 
 // Collector makes a plugin's Prometheus collector for the engine h: series the
 // engine's snapshot does not carry, such as one per STAMP session. Collect runs
@@ -65,32 +53,47 @@ func Services() map[string]Service {
 // does, through h.
 type Collector func(h Host) prometheus.Collector
 
-var (
-	collectorsMu sync.Mutex
-	collectors   = map[string]Collector{}
-)
-
 // RegisterCollector adds a plugin's Prometheus collector; plugin packages call
 // it from init. Every engine that serves /metrics exports it.
-func RegisterCollector(name string, f Collector) {
-	collectorsMu.Lock()
-	defer collectorsMu.Unlock()
-	collectors[name] = f
-}
+func RegisterCollector(name string, f Collector) { collectors.add(name, f) }
 
 // Collectors makes every registered plugin collector for the engine h, in name
 // order.
 func Collectors(h Host) []prometheus.Collector {
-	collectorsMu.Lock()
-	defer collectorsMu.Unlock()
-	names := make([]string, 0, len(collectors))
-	for n := range collectors {
+	var out []prometheus.Collector
+	for _, f := range collectors.sorted() {
+		out = append(out, f(h))
+	}
+	return out
+}
+
+// named holds plugin hooks by name; plugin packages fill it from init.
+type named[T any] struct {
+	mu sync.Mutex
+	m  map[string]T
+}
+
+func (r *named[T]) add(name string, v T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]T{}
+	}
+	r.m[name] = v
+}
+
+// sorted returns the hooks in name order.
+func (r *named[T]) sorted() []T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := make([]string, 0, len(r.m))
+	for n := range r.m {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	out := make([]prometheus.Collector, 0, len(names))
+	out := make([]T, 0, len(names))
 	for _, n := range names {
-		out = append(out, collectors[n](h))
+		out = append(out, r.m[n])
 	}
 	return out
 }
