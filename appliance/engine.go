@@ -614,9 +614,8 @@ func (e *Engine) askStamping() {
 // engines built with Manual, in virtual time.
 func (e *Engine) Step() int {
 	moved := 0
-	draining := e.phase.Load() == phaseDrain
-	for _, lc := range e.lcores {
-		moved += lc.step(e.clock.Now(), draining)
+	for i := range e.lcores {
+		moved += e.StepLcore(i)
 	}
 	return moved
 }

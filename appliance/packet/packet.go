@@ -373,15 +373,22 @@ func (p *Packet) StampTx(now int64) {
 	}
 }
 
-func (p *Packet) writeTxDelay() {
-	d := uint32(0xFFFFFFFF) // unknown: no rx time, or clocks that disagree
-	switch dt := p.TxTime - p.RxTime; {
-	case p.RxTime == 0 || dt < 0:
+// TransitDelay is RFC 9197's 4-octet transit delay of a packet received at rx
+// and leaving at tx (monotonic ns): tx − rx, 0x80000000 past 2^31−1 ns, and
+// 0xFFFFFFFF (unknown) without an rx time or for clocks that disagree.
+func TransitDelay(rx, tx int64) uint32 {
+	switch dt := tx - rx; {
+	case rx == 0 || dt < 0:
+		return 0xFFFFFFFF
 	case dt > 1<<31-1:
-		d = 0x80000000
+		return 0x80000000
 	default:
-		d = uint32(dt)
+		return uint32(dt)
 	}
+}
+
+func (p *Packet) writeTxDelay() {
+	d := TransitDelay(p.RxTime, p.TxTime)
 	f := p.Data()[p.txDelayAt : p.txDelayAt+4]
 	f[0], f[1], f[2], f[3] = byte(d>>24), byte(d>>16), byte(d>>8), byte(d)
 	p.flags &^= FlagTxDelay

@@ -265,15 +265,7 @@ func (n *node) values(ctx *plugins.Context, p *packet.Packet, v *hopValues, hopL
 		if n.clockNow == 0 {
 			n.clockNow = ctx.Clock.Now()
 		}
-		d := n.clockNow - p.RxTime
-		switch {
-		case d < 0 || p.RxTime == 0:
-			v.delay = unavailable32
-		case d > math.MaxInt32:
-			v.delay = transitDelayOverflow
-		default:
-			v.delay = uint32(d)
-		}
+		v.delay = packet.TransitDelay(p.RxTime, n.clockNow)
 	}
 	if types&TraceQueueDepth != 0 {
 		v.queue = unavailable32

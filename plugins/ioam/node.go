@@ -46,10 +46,6 @@ const (
 	DefaultNodeIDWide = 1<<56 - 1
 )
 
-// transitDelayOverflow is the transit delay of a packet held longer than
-// 2^31-1 ns: the top bit set (RFC 9197 §4.4.2.5).
-const transitDelayOverflow = 0x80000000
-
 // Namespace is what a node knows of one IOAM namespace: its own ids and data
 // in it, and how it writes timestamps.
 type Namespace struct {
