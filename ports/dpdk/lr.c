@@ -131,9 +131,9 @@ static struct {
 	uint64_t chained, copied, dropped;
 } lr_txports[RTE_MAX_ETHPORTS];
 
-void lr_tx_setup(uint16_t port, int multiseg)
+void lr_tx_setup(uint16_t port, uint64_t tx_offloads)
 {
-	lr_txports[port].multiseg = (uint8_t)(multiseg != 0);
+	lr_txports[port].multiseg = (tx_offloads & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
 	__atomic_store_n(&lr_txports[port].chained, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&lr_txports[port].copied, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&lr_txports[port].dropped, 0, __ATOMIC_RELAXED);

@@ -112,9 +112,10 @@ uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n);
 // stamping tx_time; it stops before the first packet that is not an mbuf of
 // ours and sets *foreign.
 uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n, int64_t now, uintptr_t foreign);
-// lr_tx_setup records whether port takes multi-segment mbufs; lr_tx_counters
-// reads its tx slow-path counters: chained, copied, dropped.
-void lr_tx_setup(uint16_t port, int multiseg);
+// lr_tx_setup records the tx offloads port was configured with (whether it
+// takes multi-segment mbufs); lr_tx_counters reads its tx slow-path counters:
+// chained, copied, dropped.
+void lr_tx_setup(uint16_t port, uint64_t tx_offloads);
 void lr_tx_counters(uint16_t port, uint64_t *out);
 uint64_t lr_tx_offload_multiseg(void);
 unsigned lr_alloc(struct rte_mempool *mp, uintptr_t out, unsigned n);

@@ -334,15 +334,11 @@ func (p *Port) open(o *Options) error {
 	}
 	// Chains at tx (a window reaching into the private area's headroom) where
 	// the port takes them; copies otherwise.
-	var txOffloads C.uint64_t
-	multiseg := di.tx_capa&C.lr_tx_offload_multiseg() != 0
-	if multiseg {
-		txOffloads |= C.lr_tx_offload_multiseg()
-	}
+	txOffloads := di.tx_capa & C.lr_tx_offload_multiseg()
 	if rc := C.lr_port_configure(id, C.uint16_t(o.RxQueues), C.uint16_t(o.TxQueues), rssHF, rxOffloads, txOffloads); rc != 0 {
 		return errnoErr("rte_eth_dev_configure", rc)
 	}
-	C.lr_tx_setup(id, C.int(boolInt(multiseg)))
+	C.lr_tx_setup(id, txOffloads)
 	if o.MTU > 0 {
 		if rc := C.rte_eth_dev_set_mtu(id, C.uint16_t(o.MTU)); rc != 0 && rc != -C.ENOTSUP {
 			return errnoErr(fmt.Sprintf("rte_eth_dev_set_mtu %d", o.MTU), rc)
@@ -669,11 +665,4 @@ func (p *Port) release() error {
 		return fmt.Errorf("port %q: %w", p.name, err)
 	}
 	return nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
