@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/cpuset"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/ring"
 	"github.com/linerate/linerate/internal/enginetest"
@@ -126,14 +127,9 @@ func pinToLast(b *testing.B) func() {
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
 		b.Fatal(err)
 	}
-	last := 0
-	for c := range 1024 {
-		if old.IsSet(c) {
-			last = c
-		}
-	}
+	cpus := cpuset.Allowed()
 	var one unix.CPUSet
-	one.Set(last)
+	one.Set(cpus[len(cpus)-1])
 	if err := unix.SchedSetaffinity(0, &one); err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/cpuset"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/ring"
 	"github.com/linerate/linerate/appliance/stats"
@@ -199,7 +200,7 @@ func (e *Engine) buildPools() error {
 // lcoreCPUs is the ordered set of CPUs the pipelines run on. A pipeline without
 // lcores runs on the last CPU the process may use.
 func (e *Engine) lcoreCPUs() ([]int, error) {
-	allowed := allowedCPUs()
+	allowed := cpuset.Allowed()
 	def := allowed[len(allowed)-1]
 	seen := map[int]bool{}
 	var out []int
@@ -233,7 +234,7 @@ func controlCPUs(cfg, lcores []int) []int {
 		used[c] = true
 	}
 	var out []int
-	all := allowedCPUs()
+	all := cpuset.Allowed()
 	for _, c := range all {
 		if !used[c] {
 			out = append(out, c)
@@ -338,7 +339,7 @@ func (e *Engine) buildPipeline(pc config.Pipeline) error {
 	cpus := pc.Lcores
 	if len(cpus) == 0 {
 		cpus = []int{e.lcores[len(e.lcores)-1].cpu}
-		if all := allowedCPUs(); len(all) > 0 {
+		if all := cpuset.Allowed(); len(all) > 0 {
 			cpus = []int{all[len(all)-1]}
 		}
 	}

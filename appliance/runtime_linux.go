@@ -91,25 +91,6 @@ func (r *rtConfig) pinLcore(cpu int) error {
 	return nil
 }
 
-// allowedCPUs is the CPU set this process may run on.
-func allowedCPUs() []int {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		out := make([]int, runtime.NumCPU())
-		for i := range out {
-			out[i] = i
-		}
-		return out
-	}
-	var out []int
-	for c := 0; c < 1024; c++ {
-		if set.IsSet(c) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // sleepNs sleeps on the locked lcore thread without giving up its P: a raw
 // nanosleep, so the scheduler does not hand the lcore's P to another thread.
 func sleepNs(ns int64) {

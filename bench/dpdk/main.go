@@ -44,6 +44,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/cpuset"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/ports/dpdk"
@@ -61,7 +62,7 @@ func main() {
 	lcoreModel := flag.Bool("lcore-model", false, "also compare rte_thread_register with rte_eal_remote_launch")
 	flag.Parse()
 
-	cpus := allowedCPUs()
+	cpus := cpuset.Allowed()
 	cpu := cpus[len(cpus)-1]
 	if *cpuFlag >= 0 {
 		cpu = *cpuFlag
@@ -201,20 +202,6 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func allowedCPUs() []int {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return []int{0}
-	}
-	var out []int
-	for c := 0; c < 1024; c++ {
-		if set.IsSet(c) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // runRef runs the C reference in a process of its own (an EAL of its own) on cpu.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/cpuset"
 )
 
 func TestArgs(t *testing.T) {
@@ -48,7 +49,7 @@ func TestArgs(t *testing.T) {
 		}
 	}
 	// The main lcore goes on a CPU the engine does not use, when there is one.
-	cpus := allowedCPUs()
+	cpus := cpuset.Allowed()
 	if len(cpus) > 1 {
 		if got := mainCPU(cpus[:1]); got == cpus[0] {
 			t.Errorf("main lcore on %d, the engine's lcore", got)

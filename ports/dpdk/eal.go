@@ -25,8 +25,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/linerate/linerate/appliance/cpuset"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/ports"
@@ -164,7 +163,7 @@ func hasAny(a []string, opts ...string) bool {
 // mainCPU picks the EAL main lcore's CPU: the first CPU this process may use that
 // runs no engine lcore, or the first CPU at all.
 func mainCPU(lcores []int) int {
-	cpus := allowedCPUs()
+	cpus := cpuset.Allowed()
 	for _, c := range cpus {
 		if !slices.Contains(lcores, c) {
 			return c
@@ -174,20 +173,6 @@ func mainCPU(lcores []int) int {
 		return cpus[0]
 	}
 	return 0
-}
-
-func allowedCPUs() []int {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return []int{0}
-	}
-	var out []int
-	for c := 0; c < 1024; c++ {
-		if set.IsSet(c) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // The EAL runs once per process. Its main thread is a goroutine locked to its OS

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/linerate/linerate/appliance/cpuset"
 	"github.com/linerate/linerate/internal/testenv"
 )
 
@@ -18,7 +19,7 @@ var ealErr error
 // testCPUs are the CPUs the EAL may use: two when the machine has them, so that a
 // registered engine lcore and the main lcore need not share one.
 func testArgs() []string {
-	cpus := allowedCPUs()
+	cpus := cpuset.Allowed()
 	list := strconv.Itoa(cpus[0])
 	return []string{"--no-huge", "--in-memory", "--no-pci", "-l", list, "-m", "1024", "--no-telemetry",
 		"--log-level", "warning"}
