@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +18,9 @@ import (
 
 // The benchmarks time the stages alone: input packets are made and outputs
 // freed outside the measured time, so GB/s is what the stage costs. Time is
-// the benchmark thread's CPU time (CLOCK_THREAD_CPUTIME_ID), for stages and
-// baselines alike: on a shared machine, time spent descheduled is not the
-// stage's. ns/op is the whole iteration, in wall time.
+// the benchmark thread's CPU time, for stages and baselines alike: on a
+// shared machine, time spent descheduled is not the stage's. ns/op is the
+// whole iteration, in wall time.
 //
 //	encoder  GB/s = coded packets made × K·N / time
 //	recoder  GB/s = Σ over recoded packets of (rows combined)·N / time
@@ -83,10 +82,10 @@ func (bt *batch) load(h *harness, frames [][]byte) {
 // then Produce until nothing comes. Only the stage's calls are timed:
 // freeing what it dropped or made is the engine's and the ports' work, done
 // after.
-func (bt *batch) run(h *harness, st plugins.Stage) time.Duration {
+func (bt *batch) run(h *harness, st plugins.Stage, t *cpuTimer) {
 	pr := st.(plugins.Producer)
 	bt.nout = 0
-	t0 := threadCPU()
+	t0 := time.Now()
 	for i := range bt.in {
 		st.Process(&h.Ctx, &bt.in[i])
 	}
@@ -102,7 +101,7 @@ func (bt *batch) run(h *harness, st plugins.Stage) time.Duration {
 		}
 		bt.nout++
 	}
-	d := max(threadCPU()-t0-clockCost(), 1)
+	t.wall += time.Since(t0)
 	for i := range bt.in {
 		b := &bt.in[i]
 		for j := 0; j < b.N; j++ {
@@ -112,7 +111,6 @@ func (bt *batch) run(h *harness, st plugins.Stage) time.Duration {
 		}
 	}
 	h.Env.Flush()
-	return d
 }
 
 // made counts the packets of the last run.
@@ -140,18 +138,24 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// clockCost is what a timed interval's own clock reads add to it: the least of
-// many empty intervals. A batch is a few µs, and reading the thread CPU clock
-// costs over a microsecond in some virtual machines (1.4 µs on the one these
-// figures come from), so run subtracts it.
-var clockCost = sync.OnceValue(func() time.Duration {
-	least := time.Hour
-	for range 1000 {
-		t0 := threadCPU()
-		least = min(least, threadCPU()-t0)
-	}
-	return least
-})
+// cpuTimer sums the wall time of timed sections on the monotonic clock
+// and turns it into CPU time by the thread's share of the CPU over the whole
+// loop. A section is a few µs, and reading the thread CPU clock is a system
+// call that costs over a microsecond in some virtual machines (1.4 µs on the
+// one the figures come from), so it is read only at the ends of the loop.
+type cpuTimer struct {
+	wall  time.Duration
+	cpu0  time.Duration
+	wall0 time.Time
+}
+
+func startCPUTimer() *cpuTimer { return &cpuTimer{cpu0: threadCPU(), wall0: time.Now()} }
+
+// cpu is the timed sections' share of the thread's CPU time so far.
+func (t *cpuTimer) cpu() time.Duration {
+	share := float64(threadCPU()-t.cpu0) / float64(time.Since(t.wall0))
+	return max(time.Duration(float64(t.wall)*min(share, 1)), 1)
+}
 
 // cpuLoop runs op b.N times and reports GB/s of bytes per op on the thread's
 // CPU time.
@@ -185,18 +189,19 @@ func BenchmarkEncoder(b *testing.B) {
 			h := newHarness(b)
 			enc := h.MustBuildNamed("rlnc.encoder", "enc", fmt.Sprintf("k = %d\nblock = %d\ncoded = %d\nmemory = \"8MiB\"\npool_buffers = 2048\n", k, benchN, k))
 			var bt batch
-			var d time.Duration
+			t := startCPUTimer()
 			coded := 0
 			for b.Loop() {
 				bt.load(h, frames)
 				h.Ctx.Now++
-				d += bt.run(h, enc)
+				bt.run(h, enc, t)
 				coded += bt.made()
 				bt.free()
 			}
 			if coded != g*k*b.N {
 				b.Fatalf("%d coded packets for %d generations", coded, g*b.N)
 			}
+			d := t.cpu()
 			reportGBs(b, float64(coded)*float64(k*benchN), d)
 			b.ReportMetric(float64(coded)/d.Seconds()/1e6, "Mpps")
 		})
@@ -282,7 +287,7 @@ func BenchmarkRecoder(b *testing.B) {
 			// the link is owed K more: half the packets combine all K rows.
 			rec := h.MustBuildNamed("rlnc.recoder", "rec", fmt.Sprintf("coded = %d\nmemory = \"16MiB\"\npool_buffers = 2048\nwindow = 1024\n", 2*k))
 			var bt batch
-			var d time.Duration
+			t := startCPUTimer()
 			var frames [][]byte
 			sent, id := 0, 0
 			for b.Loop() {
@@ -293,7 +298,7 @@ func BenchmarkRecoder(b *testing.B) {
 					frames = append(frames, gg.coded...)
 				}
 				bt.load(h, frames)
-				d += bt.run(h, rec)
+				bt.run(h, rec, t)
 				sent += bt.made()
 				bt.free()
 			}
@@ -303,6 +308,7 @@ func BenchmarkRecoder(b *testing.B) {
 			// Packets 1..K combine 1..K rows, packets K+1..2K all K; the extra
 			// arrivals are not innovative.
 			rows := g * b.N * (k*(k+1)/2 + k*k)
+			d := t.cpu()
 			reportGBs(b, float64(rows)*benchN, d)
 			b.ReportMetric(float64(sent)/d.Seconds()/1e6, "Mpps")
 		})
@@ -345,7 +351,7 @@ func BenchmarkDecoder(b *testing.B) {
 			h := newHarness(b)
 			dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"16MiB\"\npool_buffers = 2048\nwindow = 1024\n")
 			var bt batch
-			var d time.Duration
+			t := startCPUTimer()
 			var frames [][]byte
 			delivered, bytesOut, id := 0, 0, 0
 			for b.Loop() {
@@ -356,7 +362,7 @@ func BenchmarkDecoder(b *testing.B) {
 					frames = append(frames, gg.coded...)
 				}
 				bt.load(h, frames)
-				d += bt.run(h, dec)
+				bt.run(h, dec, t)
 				// Verify: every generation's originals, in order.
 				got := 0
 				for i := 0; i < bt.nout; i++ {
@@ -377,6 +383,7 @@ func BenchmarkDecoder(b *testing.B) {
 				delivered += got
 				bt.free()
 			}
+			d := t.cpu()
 			reportGBs(b, float64(bytesOut), d)
 			b.ReportMetric(float64(delivered)/d.Seconds()/1e6, "Mpps")
 		})

@@ -403,11 +403,10 @@ func (e *encoder) generationDone(gi int32) {
 				cnt = got
 			}
 			cnt -= got
+			e.rng.nonZero(e.coef[m*kk : (m+got)*kk])
 			for _, h := range b.H[:got] {
 				vec, blk := e.header(h.P(), ge.hdrLen)
-				row := e.coef[m*kk : m*kk+kk]
-				e.rng.nonZero(row)
-				clear(vec[copy(vec, row):])
+				clear(vec[copy(vec, e.coef[m*kk:m*kk+kk]):])
 				e.dsts[m], e.outH[m], e.outL[m] = blk, h, uint8(li)
 				m++
 			}

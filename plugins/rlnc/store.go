@@ -33,6 +33,12 @@ type sessionKey struct {
 	id       uint8
 }
 
+// equal is k == o, compared field by field: Go compares a 33-byte struct
+// with a call to memequal, and every packet compares one or two keys.
+func (k *sessionKey) equal(o *sessionKey) bool {
+	return k.id == o.id && k.src == o.src && k.dst == o.dst
+}
+
 // hash is the key's 64-bit hash with a per-stage seed. Every lcore of a stage
 // uses the same seed, so it also picks the session's owner lcore. The four
 // words are multiplied independently, then mixed once: a short dependency
@@ -233,8 +239,8 @@ func (st *store) slot(s int32) []byte {
 // keyHash returns key's hash and, when the last packet's session had the same
 // key and is still there, that session (else -1).
 func (st *store) keyHash(key *sessionKey) (uint64, int32) {
-	if *key == st.lastKey && st.lastSess >= 0 {
-		if s := &st.sess[st.lastSess]; s.live && s.key == *key {
+	if st.lastSess >= 0 && key.equal(&st.lastKey) {
+		if s := &st.sess[st.lastSess]; s.live && s.key.equal(key) {
 			return st.lastHash, st.lastSess
 		}
 	}
