@@ -228,6 +228,36 @@ func BenchmarkEncoder(b *testing.B) {
 				})
 			})
 		}
+		// The floor of an encoder that copies what it keeps: per generation,
+		// copy K blocks out of received packets (the batch's frames, so the
+		// same footprint), then the one fused pass. What a real encoder
+		// adds to this is parsing, the session and making the packets.
+		b.Run(fmt.Sprintf("k=%d/n=%d/copy+kernel/m=%d", k, benchN, k), func(b *testing.B) {
+			in := make([][]byte, len(frames))
+			for i, f := range frames {
+				in[i] = make([]byte, 2048)
+				copy(in[i], f)
+			}
+			slots := make([][]byte, k)
+			dst := make([][]byte, k)
+			for i := range slots {
+				slots[i] = make([]byte, benchN)
+				dst[i] = make([]byte, benchN)
+			}
+			coef := make([]byte, k*k)
+			var p prng
+			at := 0
+			cpuLoop(b, float64(k*k*benchN), func() {
+				for i := range slots {
+					upper := in[at][54:len(frames[at])]
+					at = (at + 1) % len(in)
+					binary.BigEndian.PutUint16(slots[i], uint16(len(upper)))
+					clear(slots[i][LenPrefix+copy(slots[i][LenPrefix:], upper):])
+				}
+				p.nonZero(coef)
+				gf.MulMulti(dst, slots, coef)
+			})
+		})
 	}
 }
 
