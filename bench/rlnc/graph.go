@@ -84,6 +84,35 @@ func (t *topology) in(n string) (in []string) {
 	return in
 }
 
+func (t *topology) isTerminal(n string) bool {
+	for _, term := range t.terminals {
+		if term == n {
+			return true
+		}
+	}
+	return false
+}
+
+// hops is the number of links from the source to n in tree, or -1 when the
+// tree does not reach n.
+func (t *topology) hops(tree [][2]string, n string) int {
+	d := 0
+	for n != t.source {
+		up := ""
+		for _, e := range tree {
+			if e[1] == n {
+				up = e[0]
+			}
+		}
+		if up == "" {
+			return -1
+		}
+		n = up
+		d++
+	}
+	return d
+}
+
 // minCut is the max-flow from the source to sink with unit capacities
 // (augmenting paths on the residual graph).
 func (t *topology) minCut(sink string) int {
@@ -186,8 +215,9 @@ func (t *topology) steinerTrees() [][][2]string {
 // steinerPacking is the best multicast rate routing alone reaches: the
 // optimal fractional packing of Steiner trees into the unit link
 // capacities, max Σ x_T subject to Σ_{T ∋ e} x_T ≤ 1 for every link, by the
-// simplex method.
-func (t *topology) steinerPacking() (float64, int) {
+// simplex method. It returns the optimum, every minimal Steiner tree and the
+// weight x_T of each in an optimal packing (most are 0: a basic solution).
+func (t *topology) steinerPacking() (float64, [][][2]string, []float64) {
 	trees := t.steinerTrees()
 	a := make([][]float64, len(t.edges))
 	for i, e := range t.edges {
@@ -208,12 +238,14 @@ func (t *topology) steinerPacking() (float64, int) {
 	for j := range c {
 		c[j] = 1
 	}
-	return simplex(a, b, c), len(trees)
+	v, x := simplex(a, b, c)
+	return v, trees, x
 }
 
 // simplex maximises c·x subject to A·x ≤ b, x ≥ 0, for b ≥ 0 (the slack
-// basis is feasible), with Bland's rule against cycling.
-func simplex(a [][]float64, b, c []float64) float64 {
+// basis is feasible), with Bland's rule against cycling. It returns the
+// optimum and a solution x that reaches it (nil when unbounded).
+func simplex(a [][]float64, b, c []float64) (float64, []float64) {
 	m, n := len(a), len(c)
 	// Tableau: m rows of [A | I | b], objective row [-c | 0 | 0].
 	w := n + m + 1
@@ -242,7 +274,15 @@ func simplex(a [][]float64, b, c []float64) float64 {
 			}
 		}
 		if col < 0 {
-			return tab[m][w-1]
+			// Optimal: the basic variables take the right-hand side, the
+			// others are 0.
+			x := make([]float64, n)
+			for i, v := range basis {
+				if v < n {
+					x[v] = tab[i][w-1]
+				}
+			}
+			return tab[m][w-1], x
 		}
 		row := -1
 		best := math.Inf(1)
@@ -255,7 +295,7 @@ func simplex(a [][]float64, b, c []float64) float64 {
 			}
 		}
 		if row < 0 {
-			return math.Inf(1)
+			return math.Inf(1), nil
 		}
 		pv := tab[row][col]
 		for j := range tab[row] {

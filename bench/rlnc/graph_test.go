@@ -8,9 +8,50 @@ import (
 
 func TestSimplex(t *testing.T) {
 	// max 3x + 5y st x ≤ 4, 2y ≤ 12, 3x + 2y ≤ 18: optimum 36 at (2, 6).
-	got := simplex([][]float64{{1, 0}, {0, 2}, {3, 2}}, []float64{4, 12, 18}, []float64{3, 5})
+	got, x := simplex([][]float64{{1, 0}, {0, 2}, {3, 2}}, []float64{4, 12, 18}, []float64{3, 5})
 	if math.Abs(got-36) > 1e-9 {
 		t.Errorf("simplex = %g, want 36", got)
+	}
+	if len(x) != 2 || math.Abs(x[0]-2) > 1e-9 || math.Abs(x[1]-6) > 1e-9 {
+		t.Errorf("simplex x = %v, want [2 6]", x)
+	}
+}
+
+// TestPackingFeasible checks the tree weights the LP returns: none negative,
+// no link over its capacity, and their sum the optimum.
+func TestPackingFeasible(t *testing.T) {
+	for _, tp := range []topology{butterfly(), codedIP()} {
+		opt, trees, x := tp.steinerPacking()
+		if len(x) != len(trees) {
+			t.Fatalf("%s: %d weights for %d trees", tp.name, len(x), len(trees))
+		}
+		load := map[[2]string]float64{}
+		sum := 0.0
+		for j, tr := range trees {
+			if x[j] < -1e-9 {
+				t.Errorf("%s: tree %v has weight %g", tp.name, tr, x[j])
+			}
+			sum += x[j]
+			for _, e := range tr {
+				load[e] += x[j]
+			}
+		}
+		for _, e := range tp.edges {
+			if load[e] > 1+1e-9 {
+				t.Errorf("%s: link %s→%s carries %g > 1", tp.name, e[0], e[1], load[e])
+			}
+		}
+		if math.Abs(sum-opt) > 1e-9 {
+			t.Errorf("%s: weights sum to %g, optimum %g", tp.name, sum, opt)
+		}
+		// Every tree of the packing reaches every terminal.
+		for j, tr := range trees {
+			for _, term := range tp.terminals {
+				if x[j] > 1e-9 && tp.hops(tr, term) < 0 {
+					t.Errorf("%s: tree %v misses %s", tp.name, tr, term)
+				}
+			}
+		}
 	}
 }
 
@@ -28,9 +69,9 @@ func TestBounds(t *testing.T) {
 				t.Errorf("%s: min-cut to %s = %d, want %d", tc.t.name, term, got, want)
 			}
 		}
-		got, trees := tc.t.steinerPacking()
+		got, trees, _ := tc.t.steinerPacking()
 		if math.Abs(got-tc.packing) > 1e-9 {
-			t.Errorf("%s: Steiner packing %g over %d trees, want %g", tc.t.name, got, trees, tc.packing)
+			t.Errorf("%s: Steiner packing %g over %d trees, want %g", tc.t.name, got, len(trees), tc.packing)
 		}
 	}
 	ci := codedIP()
@@ -47,7 +88,8 @@ func TestBounds(t *testing.T) {
 }
 
 // TestButterflyGoal runs the butterfly briefly: coding reaches ≥ 1.8 and
-// every generation decodes.
+// every generation decodes; routing, simulated over the LP's trees, reaches
+// the packing's 1.5 and no more, and coding beats it at every sink.
 func TestButterflyGoal(t *testing.T) {
 	p := params{k: 32, n: 1400, rate: 10e6, dur: 1500 * time.Millisecond, warm: 500 * time.Millisecond,
 		dt: 50 * time.Microsecond, margin: 1, pace: true, headroom: 0.01}
@@ -62,5 +104,25 @@ func TestButterflyGoal(t *testing.T) {
 		if s.gaps != 0 {
 			t.Errorf("%s: %d sequence gaps", s.name, s.gaps)
 		}
+	}
+	if len(res.routed) != len(res.sinks) {
+		t.Fatalf("%d routed sinks, %d coded", len(res.routed), len(res.sinks))
+	}
+	for i, s := range res.routed {
+		if s.goodput < 1.5*0.95 || s.goodput > 1.5+1e-3 {
+			t.Errorf("%s: routing goodput %.3f, want 1.425..1.5", s.name, s.goodput)
+		}
+		if c := res.sinks[i].goodput; c <= s.goodput {
+			t.Errorf("%s: coding %.3f does not beat routing %.3f", s.name, c, s.goodput)
+		}
+	}
+	if off := res.routedOff(); len(off) > 0 {
+		t.Errorf("routing off the packing: %v", off)
+	}
+	for _, d := range res.routedDrops {
+		t.Errorf("routing dropped %d packets: %s", d.Count, d.Reason)
+	}
+	for _, l := range res.leaked {
+		t.Errorf("leaked: %s", l)
 	}
 }

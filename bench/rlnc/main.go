@@ -10,9 +10,14 @@
 // The engine runs in Manual mode on a simulated clock, stepped by dt, so the
 // machine's two CPUs are not the bottleneck: the links are.
 //
+// Routing runs on the same ports, links and sinks: the LP gives the packing
+// (tree weights x_T), and bench.tree (tree.go) at every node sends each
+// packet along its tree, with copies where the tree branches.
+//
 // It prints, per topology (the butterfly, and a 22-node network shaped like
-// CODED IP's testbed), each sink's goodput in units of one link's capacity,
-// its min-cut, and the routing optimum.
+// CODED IP's testbed), each sink's goodput in units of one link's capacity
+// with coding and with simulated routing, beside its min-cut and the LP's
+// routing optimum.
 //
 //	go run ./bench/rlnc            (make bench-rlnc-multicast)
 package main
@@ -23,6 +28,8 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -154,16 +161,24 @@ func (f *fanout) Process(ctx *plugins.Context, b *packet.Burst) {
 
 // result is one topology's measurement.
 type result struct {
-	t         topology
-	p         params
-	cut       map[string]int
-	packing   float64
-	trees     int
-	perLink   int     // coded packets per link per generation
-	linkPkts  float64 // coded packets a link carries per second
-	sinks     []sinkResult
-	decoded   map[string]uint64
-	undecoded map[string]uint64
+	t        topology
+	p        params
+	cut      map[string]int
+	packing  float64       // the LP optimum
+	trees    int           // minimal Steiner trees
+	used     [][][2]string // the trees of the packing with positive weight
+	x        []float64     // their weights x_T
+	perLink  int           // coded packets per link per generation
+	linkPkts float64       // coded packets a link carries per second
+	sinks    []sinkResult  // coding
+	routed   []sinkResult  // routing, sink by sink as in sinks
+	// routedWant is, by terminal, what the packing carries to it at the
+	// source's rate: Σ x_T (1 − loss)^hops × (1 − headroom).
+	routedWant  map[string]float64
+	routedDrops []stats.DropCount // by reason, over the routed run
+	decoded     map[string]uint64
+	undecoded   map[string]uint64
+	leaked      []string // buffers a pool still has out after a drained stop, by run and pool
 }
 
 type sinkResult struct {
@@ -181,29 +196,78 @@ func (r *result) minGoodput() float64 {
 	return m
 }
 
+// routedTol is how far the simulated routing may stray from what the
+// packing carries before print warns.
+const routedTol = 0.03
+
+// routedOff lists the sinks whose simulated routing is not within routedTol
+// of what the packing carries to them.
+func (r *result) routedOff() (off []string) {
+	for _, s := range r.routed {
+		want := r.routedWant[r.terminal(s)]
+		if math.Abs(s.goodput-want) > routedTol*want {
+			off = append(off, fmt.Sprintf("%s at %.3f, not within %.0f%% of the %.3f the packing carries", s.name, s.goodput, routedTol*100, want))
+		}
+	}
+	return off
+}
+
+// terminal is the decoder (the edge switch) that serves sink s.
+func (r *result) terminal(s sinkResult) string {
+	if s.via != "" {
+		return s.via
+	}
+	return s.name
+}
+
 func (r *result) print(w *os.File) {
 	p := r.p
 	fmt.Fprintf(w, "\n%s\n", r.t.String())
 	fmt.Fprintf(w, "K = %d, N = %d; links %.0f Mbit/s = %.0f coded packets/s, loss %.0f%%; %d coded packets per link per generation; %v measured after %v\n",
 		p.k, p.n, p.rate/1e6, r.linkPkts, p.loss*100, r.perLink, p.dur-p.warm, p.warm)
-	fmt.Fprintf(w, "routing optimum: fractional Steiner-tree packing %.3f (over %d trees)\n", r.packing, r.trees)
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "sink\tvia\tdelivered\tseq. gaps\tgoodput (× link)\tmin-cut\trouting optimum\tcoding / routing\tcoding / min-cut\t")
-	for _, s := range r.sinks {
-		term := s.name
-		if s.via != "" {
-			term = s.via
+	fmt.Fprintf(w, "routing: store-and-forward multicast of coded-size packets at %.0f packets/s over an optimal fractional Steiner-tree packing, LP %.3f; %d of %d trees:\n",
+		r.packing*r.linkPkts*(1-p.headroom), r.packing, len(r.used), r.trees)
+	for i, tr := range r.used {
+		var es []string
+		for _, e := range r.t.edges {
+			if slices.Contains(tr, e) {
+				es = append(es, e[0]+"→"+e[1])
+			}
 		}
-		cut := r.cut[term]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3f\t%d\t%.3f\t%.2f\t%.2f\t\n", s.name, s.via, s.delivered, s.gaps, s.goodput, cut,
-			r.packing, s.goodput/r.packing, s.goodput/float64(cut))
+		fmt.Fprintf(w, "  x = %.3f  %s\n", r.x[i], strings.Join(es, " "))
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "sink\tvia\tcoded pkts\trouted pkts\tseq. gaps\tcoding\trouting (simulated)\trouting LP\tmin-cut\tcoding / routing\tcoding / min-cut\t")
+	for i, s := range r.sinks {
+		rt := r.routed[i]
+		cut := r.cut[r.terminal(s)]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%.3f\t%.3f\t%.3f\t%d\t%.2f\t%.2f\t\n", s.name, s.via, s.delivered, rt.delivered, s.gaps, rt.gaps,
+			s.goodput, rt.goodput, r.packing, cut, s.goodput/rt.goodput, s.goodput/float64(cut))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "(goodputs in link capacities; seq. gaps: coded/routed, sequence numbers not seen, routed ones counting packets still on a longer tree path)")
 	var notes []string
 	for _, term := range r.t.terminals {
 		notes = append(notes, fmt.Sprintf("%s decoded %d generations (%d blocks dropped undecoded)", term, r.decoded[term], r.undecoded[term]))
 	}
 	fmt.Fprintf(w, "%s\n", strings.Join(notes, "; "))
+	for _, d := range r.routedDrops {
+		fmt.Fprintf(w, "routing dropped %d packets: %s\n", d.Count, d.Reason)
+	}
+	for _, l := range r.leaked {
+		fmt.Fprintf(w, "WARNING: buffers leaked, %s\n", l)
+	}
+	if off := r.routedOff(); len(off) > 0 {
+		for _, o := range off {
+			fmt.Fprintf(w, "WARNING: routing (simulated) %s\n", o)
+		}
+	} else {
+		carries := fmt.Sprintf("LP × (1 − headroom %g)", p.headroom)
+		if p.loss > 0 {
+			carries += " × (1 − loss)^hops" // routing does not repair loss
+		}
+		fmt.Fprintf(w, "routing check: every sink within %.0f%% of what the packing carries (%s): ok\n", routedTol*100, carries)
+	}
 	if r.t.name == "butterfly" {
 		verdict := "met"
 		if r.minGoodput() < 1.8 {
@@ -213,62 +277,116 @@ func (r *result) print(w *os.File) {
 	}
 }
 
-// simulate builds the topology as an engine and runs it in virtual time.
+// simulate builds the topology as an engine twice, coded and routed, and runs
+// each in virtual time.
 func simulate(t topology, p params) (*result, error) {
-	res := &result{t: t, p: p, cut: map[string]int{}, decoded: map[string]uint64{}, undecoded: map[string]uint64{}}
+	res := &result{t: t, p: p, cut: map[string]int{}, routedWant: map[string]float64{}, decoded: map[string]uint64{}, undecoded: map[string]uint64{}}
 	h := math.MaxInt
 	for _, term := range t.terminals {
 		res.cut[term] = t.minCut(term)
 		h = min(h, res.cut[term])
 	}
-	res.packing, res.trees = t.steinerPacking()
+	var all [][][2]string
+	var x []float64
+	res.packing, all, x = t.steinerPacking()
+	res.trees = len(all)
+	for i, v := range x {
+		if v > 1e-9 {
+			res.used = append(res.used, all[i])
+			res.x = append(res.x, v)
+		}
+	}
 	res.perLink = (p.k+h-1)/h + p.margin
 	codedFrame := 14 + 40 + FixedLen + p.k + p.n
 	res.linkPkts = p.rate / float64((codedFrame+24)*8)
 	// The source makes K originals per generation; each link carries perLink
 	// coded packets of it.
 	genRate := res.linkPkts / float64(res.perLink) * (1 - p.headroom)
-	cfgText := buildConfig(t, p, res.perLink, genRate*float64(p.k))
-	cfg, err := config.Parse(t.name+".toml", []byte(cfgText))
+	before, after, err := res.run("coded", buildConfig(t, p, res.perLink, genRate*float64(p.k)))
 	if err != nil {
-		return nil, fmt.Errorf("config: %w\n%s", err, cfgText)
+		return nil, err
+	}
+	res.sinks = res.measure(before, after)
+	for _, term := range t.terminals {
+		res.decoded[term] = counter(after, "dec-"+term, "generations_decoded")
+		res.undecoded[term] = counter(after, "dec-"+term, "blocks_undelivered")
+	}
+	// Routing: tree T carries x_T link packets per packet time, below the
+	// links' rate by the same headroom as coding.
+	before, after, err = res.run("routed", buildRoutedConfig(t, p, res.used, res.x, codedFrame, res.packing*res.linkPkts*(1-p.headroom)))
+	if err != nil {
+		return nil, err
+	}
+	res.routed = res.measure(before, after)
+	res.routedDrops = after.Drops
+	for _, term := range t.terminals {
+		want := 0.0
+		for i, tr := range res.used {
+			if d := t.hops(tr, term); d >= 0 {
+				want += res.x[i] * math.Pow(1-p.loss, float64(d))
+			}
+		}
+		res.routedWant[term] = want * (1 - p.headroom)
+	}
+	return res, nil
+}
+
+// run builds an engine from cfgText and runs it in virtual time, warm then
+// measured: it returns the snapshots around the measurement. Buffers a pool
+// still has out after the drained stop are noted in r.leaked.
+func (r *result) run(name, cfgText string) (before, after *stats.Snapshot, err error) {
+	p := r.p
+	cfg, err := config.Parse(r.t.name+"-"+name+".toml", []byte(cfgText))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s config: %w\n%s", name, err, cfgText)
 	}
 	sim := clock.NewSim(1_700_000_000_000_000_000)
 	e, err := appliance.New(cfg, appliance.Options{Manual: true, Clock: sim, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	defer e.Close()
 	if err := e.Start(); err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	run := func(d time.Duration) {
+	step := func(d time.Duration) {
 		for v := time.Duration(0); v < d; v += p.dt {
 			sim.Advance(p.dt)
 			e.Step()
 		}
 	}
-	run(p.warm)
-	before := e.Snapshot()
-	run(p.dur - p.warm)
-	after := e.Snapshot()
-	secs := (p.dur - p.warm).Seconds()
-	for _, term := range t.terminals {
-		res.decoded[term] = counter(after, "dec-"+term, "generations_decoded")
-		res.undecoded[term] = counter(after, "dec-"+term, "blocks_undelivered")
+	step(p.warm)
+	before = e.Snapshot()
+	step(p.dur - p.warm)
+	after = e.Snapshot()
+	e.Stop()
+	for pool, n := range e.InUse() {
+		if n != 0 {
+			r.leaked = append(r.leaked, fmt.Sprintf("%s run, pool %s: %d", name, pool, n))
+		}
+	}
+	sort.Strings(r.leaked)
+	return before, after, nil
+}
+
+// measure reads every sink's deliveries between two snapshots, terminal by
+// terminal, host by host.
+func (r *result) measure(before, after *stats.Snapshot) []sinkResult {
+	secs := (r.p.dur - r.p.warm).Seconds()
+	var out []sinkResult
+	for _, term := range r.t.terminals {
 		sinks := []string{term}
 		via := ""
-		if hs := t.hosts[term]; len(hs) > 0 {
+		if hs := r.t.hosts[term]; len(hs) > 0 {
 			sinks, via = hs, term
 		}
 		for _, s := range sinks {
 			d := counter(after, "sink-"+s, "received") - counter(before, "sink-"+s, "received")
-			res.sinks = append(res.sinks, sinkResult{name: s, via: via, delivered: d, gaps: counter(after, "sink-"+s, "lost"),
-				goodput: float64(d) / secs / res.linkPkts})
+			out = append(out, sinkResult{name: s, via: via, delivered: d, gaps: counter(after, "sink-"+s, "lost"),
+				goodput: float64(d) / secs / r.linkPkts})
 		}
 	}
-	e.Stop()
-	return res, nil
+	return out
 }
 
 // FixedLen is the fixed CODED IP header (docs/rlnc-wire.md).
@@ -288,11 +406,51 @@ func counter(s *stats.Snapshot, stage, name string) uint64 {
 	return v
 }
 
-// buildConfig writes the engine config: ports, one pipeline per link and one
-// per node.
+// buildConfig writes the engine config of the coded run: ports, one
+// pipeline per link and one per node.
 func buildConfig(t topology, p params, perLink int, srcPPS float64) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	writeNet(&b, t)
+	store := "memory = \"16MiB\"\nmax_block = %d\npool_buffers = 4096\nwindow = 1024\n"
+	links := func(n string, paced bool) string {
+		var l []string
+		for _, v := range t.out(n) {
+			s := fmt.Sprintf("{ port = %q, coded = %d", n+"-"+v, perLink)
+			if paced {
+				s += fmt.Sprintf(", rate = \"%.0fbit\"", p.rate)
+			}
+			l = append(l, s+" }")
+		}
+		return "links = [ " + strings.Join(l, ", ") + " ]\n"
+	}
+	// The source.
+	w("[[pipelines]]\nname = \"node-%s\"\nlcores = [0]\n", t.source)
+	w("[[pipelines.stages]]\nkind = \"generator\"\nname = \"gen\"\nflows = 1\nsrc = \"2001:db8:1::1\"\ndst = \"2001:db8:2::1\"\n"+
+		"udp_src_port = 5000\nudp_dst_port = 6000\nsizes = [%d]\nrate = \"%.0fpps\"\n", p.n+56, srcPPS)
+	w("[[pipelines.stages]]\nkind = \"rlnc.encoder\"\nname = \"enc\"\nk = %d\nblock = %d\nflush = \"1s\"\n"+store+links(t.source, false), p.k, p.n, p.n)
+	writeLinks(&b, t, p)
+	// Relays and terminals.
+	for _, n := range t.nodes() {
+		if n == t.source {
+			continue
+		}
+		w("[[pipelines]]\nname = \"node-%s\"\nlcores = [0]\nrx = [%q]\n", n, n+".in.rx")
+		if !t.isTerminal(n) {
+			w("[[pipelines.stages]]\nkind = \"rlnc.recoder\"\nname = \"rec-%s\"\nk = %d\nblock = %d\n"+store+links(n, p.pace), n, p.k, p.n, p.n)
+			continue
+		}
+		w("[[pipelines.stages]]\nkind = \"rlnc.decoder\"\nname = \"dec-%s\"\n"+store, n, p.n)
+		writeDelivery(&b, t, n)
+	}
+	return b.String()
+}
+
+// writeNet writes what the coded and the routed runs share ahead of the
+// pipelines: the engine, the pool, and the ports: a mem pair per link, per
+// node's input and per host.
+func writeNet(b *strings.Builder, t topology) {
+	w := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	w("version = 1\n[engine]\npoll = \"adaptive\"\npin = false\ntx_buffer = 1024\n")
 	w("[control]\nlisten = \"\"\n")
 	w("[[pools]]\nname = \"default\"\nbuffers = 131072\n")
@@ -313,53 +471,32 @@ func buildConfig(t topology, p params, perLink int, srcPPS float64) string {
 			pair(hst, hst+".rx")
 		}
 	}
-	store := "memory = \"16MiB\"\nmax_block = %d\npool_buffers = 4096\nwindow = 1024\n"
-	links := func(n string, paced bool) string {
-		var l []string
-		for _, v := range t.out(n) {
-			s := fmt.Sprintf("{ port = %q, coded = %d", n+"-"+v, perLink)
-			if paced {
-				s += fmt.Sprintf(", rate = \"%.0fbit\"", p.rate)
-			}
-			l = append(l, s+" }")
-		}
-		return "links = [ " + strings.Join(l, ", ") + " ]\n"
-	}
-	// The source.
-	w("[[pipelines]]\nname = \"node-%s\"\nlcores = [0]\n", t.source)
-	w("[[pipelines.stages]]\nkind = \"generator\"\nname = \"gen\"\nflows = 1\nsrc = \"2001:db8:1::1\"\ndst = \"2001:db8:2::1\"\n"+
-		"udp_src_port = 5000\nudp_dst_port = 6000\nsizes = [%d]\nrate = \"%.0fpps\"\n", p.n+56, srcPPS)
-	w("[[pipelines.stages]]\nkind = \"rlnc.encoder\"\nname = \"enc\"\nk = %d\nblock = %d\nflush = \"1s\"\n"+store+links(t.source, false), p.k, p.n, p.n)
-	// Links.
+}
+
+// writeLinks writes one pipeline per link: its capacity, delay and loss
+// (seeded by the link's index, the same in both runs), then the far node's
+// input.
+func writeLinks(b *strings.Builder, t topology, p params) {
+	w := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	for i, e := range t.edges {
 		w("[[pipelines]]\nname = \"link-%s-%s\"\nlcores = [0]\nrx = [%q]\n", e[0], e[1], e[0]+"-"+e[1]+".rx")
 		w("[[pipelines.stages]]\nkind = \"link\"\nrate = \"%.0fbit\"\ndelay = \"1ms\"\nloss = %g\nseed = %d\nqueue = 1000000\n", p.rate, p.loss, i+1)
 		w("[[pipelines.stages]]\nkind = \"forward\"\nport = %q\n", e[1]+".in")
 	}
-	// Relays and terminals.
-	isTerm := map[string]bool{}
-	for _, term := range t.terminals {
-		isTerm[term] = true
-	}
-	for _, n := range t.nodes() {
-		if n == t.source {
-			continue
-		}
-		w("[[pipelines]]\nname = \"node-%s\"\nlcores = [0]\nrx = [%q]\n", n, n+".in.rx")
-		if !isTerm[n] {
-			w("[[pipelines.stages]]\nkind = \"rlnc.recoder\"\nname = \"rec-%s\"\nk = %d\nblock = %d\n"+store+links(n, p.pace), n, p.k, p.n, p.n)
-			continue
-		}
-		w("[[pipelines.stages]]\nkind = \"rlnc.decoder\"\nname = \"dec-%s\"\n"+store, n, p.n)
-		if hs := t.hosts[n]; len(hs) > 0 {
-			w("[[pipelines.stages]]\nkind = \"bench.fanout\"\nports = [\"%s\"]\n", strings.Join(hs, "\", \""))
-			for _, hst := range hs {
-				w("[[pipelines]]\nname = \"host-%s\"\nlcores = [0]\nrx = [%q]\n", hst, hst+".rx")
-				w("[[pipelines.stages]]\nkind = \"sink\"\nname = \"sink-%s\"\n", hst)
-			}
-			continue
-		}
+}
+
+// writeDelivery ends terminal n's pipeline: its sink, or a fan-out to its
+// hosts and theirs.
+func writeDelivery(b *strings.Builder, t topology, n string) {
+	w := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	hs := t.hosts[n]
+	if len(hs) == 0 {
 		w("[[pipelines.stages]]\nkind = \"sink\"\nname = \"sink-%s\"\n", n)
+		return
 	}
-	return b.String()
+	w("[[pipelines.stages]]\nkind = \"bench.fanout\"\nports = [\"%s\"]\n", strings.Join(hs, "\", \""))
+	for _, hst := range hs {
+		w("[[pipelines]]\nname = \"host-%s\"\nlcores = [0]\nrx = [%q]\n", hst, hst+".rx")
+		w("[[pipelines.stages]]\nkind = \"sink\"\nname = \"sink-%s\"\n", hst)
+	}
 }
