@@ -7,7 +7,8 @@
 # an LP (1.5 in the butterfly). Prints each sink's goodput in units of one
 # link's capacity, coded and routed, beside its min-cut and the LP value;
 # fails unless coding reaches 1.8 in the butterfly.
-# BENCH_RLNC_FLAGS passes more flags (-k 16, -loss 0.02 -margin 2, -pace=false,
+# BENCH_RLNC_FLAGS passes more flags (-k 16, -loss 0.02 -margin 2, -pace=false
+# -margin 17 (unpaced relays need that margin to decode at all, see -help),
 # -dur 10s).
 
 BENCH_RLNC_FLAGS ?=

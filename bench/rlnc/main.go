@@ -66,7 +66,9 @@ func main() {
 	flag.DurationVar(&p.dt, "dt", 50*time.Microsecond, "virtual time per engine step")
 	flag.Float64Var(&p.loss, "loss", 0, "loss probability of every link")
 	flag.IntVar(&p.margin, "margin", 1, "coded packets per link per generation beyond ceil(K/min-cut)")
-	flag.BoolVar(&p.pace, "pace", true, "relays code at each transmit opportunity (rate-paced links); false: on each innovative arrival")
+	flag.BoolVar(&p.pace, "pace", true, "relays code at each transmit opportunity (rate-paced links); false: on each innovative arrival,\n"+
+		"which spends a relay's budget before it has heard every input: the butterfly's C then sends T1 and T2 mostly what they\n"+
+		"already have, and they decode nothing unless -margin is raised to about K/2")
 	flag.Float64Var(&p.headroom, "headroom", 0.01, "the source sends this fraction below what its links carry")
 	flag.StringVar(&topo, "topo", "all", "butterfly, coded-ip or all")
 	flag.Parse()
