@@ -49,8 +49,11 @@ func TestLabPath(t *testing.T) {
 		t.Errorf("the hops lost only %d of ≥ %d coded packets: the path is not lossy", lost1, 2*sent)
 	}
 	// 24 coded packets per 16 over two 10% hops: nearly every generation
-	// decodes; the last one or two may still be in flight when it stops.
-	if float64(recv) < 0.995*float64(sent) {
+	// decodes. The generator runs to the end, so the last ones are still
+	// on their way when the engine stops: up to 0.8 ms filling a generation
+	// at 20 kpps, then on each hop ~0.3 ms of 1 Gbit/s wire and 0.5 ms of
+	// delay. That is under 3 ms, 60 packets; 4 generations are allowed.
+	if recv+4*16 < sent {
 		t.Errorf("delivered %d of %d", recv, sent)
 	}
 	if recv > sent {
