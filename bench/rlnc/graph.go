@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -84,14 +85,7 @@ func (t *topology) in(n string) (in []string) {
 	return in
 }
 
-func (t *topology) isTerminal(n string) bool {
-	for _, term := range t.terminals {
-		if term == n {
-			return true
-		}
-	}
-	return false
-}
+func (t *topology) isTerminal(n string) bool { return slices.Contains(t.terminals, n) }
 
 // hops is the number of links from the source to n in tree, or -1 when the
 // tree does not reach n.

@@ -253,7 +253,7 @@ func (st *store) keyHash(key *sessionKey) (uint64, int32) {
 func (st *store) lookup(key *sessionKey, h uint64) int32 {
 	t := &st.stab
 	for i := t.start(h); t.vals[i] >= 0; i = t.next(i) {
-		if t.keys[i] == h && st.sess[t.vals[i]].key == *key {
+		if t.keys[i] == h && st.sess[t.vals[i]].key.equal(key) {
 			return t.vals[i]
 		}
 	}
