@@ -12,6 +12,7 @@ import (
 	"github.com/linerate/linerate/appliance/cpuset"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/ring"
+	"github.com/linerate/linerate/internal/cputime"
 	"github.com/linerate/linerate/internal/enginetest"
 )
 
@@ -75,11 +76,11 @@ func BenchmarkForwardMem(b *testing.B) {
 		null, _ := e.Port("null0")
 		before := null.Stats().TxPackets
 		b.ResetTimer()
-		start, cpu0 := time.Now(), threadCPU()
+		start, cpu0 := time.Now(), cputime.Thread()
 		for i := 0; i < b.N; i++ {
 			e.Step()
 		}
-		el, cpu := time.Since(start), threadCPU()-cpu0
+		el, cpu := time.Since(start), cputime.Thread()-cpu0
 		b.StopTimer()
 		n := null.Stats().TxPackets - before
 		report(b, n, el, cpu)
@@ -101,7 +102,7 @@ func BenchmarkForwardMem(b *testing.B) {
 		var bu packet.Burst
 		defer pinToLast(b)()
 		b.ResetTimer()
-		start, cpu0 := time.Now(), threadCPU()
+		start, cpu0 := time.Now(), cputime.Thread()
 		for i := 0; i < b.N; i++ {
 			pool.Alloc(&bu, packet.MaxBurst)
 			for j := 0; j < bu.N; j++ {
@@ -112,7 +113,7 @@ func BenchmarkForwardMem(b *testing.B) {
 			}
 			pool.Free(&bu)
 		}
-		report(b, uint64(b.N)*packet.MaxBurst, time.Since(start), threadCPU()-cpu0)
+		report(b, uint64(b.N)*packet.MaxBurst, time.Since(start), cputime.Thread()-cpu0)
 	})
 }
 
@@ -148,15 +149,6 @@ func report(b *testing.B, n uint64, wall, cpu time.Duration) {
 	b.ReportMetric(float64(n)/cpu.Seconds()/1e6, "Mpps")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/pkt")
 	b.ReportMetric(float64(n)/wall.Seconds()/1e6, "wall-Mpps")
-}
-
-// threadCPU is the calling (locked) thread's CPU time.
-func threadCPU() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkRing: a producer and a consumer lcore (goroutines locked to their

@@ -47,6 +47,7 @@ import (
 	"github.com/linerate/linerate/appliance/cpuset"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/cputime"
 	"github.com/linerate/linerate/ports/dpdk"
 
 	_ "github.com/linerate/linerate/plugins" // forward
@@ -235,7 +236,7 @@ type loopPorts struct {
 func (l *loopPorts) loop(d time.Duration) result {
 	b := &l.b
 	var sent uint64
-	start, cpu0 := time.Now(), threadCPU()
+	start, cpu0 := time.Now(), cputime.Thread()
 	end := start.Add(d)
 	for iter := 0; ; iter++ {
 		if iter&1023 == 0 && time.Now().After(end) {
@@ -252,7 +253,7 @@ func (l *loopPorts) loop(d time.Duration) result {
 		}
 		sent += uint64(k)
 	}
-	return result{packets: sent, wall: time.Since(start).Seconds(), cpu: threadCPU() - cpu0}
+	return result{packets: sent, wall: time.Since(start).Seconds(), cpu: (cputime.Thread() - cpu0).Seconds()}
 }
 
 // pin pins the calling (locked) thread to cpu.
@@ -262,12 +263,6 @@ func pin(cpu int) {
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		fail("pin to CPU %d: %v", cpu, err)
 	}
-}
-
-func threadCPU() float64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return float64(ts.Nano()) / 1e9
 }
 
 // swapMAC swaps destination and source as the forward stage does: two loads and

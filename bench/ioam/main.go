@@ -45,12 +45,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/cputime"
 
 	_ "github.com/linerate/linerate/plugins"      // generator, forward, link, sink
 	_ "github.com/linerate/linerate/plugins/ioam" // ioam.encap, ioam.decap
@@ -146,14 +145,6 @@ func cpuModel() string {
 }
 
 func dur(ns uint64) string { return time.Duration(ns).Round(10 * time.Nanosecond).String() }
-
-// threadCPU is this thread's CPU time: on a shared machine, time the thread
-// was not running is not the engine's cost.
-func threadCPU() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return ts.Nano()
-}
 
 // prelude is every run's engine: one lcore loop per Step, no control API, a
 // pool of %d buffers.
@@ -275,7 +266,7 @@ func costRun(size, count int, rate string) (costResult, error) {
 	for range 64 {
 		e.Step()
 	}
-	c0 := threadCPU()
+	c0 := cputime.Thread()
 	var s *stats.Snapshot
 	for i := 0; ; i++ {
 		if e.Step() == 0 {
@@ -291,7 +282,7 @@ func costRun(size, count int, rate string) (costResult, error) {
 			}
 		}
 	}
-	cpu := threadCPU() - c0
+	cpu := cputime.Thread() - c0
 	s = e.Snapshot()
 	r := costResult{nsPerPkt: float64(cpu) / float64(count), delivered: counter(s, "sink", "received")}
 	if rate == "1/1" {
@@ -361,12 +352,12 @@ func lineRun(size int, d time.Duration) (lineResult, error) {
 	start := sim.Now()
 	var sentAt int64
 	var s *stats.Snapshot
-	cs := newCPUShare()
+	cs := cputime.NewShare()
 	for i := 1; ; i++ {
 		e.StepLcore(tester)
 		t0 := time.Now()
 		e.StepLcore(dut)
-		sim.Advance(cs.scale(time.Since(t0)))
+		sim.Advance(cs.Scale(time.Since(t0)))
 		if sentAt == 0 && gen.Done() {
 			sentAt = sim.Now() - start
 		}
@@ -401,12 +392,12 @@ func deviceCost(size, count int) (float64, error) {
 	}
 	const tester, dut = 0, 1
 	var busy time.Duration
-	cs := newCPUShare()
+	cs := cputime.NewShare()
 	for i := 1; ; i++ {
 		e.StepLcore(tester)
 		t0 := time.Now()
 		e.StepLcore(dut)
-		busy += cs.scale(time.Since(t0))
+		busy += cs.Scale(time.Since(t0))
 		if i%4096 == 0 {
 			s := e.Snapshot()
 			if counter(s, "sink", "received")+drops(s) >= uint64(count) {
@@ -420,28 +411,4 @@ func deviceCost(size, count int) (float64, error) {
 		return 0, err
 	}
 	return float64(busy) / float64(n), nil
-}
-
-// cpuShare scales the wall time of a loop by the share of wall time the thread
-// had a CPU over the last stretch of 1024 loops, so that time it spent
-// preempted does not count (a thread CPU clock read per loop would cost more
-// than the loop). Call scale once per loop.
-type cpuShare struct {
-	share float64
-	n     int
-	cpu0  int64
-	wall0 time.Time
-}
-
-func newCPUShare() *cpuShare { return &cpuShare{share: 1, cpu0: threadCPU(), wall0: time.Now()} }
-
-func (c *cpuShare) scale(d time.Duration) time.Duration {
-	if c.n++; c.n%1024 == 0 {
-		cpu, wall := threadCPU(), time.Now()
-		if w := wall.Sub(c.wall0); w > 0 {
-			c.share = min(1, max(0.05, float64(cpu-c.cpu0)/float64(w)))
-		}
-		c.cpu0, c.wall0 = cpu, wall
-	}
-	return time.Duration(float64(d) * c.share)
 }

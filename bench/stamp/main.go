@@ -35,11 +35,10 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/cputime"
 	"github.com/linerate/linerate/plugins"
 	"github.com/linerate/linerate/plugins/stamp"
 
@@ -110,12 +109,6 @@ func median(n int, f func() (float64, error)) (float64, error) {
 	return xs[len(xs)/2], nil
 }
 
-func threadCPU() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return ts.Nano()
-}
-
 // run builds the engine for a case, replays count packets through it and
 // returns the lcore's CPU ns per packet. role "tg" is the generator alone;
 // mode "none" is the SUT without its STAMP stage.
@@ -142,14 +135,14 @@ func run(role, mode string, pct, count, size int) (float64, error) {
 	for _, s := range e.Stages("replay") {
 		st = s.(*replay)
 	}
-	t0 := threadCPU()
+	t0 := cputime.Thread()
 	for !st.Done() {
 		e.Step()
 	}
 	for i := 0; i < 4; i++ { // what is still on the wire
 		e.Step()
 	}
-	t := threadCPU() - t0
+	t := cputime.Thread() - t0
 	snap := e.Snapshot()
 	var drops uint64
 	for _, d := range snap.Drops {

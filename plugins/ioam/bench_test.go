@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/cputime"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -81,15 +80,6 @@ func (bb *benchBurst) free() {
 	packet.Free(&bb.b)
 }
 
-// threadCPU is the calling thread's CPU time in ns. The benchmarks count it
-// rather than wall time: on a shared machine a thread that is not running
-// costs no CPU time, so the figure is the stage's own.
-func threadCPU() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return ts.Nano()
-}
-
 // runBench times rounds of reset and Process, less the resets alone, in
 // thread CPU time (ns/pkt; wall_ns/pkt is the wall clock's figure), and checks
 // that the stage did its work on every packet: counter counts per packet.
@@ -106,19 +96,19 @@ func runBench(b *testing.B, h *harness, bb *benchBurst, st plugins.Stage, counte
 		b.Fatalf("%s counted %d of %d packets", counter, got, packet.MaxBurst)
 	}
 	// The resets alone, as many as the timed loop does.
-	c0 := threadCPU()
+	c0 := cputime.Thread()
 	for range b.N {
 		bb.reset()
 	}
-	resetNs := threadCPU() - c0
+	resetNs := cputime.Thread() - c0
 	b.ReportAllocs()
 	b.ResetTimer()
-	c0 = threadCPU()
+	c0 = cputime.Thread()
 	for range b.N {
 		bb.reset()
 		st.Process(ctx, &bb.b)
 	}
-	cpu := threadCPU() - c0
+	cpu := cputime.Thread() - c0
 	b.StopTimer()
 	pkts := float64(b.N) * packet.MaxBurst
 	b.ReportMetric(float64(cpu-resetNs)/pkts, "ns/pkt")
@@ -285,12 +275,12 @@ func BenchmarkParseCalibration(b *testing.B) {
 	var l packet.Layers
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	c0 := threadCPU()
+	c0 := cputime.Thread()
 	b.ResetTimer()
 	for range b.N {
 		if packet.Parse(frame, &l) != nil {
 			b.Fatal("parse")
 		}
 	}
-	b.ReportMetric(float64(threadCPU()-c0)/float64(b.N), "ns/pkt")
+	b.ReportMetric(float64(cputime.Thread()-c0)/float64(b.N), "ns/pkt")
 }

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/gf"
+	"github.com/linerate/linerate/internal/cputime"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -67,6 +66,15 @@ type batch struct {
 	in   []packet.Burst
 	out  []packet.Burst
 	nout int
+
+	frames [][]byte // loadFresh's list
+
+	// cpu sums the stage's time over the runs: each run on the monotonic
+	// clock, scaled by the thread's share of the CPU (the thread CPU clock
+	// costs 1.4 µs a read on the VM the figures come from, too much around
+	// every batch of a few µs).
+	cpu   time.Duration
+	share *cputime.Share
 }
 
 // load fills the batch's input with frames, in bursts of at most 64.
@@ -78,12 +86,30 @@ func (bt *batch) load(h *harness, frames [][]byte) {
 	}
 }
 
+// loadFresh loads the coded packets of gens under fresh generation IDs
+// (*id on), so that a receiver takes none of them for a late packet of a
+// generation it has decoded.
+func (bt *batch) loadFresh(h *harness, gens []benchGen, id *int) {
+	bt.frames = bt.frames[:0]
+	for _, gg := range gens {
+		for _, f := range gg.coded {
+			Header(f[54:]).SetGenerationID(uint16(*id))
+		}
+		*id++
+		bt.frames = append(bt.frames, gg.coded...)
+	}
+	bt.load(h, bt.frames)
+}
+
 // run times st over the batch as an engine calls it: Process on each burst,
 // then Produce until nothing comes. Only the stage's calls are timed:
 // freeing what it dropped or made is the engine's and the ports' work, done
 // after.
-func (bt *batch) run(h *harness, st plugins.Stage, t *cpuTimer) {
+func (bt *batch) run(h *harness, st plugins.Stage) {
 	pr := st.(plugins.Producer)
+	if bt.share == nil {
+		bt.share = cputime.NewShare()
+	}
 	bt.nout = 0
 	t0 := time.Now()
 	for i := range bt.in {
@@ -101,7 +127,7 @@ func (bt *batch) run(h *harness, st plugins.Stage, t *cpuTimer) {
 		}
 		bt.nout++
 	}
-	t.wall += time.Since(t0)
+	bt.cpu += bt.share.Scale(time.Since(t0))
 	for i := range bt.in {
 		b := &bt.in[i]
 		for j := 0; j < b.N; j++ {
@@ -129,44 +155,16 @@ func (bt *batch) free() {
 	}
 }
 
-// threadCPU is the CPU time of the calling thread: what the benchmarks
-// count, so that other work on a shared machine does not show up as a slow
-// stage. Callers lock their goroutine to the thread.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return time.Duration(ts.Nano())
-}
-
-// cpuTimer sums the wall time of timed sections on the monotonic clock
-// and turns it into CPU time by the thread's share of the CPU over the whole
-// loop. A section is a few µs, and reading the thread CPU clock is a system
-// call that costs over a microsecond in some virtual machines (1.4 µs on the
-// one the figures come from), so it is read only at the ends of the loop.
-type cpuTimer struct {
-	wall  time.Duration
-	cpu0  time.Duration
-	wall0 time.Time
-}
-
-func startCPUTimer() *cpuTimer { return &cpuTimer{cpu0: threadCPU(), wall0: time.Now()} }
-
-// cpu is the timed sections' share of the thread's CPU time so far.
-func (t *cpuTimer) cpu() time.Duration {
-	share := float64(threadCPU()-t.cpu0) / float64(time.Since(t.wall0))
-	return max(time.Duration(float64(t.wall)*min(share, 1)), 1)
-}
-
 // cpuLoop runs op b.N times and reports GB/s of bytes per op on the thread's
 // CPU time.
 func cpuLoop(b *testing.B, bytes float64, op func()) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	t0 := threadCPU()
+	t0 := cputime.Thread()
 	for b.Loop() {
 		op()
 	}
-	reportGBs(b, bytes*float64(b.N), threadCPU()-t0)
+	reportGBs(b, bytes*float64(b.N), cputime.Thread()-t0)
 }
 
 func reportGBs(b *testing.B, bytes float64, d time.Duration) {
@@ -189,19 +187,18 @@ func BenchmarkEncoder(b *testing.B) {
 			h := newHarness(b)
 			enc := h.MustBuildNamed("rlnc.encoder", "enc", fmt.Sprintf("k = %d\nblock = %d\ncoded = %d\nmemory = \"8MiB\"\npool_buffers = 2048\n", k, benchN, k))
 			var bt batch
-			t := startCPUTimer()
 			coded := 0
 			for b.Loop() {
 				bt.load(h, frames)
 				h.Ctx.Now++
-				bt.run(h, enc, t)
+				bt.run(h, enc)
 				coded += bt.made()
 				bt.free()
 			}
 			if coded != g*k*b.N {
 				b.Fatalf("%d coded packets for %d generations", coded, g*b.N)
 			}
-			d := t.cpu()
+			d := bt.cpu
 			reportGBs(b, float64(coded)*float64(k*benchN), d)
 			b.ReportMetric(float64(coded)/d.Seconds()/1e6, "Mpps")
 		})
@@ -297,13 +294,6 @@ func benchGenerations(r *rand.Rand, gens, k, n, count int, loss float64) []bench
 	return out
 }
 
-// setGen writes generation id g into coded frames.
-func setGen(frames [][]byte, g uint16) {
-	for _, f := range frames {
-		Header(f[54:]).SetGenerationID(g)
-	}
-}
-
 func BenchmarkRecoder(b *testing.B) {
 	for _, k := range benchKs {
 		r := rand.New(rand.NewPCG(2, uint64(k)))
@@ -317,18 +307,10 @@ func BenchmarkRecoder(b *testing.B) {
 			// the link is owed K more: half the packets combine all K rows.
 			rec := h.MustBuildNamed("rlnc.recoder", "rec", fmt.Sprintf("coded = %d\nmemory = \"16MiB\"\npool_buffers = 2048\nwindow = 1024\n", 2*k))
 			var bt batch
-			t := startCPUTimer()
-			var frames [][]byte
 			sent, id := 0, 0
 			for b.Loop() {
-				frames = frames[:0]
-				for _, gg := range gens {
-					setGen(gg.coded, uint16(id))
-					id++
-					frames = append(frames, gg.coded...)
-				}
-				bt.load(h, frames)
-				bt.run(h, rec, t)
+				bt.loadFresh(h, gens, &id)
+				bt.run(h, rec)
 				sent += bt.made()
 				bt.free()
 			}
@@ -338,7 +320,7 @@ func BenchmarkRecoder(b *testing.B) {
 			// Packets 1..K combine 1..K rows, packets K+1..2K all K; the extra
 			// arrivals are not innovative.
 			rows := g * b.N * (k*(k+1)/2 + k*k)
-			d := t.cpu()
+			d := bt.cpu
 			reportGBs(b, float64(rows)*benchN, d)
 			b.ReportMetric(float64(sent)/d.Seconds()/1e6, "Mpps")
 		})
@@ -381,18 +363,10 @@ func BenchmarkDecoder(b *testing.B) {
 			h := newHarness(b)
 			dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"16MiB\"\npool_buffers = 2048\nwindow = 1024\n")
 			var bt batch
-			t := startCPUTimer()
-			var frames [][]byte
 			delivered, bytesOut, id := 0, 0, 0
 			for b.Loop() {
-				frames = frames[:0]
-				for _, gg := range gens {
-					setGen(gg.coded, uint16(id))
-					id++
-					frames = append(frames, gg.coded...)
-				}
-				bt.load(h, frames)
-				bt.run(h, dec, t)
+				bt.loadFresh(h, gens, &id)
+				bt.run(h, dec)
 				// Verify: every generation's originals, in order.
 				got := 0
 				for i := 0; i < bt.nout; i++ {
@@ -413,7 +387,7 @@ func BenchmarkDecoder(b *testing.B) {
 				delivered += got
 				bt.free()
 			}
-			d := t.cpu()
+			d := bt.cpu
 			reportGBs(b, float64(bytesOut), d)
 			b.ReportMetric(float64(delivered)/d.Seconds()/1e6, "Mpps")
 		})

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/cputime"
 	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
@@ -21,17 +20,11 @@ import (
 // machine the wall clock also counts the time other processes had the CPU.
 // Mpps is reported from it; "wall-Mpps" from b.Elapsed.
 type cpuTimer struct {
-	total, start int64
+	total, start time.Duration
 }
 
-func threadCPU() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return ts.Nano()
-}
-
-func (c *cpuTimer) resume() { c.start = threadCPU() }
-func (c *cpuTimer) pause()  { c.total += threadCPU() - c.start }
+func (c *cpuTimer) resume() { c.start = cputime.Thread() }
+func (c *cpuTimer) pause()  { c.total += cputime.Thread() - c.start }
 
 func (c *cpuTimer) report(b *testing.B, packets float64) {
 	b.ReportMetric(packets/(float64(c.total)/1e9)/1e6, "Mpps")

@@ -5,11 +5,11 @@ package dpdk
 import (
 	"runtime"
 	"testing"
-
-	"golang.org/x/sys/unix"
+	"time"
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/cputime"
 )
 
 // BenchmarkForwardNull forwards between two net_null ports, swapping MACs, on
@@ -35,7 +35,7 @@ func BenchmarkForwardNull(b *testing.B) {
 				defer out.Close()
 				n := 0
 				b.ResetTimer()
-				c0 := threadCPU()
+				c0 := cputime.Thread()
 				for i := 0; i < b.N; i++ {
 					bu.N = 0
 					k := in.RxBurst(0, &bu)
@@ -50,7 +50,7 @@ func BenchmarkForwardNull(b *testing.B) {
 					}
 					n += s
 				}
-				report(b, n, threadCPU()-c0)
+				report(b, n, cputime.Thread()-c0)
 			}
 		})
 	})
@@ -67,11 +67,11 @@ func BenchmarkForwardNull(b *testing.B) {
 				}
 				n := 0
 				b.ResetTimer()
-				c0 := threadCPU()
+				c0 := cputime.Thread()
 				for i := 0; i < b.N; i++ {
 					n += e.Step()
 				}
-				report(b, n, threadCPU()-c0)
+				report(b, n, cputime.Thread()-c0)
 				e.Stop()
 			}
 		})
@@ -90,17 +90,11 @@ func onLcore(b *testing.B, setup func() func()) {
 	setup()()
 }
 
-func report(b *testing.B, packets int, cpuNs int64) {
+func report(b *testing.B, packets int, cpu time.Duration) {
 	b.StopTimer()
 	if packets == 0 {
 		b.Fatal("no packets")
 	}
-	b.ReportMetric(float64(cpuNs)/float64(packets), "cpu-ns/pkt")
-	b.ReportMetric(float64(packets)/float64(cpuNs)*1e3, "Mpps/core")
-}
-
-func threadCPU() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return ts.Nano()
+	b.ReportMetric(float64(cpu)/float64(packets), "cpu-ns/pkt")
+	b.ReportMetric(float64(packets)/float64(cpu)*1e3, "Mpps/core")
 }
