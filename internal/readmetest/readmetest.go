@@ -85,3 +85,41 @@ func TOMLKeys(v any) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Mentions reads the README at path and returns a check that it names name
+// in backquotes, reporting what it is when it does not.
+func Mentions(t testing.TB, path string) func(what, name string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	return func(what, name string) {
+		t.Helper()
+		if !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("%s does not mention %s `%s`", path, what, name)
+		}
+	}
+}
+
+// FlatKeys lists the toml keys of the config struct v, with those of the
+// structs it embeds, in field order.
+func FlatKeys(v any) []string {
+	var out []string
+	var walk func(rt reflect.Type)
+	walk = func(rt reflect.Type) {
+		for i := 0; i < rt.NumField(); i++ {
+			f := rt.Field(i)
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != "" && tag != "-" {
+				out = append(out, tag)
+			}
+		}
+	}
+	walk(reflect.TypeOf(v))
+	return out
+}

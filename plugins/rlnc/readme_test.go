@@ -1,40 +1,20 @@
 package rlnc
 
 import (
-	"os"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/linerate/linerate/internal/readmetest"
 )
 
 // TestReadme: README.md names every key, counter and drop reason the stages
 // have.
 func TestReadme(t *testing.T) {
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	has := func(what, name string) {
-		if !strings.Contains(doc, "`"+name+"`") && !strings.Contains(doc, "`"+name+"`,") {
-			t.Errorf("README.md does not mention %s `%s`", what, name)
-		}
-	}
-	var keys func(rt reflect.Type)
-	keys = func(rt reflect.Type) {
-		for i := 0; i < rt.NumField(); i++ {
-			f := rt.Field(i)
-			if f.Anonymous {
-				keys(f.Type)
-				continue
-			}
-			if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != "" {
-				has("key", tag)
-			}
-		}
-	}
+	has := readmetest.Mentions(t, "README.md")
 	for _, v := range []any{encoderConfig{}, recoderConfig{}, decoderConfig{}, linkConfig{}, matchConfig{}} {
-		keys(reflect.TypeOf(v))
+		for _, k := range readmetest.FlatKeys(v) {
+			has("key", k)
+		}
 	}
 	h := newHarness(t)
 	for _, kind := range []string{"rlnc.encoder", "rlnc.recoder", "rlnc.decoder"} {
@@ -52,7 +32,5 @@ func TestReadme(t *testing.T) {
 		reasonNoMemory.String()} {
 		has("drop reason", r)
 	}
-	if !strings.Contains(doc, "decode_latency") {
-		t.Error("README.md does not mention the decode_latency histogram")
-	}
+	has("histogram", "decode_latency")
 }

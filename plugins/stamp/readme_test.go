@@ -1,41 +1,19 @@
 package stamp
 
 import (
-	"os"
-	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/linerate/linerate/internal/readmetest"
 )
 
 // TestReadme keeps README.md in step with the code: every config key,
 // counter, histogram and drop reason is mentioned.
 func TestReadme(t *testing.T) {
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	has := func(what, name string) {
-		t.Helper()
-		if !strings.Contains(doc, "`"+name+"`") {
-			t.Errorf("README.md does not mention %s `%s`", what, name)
-		}
-	}
-	var keys func(rt reflect.Type)
-	keys = func(rt reflect.Type) {
-		for i := 0; i < rt.NumField(); i++ {
-			f := rt.Field(i)
-			if f.Anonymous {
-				keys(f.Type)
-				continue
-			}
-			if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != "" && tag != "-" {
-				has("key", tag)
-			}
-		}
-	}
+	has := readmetest.Mentions(t, "README.md")
 	for _, v := range []any{senderConfig{}, senderSessionConfig{}, reflectorConfig{}, reflectorSessionConfig{}, collectorConfig{}} {
-		keys(reflect.TypeOf(v))
+		for _, k := range readmetest.FlatKeys(v) {
+			has("key", k)
+		}
 	}
 	h := newHarness(t)
 	for _, kind := range []string{"stamp.sender", "stamp.reflector", "stamp.collector"} {
