@@ -732,16 +732,7 @@ func (e *encap) quick(ctx *plugins.Context, p *packet.Packet, pr *profile) bool 
 	d = p.Data()
 	// InsertGap's move of the smaller side, the head, then the template.
 	moveHead(d, 0, n, l3)
-	gap := d[l3 : l3+n]
-	copy(gap, pr.tmplEncap)
-	inner := (*[packet.IPv6Len]byte)(d[l3+n:])
-	copy(gap[:4], inner[:4]) // version, traffic class, flow label
-	binary.BigEndian.PutUint16(gap[4:], uint16(n-packet.IPv6Len+ipLen))
-	hl := inner[7]
-	if pr.hopLimit != 0 {
-		hl = uint8(pr.hopLimit)
-	}
-	gap[7] = hl
+	hl := pr.writeOuter(d[l3:l3+n], d[l3+n:], ipLen)
 	if pr.plan != nil {
 		e.writeNode(ctx, p, pr.plan, &e.vals, d[l3+packet.IPv6Len+4+pr.traceOff+pr.nodeAt:], hl)
 	}
@@ -760,6 +751,22 @@ func (e *encap) quick(ctx *plugins.Context, p *packet.Packet, pr *profile) bool 
 	e.cEncap.Inc()
 	pr.cInserted.Inc()
 	return true
+}
+
+// writeOuter writes the outer IPv6 header and options into gap, in front of
+// the inner header: the profile's template, with the inner header's version,
+// traffic class and flow label, the payload length of an inner packet of
+// ipLen bytes, and the hop limit, which it returns.
+func (pr *profile) writeOuter(gap, inner []byte, ipLen int) uint8 {
+	copy(gap, pr.tmplEncap)
+	copy(gap[:4], inner[:4])
+	binary.BigEndian.PutUint16(gap[4:], uint16(len(pr.tmplEncap)-packet.IPv6Len+ipLen))
+	hl := inner[7]
+	if pr.hopLimit != 0 {
+		hl = uint8(pr.hopLimit)
+	}
+	gap[7] = hl
+	return hl
 }
 
 // encapsulate puts the packet in an outer IPv6 header with the profile's
@@ -786,16 +793,8 @@ func (e *encap) encapsulate(ctx *plugins.Context, b *packet.Burst, i int, pr *pr
 		}
 		p = b.H[i].P()
 	}
-	copy(gap, pr.tmplEncap)
 	d := p.Data()
-	inner := d[l3+n:]
-	copy(gap[:4], inner[:4]) // version, traffic class, flow label
-	binary.BigEndian.PutUint16(gap[4:], uint16(n-packet.IPv6Len+ipLen))
-	hl := inner[7]
-	if pr.hopLimit != 0 {
-		hl = uint8(pr.hopLimit)
-	}
-	gap[7] = hl
+	hl := pr.writeOuter(gap, d[l3+n:], ipLen)
 	e.fill(ctx, p, pr, d, l3+packet.IPv6Len+4, l3+packet.IPv6Len+pr.hbhLen+4, hl)
 	e.encapLayers(p, d, pr, l3, n, ipLen, valid, &old)
 	e.cEncap.Inc()
