@@ -146,19 +146,27 @@ func (f *fanout) Process(ctx *plugins.Context, b *packet.Burst) {
 	for i := 0; i < b.N; i++ {
 		p := b.H[i].P()
 		for _, port := range f.ports[1:] {
-			q, ok := f.pool.AllocOne()
-			if !ok {
-				continue
-			}
-			if q.P().CopyFrom(p, f.pool.Headroom()) != nil {
-				f.pool.FreeOne(q)
-				continue
-			}
-			q.P().Continue()
-			ctx.Emit(q, port)
+			emitCopy(ctx, f.pool, p, port)
 		}
 		p.Forward(f.ports[0])
 	}
+}
+
+// emitCopy sends a copy of p from pool out of port; it reports false when
+// the pool is empty or p does not fit its buffers. A full tx buffer drops
+// and frees the copy.
+func emitCopy(ctx *plugins.Context, pool packet.Pool, p *packet.Packet, port uint16) bool {
+	q, ok := pool.AllocOne()
+	if !ok {
+		return false
+	}
+	if q.P().CopyFrom(p, pool.Headroom()) != nil {
+		pool.FreeOne(q)
+		return false
+	}
+	q.P().Continue()
+	ctx.Emit(q, port)
+	return true
 }
 
 // result is one topology's measurement.

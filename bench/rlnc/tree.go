@@ -132,24 +132,15 @@ func (f *treeStage) Process(ctx *plugins.Context, b *packet.Burst) {
 			}
 			last = len(ports) - 1
 		}
-		// Copies, as bench.fanout makes them, for the other links.
+		// Copies for the other links.
 		for j, port := range ports {
-			if j == last {
-				continue
-			}
-			q, ok := f.pool.AllocOne()
-			if !ok {
+			switch {
+			case j == last:
+			case emitCopy(ctx, f.pool, p, port):
+				f.cCopies.Inc()
+			default:
 				f.cNoBuf.Inc()
-				continue
 			}
-			if q.P().CopyFrom(p, f.pool.Headroom()) != nil {
-				f.pool.FreeOne(q)
-				f.cNoBuf.Inc()
-				continue
-			}
-			q.P().Continue()
-			ctx.Emit(q, port) // a full tx buffer drops and frees it
-			f.cCopies.Inc()
 		}
 		if last >= 0 {
 			p.Forward(ports[last])
