@@ -341,6 +341,18 @@ type Fate struct {
 	Reason  string         // why it was dropped
 }
 
+// Take returns the bytes of a packet that left the chain, freeing it, or why
+// it did not: its drop reason, or "consumed".
+func (f Fate) Take() (data []byte, dropped string) {
+	switch f.Verdict {
+	case packet.Drop:
+		return nil, f.Reason
+	case packet.Consume:
+		return nil, "consumed"
+	}
+	return TakeData(f.H), ""
+}
+
 // Outcome is what became of a burst.
 type Outcome struct {
 	Fates     []Fate         // one per packet, in the burst's order

@@ -7,7 +7,6 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/plugintest"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -67,14 +66,7 @@ func (h *harness) runBurst(b *packet.Burst, stages ...plugins.Stage) []result {
 	o := h.Run(b, stages...)
 	out := make([]result, len(o.Fates))
 	for i, f := range o.Fates {
-		switch f.Verdict {
-		case packet.Drop:
-			out[i].dropped = f.Reason
-		case packet.Consume:
-			out[i].dropped = "consumed"
-		default:
-			out[i].data = stagetest.TakeData(f.H)
-		}
+		out[i].data, out[i].dropped = f.Take()
 	}
 	return out
 }

@@ -51,19 +51,14 @@ func (h *harness) runBurst(b *packet.Burst, stages ...plugins.Stage) []result {
 	o := h.Run(b, stages...)
 	out := make([]result, len(o.Fates))
 	for i, f := range o.Fates {
-		switch f.Verdict {
-		case packet.Drop:
-			out[i].dropped = f.Reason
-		case packet.Consume:
-			out[i].dropped = "consumed"
-		default:
-			port := f.Port
+		r := &out[i]
+		if f.Verdict != packet.Drop && f.Verdict != packet.Consume {
+			r.port, r.rxTime = f.Port, f.H.P().RxTime
 			if f.Verdict == packet.Continue {
-				port = packet.NoPort
+				r.port = packet.NoPort
 			}
-			rx := f.H.P().RxTime
-			out[i] = result{data: stagetest.TakeData(f.H), port: port, rxTime: rx}
 		}
+		r.data, r.dropped = f.Take()
 	}
 	return out
 }
