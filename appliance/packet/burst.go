@@ -35,11 +35,18 @@ func (b *Burst) Handles() []Handle { return b.H[:b.N] }
 // Reset empties the burst without freeing anything.
 func (b *Burst) Reset() { b.N = 0 }
 
+// Freer takes back a packet once nothing refers to it any more: the engine's
+// plugins.Env, which returns it to its pool at the lcore's next quiescent point.
+type Freer interface {
+	Free(h Handle)
+}
+
 // InsertGap opens n bytes after the first at bytes of packet i. When neither side
 // of the packet fits its buffer, it copies the packet into a fresh buffer from the
-// same pool with the gap already open, replaces handle i, frees the old buffer and
-// counts the copy on the pool.
-func (b *Burst) InsertGap(i, at, n int) ([]byte, error) {
+// same pool with the gap already open, replaces handle i, gives the old buffer to
+// f and counts the copy on the pool. The caller may still read the old packet
+// until its burst is done; with a nil f the old buffer goes back at once.
+func (b *Burst) InsertGap(i, at, n int, f Freer) ([]byte, error) {
 	p := b.H[i].P()
 	gap, err := p.InsertGap(at, n)
 	if err != ErrNoRoom {
@@ -71,7 +78,11 @@ func (b *Burst) InsertGap(i, at, n int) ([]byte, error) {
 		return nil, err
 	}
 	countCopyFor(qp.pool)
-	FreeOne(b.H[i])
+	if f != nil {
+		f.Free(b.H[i])
+	} else {
+		FreeOne(b.H[i])
+	}
 	b.H[i] = q
 	return gap, nil
 }

@@ -94,7 +94,7 @@ type Packet struct {
 	Scratch [ScratchSize]byte
 
 	txDelayAt uint32  // with FlagTxDelay: where transmit writes the transit delay (see SetTxDelay)
-	_         [4]byte // reserved: pads the block to MetaSize
+	own       ownMeta // who owns the buffer, in checked builds (own.go)
 }
 
 // Flags.
@@ -126,6 +126,9 @@ func init() {
 
 // P returns the packet behind h.
 func (h Handle) P() *Packet {
+	if Checked {
+		Own(h, OpUse, NoOwner, -1)
+	}
 	// Reinterpret the integer as a pointer without a uintptr→unsafe.Pointer
 	// conversion: the memory is not Go's, so the GC ignores it.
 	return *(**Packet)(unsafe.Pointer(&h))

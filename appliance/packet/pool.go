@@ -241,6 +241,7 @@ func (s *Slab) Alloc(b *Burst, n int) int {
 	for i := b.N; i < b.N+got; i++ {
 		s.init(b.H[i])
 	}
+	OwnBurst(b.H[b.N:b.N+got], OpAlloc, NoOwner, -1)
 	b.N += got
 	s.inUse.Add(int64(got))
 	if got < n {
@@ -262,6 +263,7 @@ func (s *Slab) AllocOne() (Handle, bool) {
 	s.free = s.free[:n-1]
 	s.mu.Unlock()
 	s.init(h)
+	Own(h, OpAlloc, NoOwner, -1)
 	s.inUse.Add(1)
 	return h, true
 }
@@ -284,6 +286,11 @@ func (s *Slab) FreeHandles(hs []Handle) {
 	if len(hs) == 0 {
 		return
 	}
+	if Checked {
+		for _, h := range hs {
+			Released(h, s.id)
+		}
+	}
 	s.mu.Lock()
 	s.free = append(s.free, hs...)
 	s.mu.Unlock()
@@ -292,6 +299,7 @@ func (s *Slab) FreeHandles(hs []Handle) {
 
 // FreeOne returns h.
 func (s *Slab) FreeOne(h Handle) {
+	Released(h, s.id)
 	s.mu.Lock()
 	s.free = append(s.free, h)
 	s.mu.Unlock()

@@ -185,7 +185,7 @@ func TestBurstInsertGap(t *testing.T) {
 	fill(p, s.Headroom(), data)
 	copies := CopyCount(s.ID())
 
-	gap, err := b.InsertGap(0, 14, 40)
+	gap, err := b.InsertGap(0, 14, 40, nil)
 	if err != nil || len(gap) != 40 || CopyCount(s.ID()) != copies || b.P(0) != p {
 		t.Fatalf("in place: %v, copies %d → %d", err, copies, CopyCount(s.ID()))
 	}
@@ -198,7 +198,7 @@ func TestBurstInsertGap(t *testing.T) {
 	p.Scratch[3] = 0x5a
 	old := b.H[0]
 	inUse := s.InUse()
-	gap, err = b.InsertGap(0, 100, 40)
+	gap, err = b.InsertGap(0, 100, 40, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,11 +223,11 @@ func TestBurstInsertGap(t *testing.T) {
 	// Larger than any buffer: ErrNoRoom, and nothing changes or leaks.
 	h := b.H[1]
 	fill(h.P(), s.Headroom(), data)
-	if _, err := b.InsertGap(1, 0, 1<<20); err != ErrNoRoom || b.H[1] != h || s.InUse() != inUse {
+	if _, err := b.InsertGap(1, 0, 1<<20, nil); err != ErrNoRoom || b.H[1] != h || s.InUse() != inUse {
 		t.Fatalf("oversized gap: %v, in use %d", err, s.InUse())
 	}
 	// Bad offset: not a copy.
-	if _, err := b.InsertGap(1, 201, 1); err != ErrBadOffset {
+	if _, err := b.InsertGap(1, 201, 1, nil); err != ErrBadOffset {
 		t.Fatalf("bad offset: %v", err)
 	}
 
@@ -237,7 +237,7 @@ func TestBurstInsertGap(t *testing.T) {
 		t.Fatal("pool not exhausted")
 	}
 	fill(b.P(1), 10, seq(b.P(1).Cap()-30))
-	if _, err := b.InsertGap(1, 5, 40); err != ErrNoRoom || CopyCount(s.ID()) != copies+1 {
+	if _, err := b.InsertGap(1, 5, 40, nil); err != ErrNoRoom || CopyCount(s.ID()) != copies+1 {
 		t.Fatalf("exhausted pool: %v", err)
 	}
 	Free(&b)

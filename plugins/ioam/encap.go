@@ -787,7 +787,7 @@ func (e *encap) encapsulate(ctx *plugins.Context, b *packet.Burst, i int, pr *pr
 	gap, ok := insertHead(p, l3, n)
 	if !ok {
 		var err error
-		if gap, err = b.InsertGap(i, l3, n); err != nil {
+		if gap, err = b.InsertGap(i, l3, n, ctx.Env); err != nil {
 			e.cNoRoom.Inc()
 			return
 		}
@@ -866,7 +866,7 @@ func (e *encap) inline(ctx *plugins.Context, b *packet.Burst, i int, pr *profile
 			return
 		}
 		at := l3 + packet.IPv6Len
-		gap, err := b.InsertGap(i, at, n)
+		gap, err := b.InsertGap(i, at, n, ctx.Env)
 		if err != nil {
 			e.cNoRoom.Inc()
 			return
@@ -911,7 +911,7 @@ func (e *encap) inline(ctx *plugins.Context, b *packet.Burst, i int, pr *profile
 	}
 	optsAt, destAt := -1, -1
 	if len(pr.opts) > 0 {
-		at, added, err := growHeader(b, i, hbh, pr.opts)
+		at, added, err := growHeader(b, i, hbh, pr.opts, ctx.Env)
 		if err != nil {
 			e.cNoRoom.Inc()
 			return
@@ -925,7 +925,7 @@ func (e *encap) inline(ctx *plugins.Context, b *packet.Burst, i int, pr *profile
 		hlen := (int(d[hbh+1]) + 1) * 8
 		next := hbh + hlen
 		if d[hbh] == packet.ProtocolDestOpts {
-			at, added, err := growHeader(b, i, next, pr.e2eBlock)
+			at, added, err := growHeader(b, i, next, pr.e2eBlock, ctx.Env)
 			if err != nil {
 				e.cNoRoom.Inc()
 				return
@@ -935,7 +935,7 @@ func (e *encap) inline(ctx *plugins.Context, b *packet.Burst, i int, pr *profile
 			addPayloadLength(d, l3, added)
 			destAt = at
 		} else {
-			gap, err := b.InsertGap(i, next, pr.destLen)
+			gap, err := b.InsertGap(i, next, pr.destLen, ctx.Env)
 			if err != nil {
 				e.cNoRoom.Inc()
 				return

@@ -66,7 +66,7 @@ func optionsEnd(h []byte) int {
 // packet i of b, replacing the header's trailing padding, and returns the
 // block's offset in the packet's data and the bytes added. The packet may be
 // replaced by a copy (Burst.InsertGap) when its buffer has no room.
-func growHeader(b *packet.Burst, i, off int, block []byte) (at, added int, err error) {
+func growHeader(b *packet.Burst, i, off int, block []byte, f packet.Freer) (at, added int, err error) {
 	d := b.H[i].P().Data()
 	if len(d)-off < 8 {
 		return 0, 0, ErrHopByHop
@@ -83,7 +83,7 @@ func growHeader(b *packet.Burst, i, off int, block []byte) (at, added int, err e
 	}
 	added = newLen - old
 	if added > 0 {
-		if _, err := b.InsertGap(i, off+end, added); err != nil {
+		if _, err := b.InsertGap(i, off+end, added, f); err != nil {
 			return 0, 0, ErrNoRoom
 		}
 		d = b.H[i].P().Data()

@@ -239,7 +239,7 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 		}
 	}
 	if incr >= 0 {
-		switch err := growIncremental(b, i, s, incr, incrPlan, &t.vals); err {
+		switch err := growIncremental(b, i, s, incr, incrPlan, &t.vals, ctx.Env); err {
 		case nil:
 			t.cGrown.Inc()
 			t.cFilled.Inc()
@@ -415,7 +415,7 @@ var errOverflow = fmt.Errorf("ioam: overflow")
 // incremental trace option at off (RFC 9197 §4.4): the option, its options
 // header and the IPv6 payload grow, the header keeping its 8-byte multiple by
 // absorbing or adding trailing padding.
-func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, v *hopValues) error {
+func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, v *hopValues, f packet.Freer) error {
 	p := b.H[i].P()
 	d := p.Data()
 	opt := Option(d[off:])
@@ -442,7 +442,7 @@ func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, v *
 	valid := p.LayersValid()
 	scratchOf(p).magic = 0 // the options after this one move
 	if gap > 0 {
-		if _, err := b.InsertGap(i, ins, gap); err != nil {
+		if _, err := b.InsertGap(i, ins, gap, f); err != nil {
 			tr.SetOverflow()
 			return errOverflow
 		}

@@ -62,7 +62,7 @@ func (g *gapStage) Process(ctx *plugins.Context, b *packet.Burst) {
 		}{{gapAt1, patA}, {gapAt2, patB}} {
 			old := b.H[i]
 			room := b.P(i).Headroom()
-			gap, err := b.InsertGap(i, gp.at, len(gp.pat))
+			gap, err := b.InsertGap(i, gp.at, len(gp.pat), nil)
 			if err != nil {
 				g.fail.Inc()
 				b.P(i).Drop(packet.ReasonMalformed)

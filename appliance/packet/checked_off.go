@@ -1,0 +1,5 @@
+//go:build !lrcheck
+
+package packet
+
+const checked = false
