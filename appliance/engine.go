@@ -629,7 +629,11 @@ func (e *Engine) StepLcore(i int) int {
 	if i < 0 || i >= len(e.lcores) {
 		return 0
 	}
-	return e.lcores[i].step(e.clock.Now(), e.phase.Load() == phaseDrain)
+	lc := e.lcores[i]
+	if packet.Checked {
+		defer lc.explain()
+	}
+	return lc.step(e.clock.Now(), e.phase.Load() == phaseDrain)
 }
 
 // Done is closed when the engine has stopped.

@@ -3,6 +3,7 @@ package appliance
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 
 	"github.com/linerate/linerate/appliance/clock"
@@ -34,8 +35,19 @@ type lcore struct {
 	dropsDirty           []packet.Reason
 	copies               stats.Counter // packets copied into a port's own pool at tx
 
-	idle     atomic.Bool // the last loop moved nothing and nothing is buffered
-	freeList packet.Burst
+	idle atomic.Bool // the last loop moved nothing and nothing is buffered
+	// freed holds what this lcore freed since its last quiescent point (the
+	// end of a burst's run, or of a loop): a stage that frees a packet of its
+	// burst is still in the middle of that burst, and the engine reads the
+	// packet's verdict after it. A fixed array and a count, so freeing writes
+	// one handle; it grows only if more than its size are freed between two
+	// quiescent points, which the pools' sizes bound.
+	freed  []packet.Handle
+	nfreed int
+	// What runs, for a checked build's report: the instance and the chain
+	// position of its running stage (-1 between stages).
+	cur *instance
+	at  int
 	// Bursts handed to ports and stages through interfaces would escape to the
 	// heap if they were locals: they live here instead.
 	txb, txRest packet.Burst
@@ -71,7 +83,7 @@ func (m chanMutex) Unlock() { <-m }
 
 func newLcore(e *Engine, id, cpu int) *lcore {
 	lc := &lcore{e: e, id: id, cpu: cpu, cmdMu: make(chanMutex, 1), cmds: ring.NewSPSC[*command](64),
-		gap: stats.NewHistogram()}
+		gap: stats.NewHistogram(), at: -1}
 	return lc
 }
 
@@ -81,6 +93,9 @@ func (lc *lcore) setupTx(portsByID []*portEntry, size int) {
 	for i, pe := range portsByID {
 		lc.tx[i] = txBuffer{port: pe, queue: lc.id % max(pe.info.TxQueues, 1), buf: make([]packet.Handle, size)}
 	}
+	// Between two quiescent points: a burst, and what a flush of every tx
+	// buffer can drop, twice over.
+	lc.freed = make([]packet.Handle, 2*(packet.MaxBurst+len(portsByID)*size))
 }
 
 func (lc *lcore) countDrop(r packet.Reason, n uint64) {
@@ -91,17 +106,23 @@ func (lc *lcore) countDrop(r packet.Reason, n uint64) {
 	c.Add(n)
 }
 
-// free queues a packet to be returned to its pool at the end of the burst.
+// free gives a packet back: it returns to its pool at the lcore's next
+// quiescent point (flushFree), never before, however many are freed.
 func (lc *lcore) free(h packet.Handle) {
-	if !lc.freeList.Push(h) {
-		packet.Free(&lc.freeList)
-		lc.freeList.Push(h)
+	packet.Own(h, packet.OpFree, uint16(lc.id), lc.at)
+	if lc.nfreed == len(lc.freed) {
+		lc.freed = slices.Grow(lc.freed, len(lc.freed))[:2*len(lc.freed)]
 	}
+	lc.freed[lc.nfreed] = h
+	lc.nfreed++
 }
 
+// flushFree returns what the lcore freed to the pools. Call it only at a
+// quiescent point, where no burst, tx buffer or stage call refers to them.
 func (lc *lcore) flushFree() {
-	if lc.freeList.N > 0 {
-		packet.Free(&lc.freeList)
+	if lc.nfreed > 0 {
+		packet.FreeHandles(lc.freed[:lc.nfreed])
+		lc.nfreed = 0
 	}
 }
 
@@ -143,6 +164,7 @@ func (lc *lcore) forwardBurst(hs []packet.Handle, port uint16) {
 
 // emit appends h to the tx buffer of port, dropping it as emit_full when full.
 func (lc *lcore) emit(h packet.Handle, port uint16) bool {
+	packet.Own(h, packet.OpClaim, uint16(lc.id), lc.at)
 	if int(port) >= len(lc.tx) {
 		lc.countDrop(packet.ReasonNoPort, 1)
 		lc.free(h)
@@ -164,8 +186,11 @@ func (lc *lcore) emit(h packet.Handle, port uint16) bool {
 func (lc *lcore) flushHandles(t *txBuffer, tx ports.HandleTx, now int64) {
 	hs := t.buf[:t.n]
 	retried := false
+	id := uint16(lc.id)
 	for len(hs) > 0 {
+		packet.OwnBurst(hs, packet.OpTx, id, -1)
 		n, foreign := tx.TxHandles(t.queue, hs, now)
+		packet.OwnBurst(hs[n:], packet.OpBack, id, -1)
 		t.txPackets.Add(uint64(n))
 		hs = hs[n:]
 		switch {
@@ -234,7 +259,9 @@ func (lc *lcore) flush(t *txBuffer, now int64) {
 			}
 			b.N = j
 		}
+		packet.OwnBurst(b.H[:b.N], packet.OpTx, uint16(lc.id), -1)
 		sent := pe.port.TxBurst(t.queue, b)
+		packet.OwnBurst(b.H[sent:b.N], packet.OpBack, uint16(lc.id), -1)
 		if sent == b.N {
 			t.txPackets.Add(uint64(sent))
 			t.txBytes.Add(uint64(bytes))
@@ -245,7 +272,9 @@ func (lc *lcore) flush(t *txBuffer, now int64) {
 		copy(rest.H[:], b.H[sent:b.N])
 		copy(lc.txLen[:], lc.txLen[sent:b.N])
 		rest.N = b.N - sent
+		packet.OwnBurst(rest.H[:rest.N], packet.OpTx, uint16(lc.id), -1)
 		sent2 := pe.port.TxBurst(t.queue, rest)
+		packet.OwnBurst(rest.H[sent2:rest.N], packet.OpBack, uint16(lc.id), -1)
 		t.countTx(lc.txLen[:sent2])
 		if sent2 < rest.N {
 			lc.countDrop(packet.ReasonTxFull, uint64(rest.N-sent2))
@@ -369,8 +398,28 @@ func (lc *lcore) run(started chan<- error) {
 		}
 	}
 	started <- nil
+	if packet.Checked {
+		defer lc.explain()
+	}
 	lc.loop()
 	lc.shutdown()
+}
+
+// explain completes a checked build's ownership report with the names of the
+// lcore and stage that broke the rule, then panics on.
+func (lc *lcore) explain() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if oe, ok := r.(*packet.OwnershipError); ok && oe.Where == "" {
+		oe.Where = fmt.Sprintf("lcore %d (cpu %d)", lc.id, lc.cpu)
+		if in := lc.cur; in != nil && lc.at >= 0 && lc.at < len(in.stages) {
+			s := in.stages[lc.at]
+			oe.Where += fmt.Sprintf(", pipeline %q stage %d %q (%s)", in.pipe.name, lc.at, s.name, s.kind)
+		}
+	}
+	panic(r)
 }
 
 // loop polls until the engine stops. It is also driven step by step in
@@ -565,6 +614,7 @@ func (in *instance) publish() {
 // poll runs one round of the instance: its rx queues, handoffs from other lcores,
 // its producers and, when due, its tickers.
 func (in *instance) poll(now int64, draining bool) int {
+	in.lc.cur = in
 	b := &in.b
 	moved := 0
 	for i := range in.rx {
@@ -577,6 +627,7 @@ func (in *instance) poll(now int64, draining bool) int {
 		if n == 0 {
 			continue
 		}
+		packet.OwnBurst(b.H[:n], packet.OpClaim, uint16(in.lc.id), -1)
 		if rq.stamped {
 			in.lc.tx[rq.port.id].rxPackets.Add(uint64(n))
 			in.ctx.Now = b.H[0].P().RxTime
@@ -609,6 +660,7 @@ func (in *instance) poll(now int64, draining bool) int {
 		if ring.DequeueBurst(r, b) == 0 {
 			continue
 		}
+		packet.OwnBurst(b.H[:b.N], packet.OpClaim, uint16(in.lc.id), -1)
 		moved += b.N
 		in.ctx.Now = now
 		in.runHandoff(b)
@@ -621,8 +673,11 @@ func (in *instance) poll(now int64, draining bool) int {
 		b.N = 0
 		in.ctx.Now = now
 		in.ctx.Stage = k
+		in.lc.at = k
 		s.producer.Produce(&in.ctx, b)
+		in.lc.at = -1
 		if b.N > 0 {
+			packet.OwnBurst(b.H[:b.N], packet.OpClaim, uint16(in.lc.id), k)
 			moved += b.N
 			in.run(b, k+1)
 		}
@@ -632,8 +687,10 @@ func (in *instance) poll(now int64, draining bool) int {
 		in.ctx.Now = now
 		for _, k := range in.tickers {
 			in.ctx.Stage = k
+			in.lc.at = k
 			in.stages[k].st.(plugins.Ticker).Tick(&in.ctx)
 		}
+		in.lc.at = -1
 	}
 	return moved
 }
@@ -657,18 +714,23 @@ func (in *instance) runHandoff(b *packet.Burst) {
 
 // run passes b through the chain from stage `from`. After each stage, packets
 // with a verdict leave the burst: Forward to a tx buffer, Drop to the free list
-// with its reason counted, Consume to whoever took it.
+// with its reason counted, Consume to whoever took it. The end of run is a
+// quiescent point: what the burst's stages freed goes back to its pools.
 func (in *instance) run(b *packet.Burst, from int) {
 	lc := in.lc
 	for k := from; k < len(in.stages) && b.N > 0; k++ {
 		s := in.stages[k]
 		in.ctx.Stage = k
+		lc.at = k
 		s.packets.Add(uint64(b.N))
 		s.st.Process(&in.ctx, b)
 		j := 0
 		for i := 0; i < b.N; i++ {
 			h := b.H[i]
 			p := h.P()
+			if packet.Checked && p.Verdict() != packet.Consume {
+				packet.Own(h, packet.OpVerdict, uint16(lc.id), k)
+			}
 			switch p.Verdict() {
 			case packet.Continue:
 				b.H[j] = h
@@ -680,7 +742,10 @@ func (in *instance) run(b *packet.Burst, from int) {
 				lc.free(h)
 			case packet.Consume:
 			case packet.Handoff:
+				to := in.pipe.instances[p.OutPort].lc.id
+				packet.OwnTo(h, packet.OpHandoff, uint16(lc.id), uint16(to), k)
 				if !in.pipe.handoff[in.idx][p.OutPort].Put(h) {
+					packet.Own(h, packet.OpBack, uint16(lc.id), k)
 					lc.countDrop(packet.ReasonRingFull, 1)
 					lc.free(h)
 				}
@@ -696,6 +761,8 @@ func (in *instance) run(b *packet.Burst, from int) {
 		lc.free(b.H[i])
 	}
 	b.N = 0
+	lc.at = -1
+	lc.flushFree()
 }
 
 // env is the plugins.Env of one instance.

@@ -206,6 +206,7 @@ func (l *link) Process(ctx *Context, b *packet.Burst) {
 			l.lastDue = due
 		}
 		hold.P().Consume()
+		ctx.Hold(hold)
 		if !l.useHeap {
 			l.fifo.push(hold, due)
 		} else {

@@ -122,6 +122,11 @@ func (c *Context) ForwardBurst(b *packet.Burst, port uint16) {
 // Emit queues h for transmit on port; see Env.
 func (c *Context) Emit(h packet.Handle, port uint16) bool { return c.Env.Emit(h, port) }
 
+// Hold records that the stage keeps h beyond the burst (a delay line, a queue
+// for Produce): a checked build then refuses any other owner's hand-over of
+// it. It costs nothing in an ordinary build.
+func (c *Context) Hold(h packet.Handle) { packet.Own(h, packet.OpHold, packet.NoOwner, c.Stage) }
+
 // Owner is the lcore that owns key.
 func (c *Context) Owner(key uint64) int { return c.Env.Owner(key) }
 

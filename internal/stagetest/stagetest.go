@@ -39,6 +39,7 @@ type Env struct {
 
 // Emit records h for port.
 func (e *Env) Emit(h packet.Handle, port uint16) bool {
+	packet.Own(h, packet.OpClaim, uint16(e.Lcore), e.Stage)
 	e.Emitted = append(e.Emitted, Sent{h, port})
 	return true
 }
@@ -67,8 +68,12 @@ func (e *Env) Handoff(h packet.Handle, owner int) bool {
 // NumLcores is e.Lcores, at least 1.
 func (e *Env) NumLcores() int { return max(e.Lcores, 1) }
 
-// Free records h, to be returned at Flush.
-func (e *Env) Free(h packet.Handle) { e.Freed = append(e.Freed, h) }
+// Free records h, to be returned at Flush, as the engine returns it at the
+// lcore's next quiescent point.
+func (e *Env) Free(h packet.Handle) {
+	packet.Own(h, packet.OpFree, uint16(e.Lcore), e.Stage)
+	e.Freed = append(e.Freed, h)
+}
 
 // Flush returns what the stages freed to their pools.
 func (e *Env) Flush() {
@@ -381,6 +386,9 @@ func (r *Rig) Chain(b *packet.Burst, n int, process func(k int, b *packet.Burst)
 		for i := 0; i < b.N; i++ {
 			hd := b.H[i]
 			p := hd.P()
+			if p.Verdict() != packet.Consume {
+				packet.Own(hd, packet.OpVerdict, uint16(r.Env.Lcore), k)
+			}
 			f := &o.Fates[idx[i]]
 			*f = Fate{Verdict: p.Verdict(), H: hd}
 			switch p.Verdict() {

@@ -387,6 +387,7 @@ func (d *decoder) deliver(h packet.Handle) {
 		d.ctx.Emit(h, uint16(d.port))
 		return
 	}
+	d.ctx.Hold(h)
 	if !d.q.push(h) {
 		d.cQueueFull.Inc()
 		packet.FreeOne(h)

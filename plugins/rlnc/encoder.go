@@ -439,6 +439,7 @@ func (e *encoder) send(li int, h packet.Handle) {
 		e.ctx.Emit(h, l.port)
 		return
 	}
+	e.ctx.Hold(h)
 	if !e.q.push(h) {
 		e.cQueueFull.Inc()
 		packet.FreeOne(h)

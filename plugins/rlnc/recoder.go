@@ -274,6 +274,7 @@ func (r *recoder) send(gi int32, li int) {
 		r.ctx.Emit(h, ln.port)
 		return
 	}
+	r.ctx.Hold(h)
 	if !r.q.push(h) {
 		r.cQueueFull.Inc()
 		packet.FreeOne(h)

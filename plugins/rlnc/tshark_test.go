@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,9 @@ session = 42
 	var want []Fields
 	for _, hd := range out {
 		frames = append(frames, append([]byte(nil), hd.P().Data()...))
-		want = append(want, codedHeader(t, hd).Fields())
+		f := codedHeader(t, hd).Fields()
+		f.Vector = slices.Clone(f.Vector) // it aliases the buffer, freed below
+		want = append(want, f)
 	}
 	stagetest.Free(out...)
 	// 4 systematic + 2 repair, then 2 systematic + 1 repair with k′ = 2.

@@ -313,6 +313,7 @@ func (f *forwarder) hold(ctx *plugins.Context, p *packet.Packet, in *Port, port 
 		h = q
 	}
 	p.Consume()
+	ctx.Hold(h)
 	f.held[f.holdN] = heldPacket{h: h, port: port, next: next, deadline: ctx.Now + f.holdTime}
 	f.holdN++
 	f.held6.Inc()
