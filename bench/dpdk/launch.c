@@ -80,7 +80,7 @@ uint64_t lr_bench_c_sync(uint16_t in, uint16_t out, const char *pool, double sec
 	for (unsigned iter = 0;; iter++) {
 		if ((iter & 1023) == 0 && rte_rdtsc() >= end)
 			break;
-		uint16_t n = lr_rx_burst((uintptr_t)&q, (uintptr_t)h, LR_MAX_BURST);
+		uint16_t n = lr_rx_burst((uintptr_t)&q, h, LR_MAX_BURST);
 		for (uint16_t i = 0; i < n; i++) {
 			const struct lr_meta *p = (const struct lr_meta *)h[i];
 			struct rte_ether_hdr *eth = (struct rte_ether_hdr *)(p->base + p->off);
@@ -88,9 +88,9 @@ uint64_t lr_bench_c_sync(uint16_t in, uint16_t out, const char *pool, double sec
 			eth->dst_addr = eth->src_addr;
 			eth->src_addr = tmp;
 		}
-		uint16_t sent = lr_tx_burst(out, 0, (uintptr_t)h, n);
+		uint16_t sent = lr_tx_burst(out, 0, h, n);
 		if (sent < n)
-			lr_free((uintptr_t)(h + sent), n - sent);
+			lr_free(h + sent, n - sent);
 		packets += sent;
 	}
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);

@@ -18,8 +18,9 @@
 //
 // At rx the C side reads data_off, data_len and the RSS hash into the metadata;
 // at tx it writes a window that moved (packet.FlagMoved) back into data_off,
-// data_len and pkt_len. Each burst is one cgo call; handles cross as uintptr,
-// never as Go pointer slices. Frees go back in bulk (rte_pktmbuf_free_bulk). A
+// data_len and pkt_len. Each burst is one cgo call; handles are integers (C
+// addresses), so the Go array of them that C gets a pointer to holds no Go
+// pointers for cgo to check. Frees go back in bulk (rte_pktmbuf_free_bulk). A
 // multi-segment rx mbuf is linearised on a slow path (counted as
 // rx_linearized) or, when it does not fit one buffer, dropped
 // (rx_multiseg_dropped).

@@ -336,11 +336,10 @@ static struct rte_mbuf *linearize(struct lr_rxq *q, struct rte_mbuf *m)
 	return c;
 }
 
-uint16_t lr_rx_burst(uintptr_t qp, uintptr_t outp, uint16_t n)
+uint16_t lr_rx_burst(uintptr_t qp, uintptr_t *out, uint16_t n)
 {
 	struct lr_rxq *q = (struct lr_rxq *)qp;
-	struct rte_mbuf **m = (struct rte_mbuf **)outp;
-	uintptr_t *out = (uintptr_t *)outp;
+	struct rte_mbuf **m = (struct rte_mbuf **)out;
 	uint16_t got = rte_eth_rx_burst(q->port, q->queue, m, n);
 	if (got == 0)
 		return 0;
@@ -393,10 +392,8 @@ uint16_t lr_rx_burst(uintptr_t qp, uintptr_t outp, uint16_t n)
 	return k;
 }
 
-uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n, int64_t now, uintptr_t foreignp)
+uint16_t lr_tx_handles(uint16_t port, uint16_t queue, const uintptr_t *h, uint16_t n, int64_t now, uint8_t *foreign)
 {
-	const uintptr_t *h = (const uintptr_t *)hp;
-	uint8_t *foreign = (uint8_t *)foreignp;
 	struct lr_txb b;
 	b.cnt = b.dropped = 0;
 	b.slow = 0;
@@ -424,9 +421,8 @@ uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n, 
 	return b.dropped + sent;
 }
 
-uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n)
+uint16_t lr_tx_burst(uint16_t port, uint16_t queue, const uintptr_t *h, uint16_t n)
 {
-	const uintptr_t *h = (const uintptr_t *)hp;
 	struct lr_txb b;
 	b.cnt = b.dropped = 0;
 	b.slow = 0;
@@ -437,10 +433,9 @@ uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t hp, uint16_t n)
 	return b.dropped + lr_txb_send(port, queue, &b);
 }
 
-unsigned lr_alloc(struct rte_mempool *mp, uintptr_t outp, unsigned n)
+unsigned lr_alloc(struct rte_mempool *mp, uintptr_t *out, unsigned n)
 {
-	struct rte_mbuf **m = (struct rte_mbuf **)outp;
-	uintptr_t *out = (uintptr_t *)outp;
+	struct rte_mbuf **m = (struct rte_mbuf **)out;
 	unsigned got = n;
 	if (rte_pktmbuf_alloc_bulk(mp, m, n) != 0) {
 		/* Bulk gets are all or nothing: take what is left one by one. */
@@ -458,9 +453,8 @@ unsigned lr_alloc(struct rte_mempool *mp, uintptr_t outp, unsigned n)
 	return got;
 }
 
-void lr_free(uintptr_t hp, unsigned n)
+void lr_free(const uintptr_t *h, unsigned n)
 {
-	const uintptr_t *h = (const uintptr_t *)hp;
 	struct rte_mbuf *m[LR_MAX_BURST];
 	while (n > 0) {
 		unsigned k = n < LR_MAX_BURST ? n : LR_MAX_BURST;

@@ -103,23 +103,27 @@ struct rte_mempool *lr_pool_create(const char *name, unsigned n, unsigned cache,
 				   int socket, int *err);
 void lr_pool_init_meta(struct rte_mempool *mp, uint16_t id);
 
-// Bursts. out and h point at packet.Burst.H (Go memory holding no Go pointers);
-// q is a struct lr_rxq. Both cross as integers: cgo checks pointer arguments
-// on every call, and a burst should cost one plain call.
-uint16_t lr_rx_burst(uintptr_t q, uintptr_t out, uint16_t n);
-uint16_t lr_tx_burst(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n);
+// Bursts. out and h point at handles in Go memory (packet.Burst.H, often on a
+// goroutine's stack; they hold no Go pointers, so cgo does not check them), as
+// does foreign: they cross as pointers, so the runtime adjusts them if the
+// stack moves before the call, and C must not keep them past the call (the Go
+// side declares these functions noescape and nocallback). q is a struct lr_rxq
+// in C memory, which crosses as an integer: cgo would check a pointer to a
+// struct that holds pointers on every call.
+uint16_t lr_rx_burst(uintptr_t q, uintptr_t *out, uint16_t n);
+uint16_t lr_tx_burst(uint16_t port, uint16_t queue, const uintptr_t *h, uint16_t n);
 // lr_tx_handles transmits up to n handles straight from the engine's tx buffer,
 // stamping tx_time; it stops before the first packet that is not an mbuf of
 // ours and sets *foreign.
-uint16_t lr_tx_handles(uint16_t port, uint16_t queue, uintptr_t h, uint16_t n, int64_t now, uintptr_t foreign);
+uint16_t lr_tx_handles(uint16_t port, uint16_t queue, const uintptr_t *h, uint16_t n, int64_t now, uint8_t *foreign);
 // lr_tx_setup records the tx offloads port was configured with (whether it
 // takes multi-segment mbufs); lr_tx_counters reads its tx slow-path counters:
 // chained, copied, dropped.
 void lr_tx_setup(uint16_t port, uint64_t tx_offloads);
 void lr_tx_counters(uint16_t port, uint64_t *out);
 uint64_t lr_tx_offload_multiseg(void);
-unsigned lr_alloc(struct rte_mempool *mp, uintptr_t out, unsigned n);
-void lr_free(uintptr_t h, unsigned n);
+unsigned lr_alloc(struct rte_mempool *mp, uintptr_t *out, unsigned n);
+void lr_free(const uintptr_t *h, unsigned n);
 
 // Device setup, wrapped so Go never touches structs with bitfields or unions.
 struct lr_devinfo {

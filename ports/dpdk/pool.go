@@ -3,6 +3,10 @@
 package dpdk
 
 /*
+#cgo noescape lr_alloc
+#cgo nocallback lr_alloc
+#cgo noescape lr_free
+#cgo nocallback lr_free
 #include <stdlib.h>
 #include "lr.h"
 */
@@ -10,7 +14,6 @@ import "C"
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -115,13 +118,22 @@ func (p *Pool) Stats() packet.PoolStats {
 		AllocFail: p.allocFail.Load(), Copies: packet.CopyCount(p.id)}
 }
 
+// handles hands C an array of handles as a pointer, never as an integer: the
+// prologue of cgo's wrapper can grow (move) the goroutine's stack after the
+// arguments are computed, and the runtime adjusts pointers into the stack, not
+// integers. The fast-path functions are noescape and nocallback, so a Burst or
+// handle on the caller's stack stays there (no allocation, no copy through C
+// scratch) and nothing moves the stack while C holds it. cgo checks nothing:
+// uintptr_t holds no pointers.
+func handles(h *packet.Handle) *C.uintptr_t { return (*C.uintptr_t)(unsafe.Pointer(h)) }
+
 // Alloc appends up to n fresh packets to b: one cgo call for the lot.
 func (p *Pool) Alloc(b *packet.Burst, n int) int {
 	n = min(n, b.Room())
 	if n <= 0 {
 		return 0
 	}
-	got := int(C.lr_alloc(p.mp, C.uintptr_t(uintptr(unsafe.Pointer(&b.H[b.N]))), C.unsigned(n)))
+	got := int(C.lr_alloc(p.mp, handles(&b.H[b.N]), C.unsigned(n)))
 	b.N += got
 	if got < n {
 		p.allocFail.Add(uint64(n - got))
@@ -131,20 +143,18 @@ func (p *Pool) Alloc(b *packet.Burst, n int) int {
 
 // AllocOne takes one fresh packet.
 func (p *Pool) AllocOne() (packet.Handle, bool) {
-	var h [1]packet.Handle
-	got := C.lr_alloc(p.mp, C.uintptr_t(uintptr(unsafe.Pointer(&h[0]))), 1)
-	runtime.KeepAlive(&h)
-	if got == 0 {
+	var h packet.Handle
+	if C.lr_alloc(p.mp, handles(&h), 1) == 0 {
 		p.allocFail.Add(1)
 		return 0, false
 	}
-	return h[0], true
+	return h, true
 }
 
 // Free returns every packet of b (rte_pktmbuf_free_bulk) and empties b.
 func (p *Pool) Free(b *packet.Burst) {
 	if b.N > 0 {
-		C.lr_free(C.uintptr_t(uintptr(unsafe.Pointer(&b.H[0]))), C.unsigned(b.N))
+		C.lr_free(handles(&b.H[0]), C.unsigned(b.N))
 	}
 	b.N = 0
 }
@@ -152,13 +162,11 @@ func (p *Pool) Free(b *packet.Burst) {
 // FreeHandles returns packets given as a slice of handles.
 func (p *Pool) FreeHandles(hs []packet.Handle) {
 	if len(hs) > 0 {
-		C.lr_free(C.uintptr_t(uintptr(unsafe.Pointer(&hs[0]))), C.unsigned(len(hs)))
+		C.lr_free(handles(&hs[0]), C.unsigned(len(hs)))
 	}
 }
 
 // FreeOne returns h.
 func (p *Pool) FreeOne(h packet.Handle) {
-	hs := [1]packet.Handle{h}
-	C.lr_free(C.uintptr_t(uintptr(unsafe.Pointer(&hs[0]))), 1)
-	runtime.KeepAlive(&hs)
+	C.lr_free(handles(&h), 1)
 }

@@ -3,6 +3,12 @@
 package dpdk
 
 /*
+#cgo noescape lr_rx_burst
+#cgo nocallback lr_rx_burst
+#cgo noescape lr_tx_burst
+#cgo nocallback lr_tx_burst
+#cgo noescape lr_tx_handles
+#cgo nocallback lr_tx_handles
 #include <stdlib.h>
 #include "lr.h"
 #include <rte_bus_vdev.h>
@@ -183,7 +189,7 @@ type Port struct {
 	id      uint16
 	pool    *Pool
 	rxq     []*C.struct_lr_rxq
-	rxqAddr []C.uintptr_t // the same, as integers for the fast path
+	rxqAddr []C.uintptr_t // the same as integers (C memory): a *C.struct_lr_rxq would cost a cgo pointer check a burst
 	ntx     int
 	created bool // a vdev this port made, removed again at Close
 	info    ports.Info
@@ -513,7 +519,7 @@ func (p *Port) RxBurst(q int, b *packet.Burst) int {
 	if room <= 0 {
 		return 0
 	}
-	n := int(C.lr_rx_burst(p.rxqAddr[q], C.uintptr_t(uintptr(unsafe.Pointer(&b.H[b.N]))), C.uint16_t(room)))
+	n := int(C.lr_rx_burst(p.rxqAddr[q], handles(&b.H[b.N]), C.uint16_t(room)))
 	b.N += n
 	return n
 }
@@ -538,7 +544,7 @@ func (p *Port) TxBurst(q int, b *packet.Burst) int {
 	if b.N == 0 {
 		return 0
 	}
-	return int(C.lr_tx_burst(C.uint16_t(p.id), C.uint16_t(q), C.uintptr_t(uintptr(unsafe.Pointer(&b.H[0]))), C.uint16_t(b.N)))
+	return int(C.lr_tx_burst(C.uint16_t(p.id), C.uint16_t(q), handles(&b.H[0]), C.uint16_t(b.N)))
 }
 
 // TxHandles transmits straight from the engine's tx buffer in one cgo call per
@@ -550,8 +556,7 @@ func (p *Port) TxHandles(q int, hs []packet.Handle, now int64) (int, bool) {
 	for len(hs) > 0 {
 		n := min(len(hs), packet.MaxBurst)
 		var foreign C.uint8_t
-		k := int(C.lr_tx_handles(C.uint16_t(p.id), C.uint16_t(q), C.uintptr_t(uintptr(unsafe.Pointer(&hs[0]))),
-			C.uint16_t(n), C.int64_t(now), C.uintptr_t(uintptr(unsafe.Pointer(&foreign)))))
+		k := int(C.lr_tx_handles(C.uint16_t(p.id), C.uint16_t(q), handles(&hs[0]), C.uint16_t(n), C.int64_t(now), &foreign))
 		sent += k
 		if k < n {
 			return sent, foreign != 0
