@@ -587,3 +587,25 @@ int lr_test_tx_chain(uint16_t port, uint16_t queue, struct rte_mempool *mp, cons
 	}
 	return 0;
 }
+
+struct lr_handles {
+	uintptr_t *out;
+	unsigned n, got;
+};
+
+static void lr_handle_of(struct rte_mempool *mp, void *opaque, void *obj, unsigned idx)
+{
+	(void)mp;
+	(void)idx;
+	struct lr_handles *h = opaque;
+	if (h->got < h->n)
+		h->out[h->got] = (uintptr_t)LR_META(obj);
+	h->got++;
+}
+
+unsigned lr_test_pool_handles(struct rte_mempool *mp, uintptr_t *out, unsigned n)
+{
+	struct lr_handles h = {out, n, 0};
+	rte_mempool_obj_iter(mp, lr_handle_of, &h);
+	return h.got;
+}

@@ -161,5 +161,8 @@ unsigned lr_mempool_avail(const struct rte_mempool *mp);
 // makes, so the rx slow paths can be driven through a net_ring.
 int lr_test_tx_chain(uint16_t port, uint16_t queue, struct rte_mempool *mp, const uint8_t *data,
 		     const uint16_t *seg_lens, uint16_t nsegs);
+// lr_test_pool_handles writes the handle of every mbuf of mp, up to n of them,
+// into out and returns how many mp has.
+unsigned lr_test_pool_handles(struct rte_mempool *mp, uintptr_t *out, unsigned n);
 
 #endif

@@ -11,6 +11,8 @@ import "C"
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/linerate/linerate/appliance/packet"
 )
 
 // This file serves the package's tests: cgo cannot appear in _test.go files, and
@@ -56,3 +58,15 @@ func newForeignPool(name string, n int) (*foreignPool, error) {
 func (f *foreignPool) available() int { return int(C.lr_mempool_avail(f.mp)) }
 
 func (f *foreignPool) free() { C.rte_mempool_free(f.mp) }
+
+// handles is the set of every handle of the pool's mbufs: what a handle the
+// pool gave out must be one of.
+func (p *Pool) handles() map[packet.Handle]bool {
+	hs := make([]packet.Handle, p.size)
+	n := int(C.lr_test_pool_handles(p.mp, (*C.uintptr_t)(unsafe.Pointer(&hs[0])), C.unsigned(len(hs))))
+	set := make(map[packet.Handle]bool, n)
+	for _, h := range hs[:min(n, len(hs))] {
+		set[h] = true
+	}
+	return set
+}
