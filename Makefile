@@ -16,7 +16,7 @@ TESTFLAGS ?= -timeout 30m
 FUZZTIME  ?= 60s
 FUZZMINIMIZE ?= 5s
 
-.PHONY: all build run test test-go deps deps-deb deps-go lint fmt generate fuzz bench clean
+.PHONY: all build run test test-go test-checked deps deps-deb deps-go lint fmt generate fuzz bench clean
 
 # Fragments in mk/ add their own targets: generators to `generate`, extra test
 # suites to TEST_EXTRA (cgo datapaths), benchmarks side by side with anchors.
@@ -33,11 +33,17 @@ build:
 run: build
 	./$(BIN)/linerate run --duration 10s
 
-test: deps lint test-go $(TEST_EXTRA)
+test: deps lint test-go test-checked $(TEST_EXTRA)
 
 # The race detector runs on every package without cgo; cgo packages run plainly.
 test-go:
 	CI=$${CI:-true} $(GO) test -race $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /ports/dpdk)
+
+# The checked build (-tags lrcheck) tracks who owns each packet buffer and
+# aborts on a double free, a foreign free or a use after free: the race
+# detector cannot see packet memory, which is off the Go heap.
+test-checked:
+	CI=$${CI:-true} $(GO) test -tags lrcheck $(TESTFLAGS) $$($(GO) list ./... | grep -v -e /ports/dpdk)
 
 deps: deps-deb deps-go
 
@@ -59,6 +65,7 @@ deps-go:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gf/_gen/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags lrcheck ./appliance/... ./plugins/... ./ports/... ./internal/...
 	$(GO) tool staticcheck ./...
 
 fmt:

@@ -85,8 +85,10 @@ type Env interface {
 	Handoff(h packet.Handle, owner int) bool
 	// NumLcores is the number of lcores running this pipeline's chain.
 	NumLcores() int
-	// Free returns h to its pool at the end of the burst, uncounted: for a stage
-	// that replaced a packet by a copy.
+	// Free gives h up, uncounted: for a stage that consumed a packet or
+	// replaced it by a copy. The buffer goes back to its pool at the lcore's
+	// next quiescent point, never while the burst or the running stage can
+	// still refer to it (docs/architecture.md, "Who owns a buffer").
 	Free(h packet.Handle)
 }
 

@@ -88,6 +88,11 @@ const (
 	OpAlloc Op = iota
 	// OpRelease: the buffer goes back into its pool.
 	OpRelease
+	// OpRecv: a driver hands out a buffer whose last hand-overs happened in
+	// C, out of Go's sight (a PMD's rx refill; an mbuf a PMD freed after
+	// transmit and its mempool gave out again). It may be free, a port's, or
+	// an lcore's that none claimed (a test that drives a port directly).
+	OpRecv
 	// OpClaim: an lcore takes the buffer from a port, a ring, a producer, or a
 	// stage that held it.
 	OpClaim
@@ -111,7 +116,7 @@ const (
 	numOps
 )
 
-var opNames = [numOps]string{"alloc", "release", "claim", "free", "tx", "back", "handoff", "hold", "verdict", "use"}
+var opNames = [numOps]string{"alloc", "release", "recv", "claim", "free", "tx", "back", "handoff", "hold", "verdict", "use"}
 
 func (o Op) String() string {
 	if o < numOps {
@@ -147,6 +152,7 @@ type rule struct {
 var rules = [numOps]rule{
 	OpAlloc:   {from: set(StateFree, StatePort), to: StateLcore},
 	OpRelease: {from: ^set(StateFree), to: StateFree},
+	OpRecv:    {from: set(StateFree, StatePort, StateLcore), to: StateLcore, mine: true},
 	OpClaim:   {from: set(StateLcore, StatePort, StateRing, StateHeld), to: StateLcore, mine: true},
 	OpFree:    {from: set(StateLcore, StateHeld), to: StateFreeing, mine: true},
 	OpTx:      {from: set(StateLcore), to: StatePort, mine: true},
@@ -276,7 +282,7 @@ func own(h Handle, op Op, by, to uint16, stage int) {
 	case r.to == StateFree:
 		// Owner and stage stay: who freed it, for a use after free.
 		o.state = StateFree
-	case op == OpAlloc:
+	case op == OpAlloc, op == OpRecv:
 		o.state, o.owner, o.stage = StateLcore, NoOwner, noStage
 	default:
 		if !r.keepOwner {

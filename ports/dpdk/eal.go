@@ -297,7 +297,7 @@ func errnoErr(what string, rc C.int) error {
 // checkLayout makes sure the C mirror of packet.Packet (struct lr_meta) has the
 // Go layout, field by field, before any packet crosses.
 func checkLayout() error {
-	var offs [18]C.uint32_t
+	var offs [20]C.uint32_t
 	C.lr_meta_offsets(&offs[0], C.int(len(offs)))
 	var p packet.Packet
 	exported := []struct {
@@ -350,6 +350,13 @@ func checkLayout() error {
 		if got[i] != want[i] {
 			return fmt.Errorf("dpdk: the C mirror of packet.Packet reads %s as %#x, want %#x", names[i], got[i], want[i])
 		}
+	}
+	// The ownership record, written at the C offsets and read through Go.
+	b[offs[18]] = byte(packet.StateHeld)
+	*(*uint16)(unsafe.Pointer(&b[offs[19]])) = 0x1234
+	if st, owner := packet.OwnerOf(packet.Handle(uintptr(unsafe.Pointer(&buf[0])))); st != packet.StateHeld || owner != 0x1234 {
+		return fmt.Errorf("dpdk: the C mirror of packet.Packet has own_state and own_owner at %d and %d, Go reads %v %#x there",
+			offs[18], offs[19], st, owner)
 	}
 	return nil
 }

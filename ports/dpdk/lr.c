@@ -34,6 +34,7 @@ void lr_meta_offsets(uint32_t *out, int n)
 		offsetof(struct lr_meta, rx_time),  offsetof(struct lr_meta, tx_time),
 		offsetof(struct lr_meta, hash),     offsetof(struct lr_meta, stage),
 		offsetof(struct lr_meta, scratch),  offsetof(struct lr_meta, tx_delay_at),
+		offsetof(struct lr_meta, own_state), offsetof(struct lr_meta, own_owner),
 	};
 	for (int i = 0; i < n && i < (int)(sizeof(offs) / sizeof(offs[0])); i++)
 		out[i] = offs[i];

@@ -53,7 +53,10 @@ struct lr_meta {
 	uint16_t pad;
 	uint8_t scratch[56];
 	uint32_t tx_delay_at; // with LR_FLAG_TXDELAY: where tx writes the transit delay
-	uint8_t reserved[4];
+	// Ownership, for Go's checked builds (packet.ownMeta); zero is free.
+	uint8_t own_state;
+	uint8_t own_stage;
+	uint16_t own_owner;
 };
 
 // Offsets of the fields, for the layout check.

@@ -134,6 +134,7 @@ func (p *Pool) Alloc(b *packet.Burst, n int) int {
 		return 0
 	}
 	got := int(C.lr_alloc(p.mp, handles(&b.H[b.N]), C.unsigned(n)))
+	packet.OwnBurst(b.H[b.N:b.N+got], packet.OpRecv, packet.NoOwner, -1)
 	b.N += got
 	if got < n {
 		p.allocFail.Add(uint64(n - got))
@@ -148,25 +149,37 @@ func (p *Pool) AllocOne() (packet.Handle, bool) {
 		p.allocFail.Add(1)
 		return 0, false
 	}
+	packet.Own(h, packet.OpRecv, packet.NoOwner, -1)
 	return h, true
 }
 
 // Free returns every packet of b (rte_pktmbuf_free_bulk) and empties b.
 func (p *Pool) Free(b *packet.Burst) {
-	if b.N > 0 {
-		C.lr_free(handles(&b.H[0]), C.unsigned(b.N))
-	}
+	p.FreeHandles(b.H[:b.N])
 	b.N = 0
 }
 
 // FreeHandles returns packets given as a slice of handles.
 func (p *Pool) FreeHandles(hs []packet.Handle) {
 	if len(hs) > 0 {
+		p.released(hs)
 		C.lr_free(handles(&hs[0]), C.unsigned(len(hs)))
 	}
 }
 
 // FreeOne returns h.
 func (p *Pool) FreeOne(h packet.Handle) {
+	packet.Released(h, p.id)
 	C.lr_free(handles(&h), 1)
+}
+
+// released records, in a checked build, that hs go back to the pool. An mbuf
+// a PMD frees after transmit goes back in C, unrecorded: it stays a port's
+// (packet.StatePort) until it is allocated again.
+func (p *Pool) released(hs []packet.Handle) {
+	if packet.Checked {
+		for _, h := range hs {
+			packet.Released(h, p.id)
+		}
+	}
 }

@@ -520,6 +520,8 @@ func (p *Port) RxBurst(q int, b *packet.Burst) int {
 		return 0
 	}
 	n := int(C.lr_rx_burst(p.rxqAddr[q], handles(&b.H[b.N]), C.uint16_t(room)))
+	// The PMD took these from the mempool in C.
+	packet.OwnBurst(b.H[b.N:b.N+n], packet.OpRecv, packet.NoOwner, -1)
 	b.N += n
 	return n
 }
