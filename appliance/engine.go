@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -262,9 +263,12 @@ func (e *Engine) openPorts() error {
 			Clock: e.clock, Log: e.log.With("port", pc.Name), DryRun: e.opt.DryRun, Section: e.section,
 			Lcores: e.rt.lcoreCPUs, MTU: pc.MTU,
 			Warn: func(msg string) { e.driverWarnings = append(e.driverWarnings, fmt.Sprintf("port %q: %s", name, msg)) }}
+		if err := knownDriver(pc); err != nil {
+			return err
+		}
 		p, err := ports.Open(pc.Driver, s)
 		if err != nil {
-			return fmt.Errorf("%s: port %q: %w", pc.Where(), pc.Name, err)
+			return located(err, pc.Where(), fmt.Sprintf("port %q", pc.Name))
 		}
 		if e.opt.DryRun {
 			pe.info = ports.Info{Driver: pc.Driver, RxQueues: pc.RxQueues, TxQueues: txq, MTU: pc.MTU}
@@ -429,7 +433,11 @@ func (e *Engine) buildStage(pl *pipeline, in *instance, k int, sc config.Stage) 
 		for _, k := range plugins.Kinds() {
 			names = append(names, k.Name)
 		}
-		return nil, fmt.Errorf("%s: stage kind %q is unknown (have %s)", sc.Where(), sc.Kind, strings.Join(names, ", "))
+		msg := fmt.Sprintf("stage kind %q is unknown", sc.Kind)
+		if best := config.Suggest(sc.Kind, names); best != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", best)
+		}
+		return nil, fmt.Errorf("%s: %s; 'linerate stages' lists the %d kinds this binary has", sc.Where(), msg, len(names))
 	}
 	name := sc.Name
 	if name == "" {
@@ -470,7 +478,7 @@ func (e *Engine) buildStage(pl *pipeline, in *instance, k int, sc config.Stage) 
 	}
 	st, err := kind.New(s)
 	if err != nil {
-		return nil, fmt.Errorf("%s: stage %q (%s): %w", sc.Where(), name, sc.Kind, err)
+		return nil, located(err, sc.Where(), fmt.Sprintf("stage %q (%s)", name, sc.Kind))
 	}
 	si.st = st
 	si.producer, _ = st.(plugins.Producer)
@@ -996,4 +1004,33 @@ func dropList(d *[packet.MaxReasons]stats.Counter) []stats.DropCount {
 		}
 	}
 	return out
+}
+
+// located prefixes err with where (file:line) and what, unless err already
+// names its own place in the file: a key's error is more precise than its
+// table's.
+func located(err error, where, what string) error {
+	var ce *config.Error
+	if errors.As(err, &ce) && ce.Line > 0 {
+		return err
+	}
+	return fmt.Errorf("%s: %s: %w", where, what, err)
+}
+
+// knownDriver checks that this binary has pc's driver, suggesting the closest
+// it has.
+func knownDriver(pc config.Port) error {
+	have := ports.Drivers()
+	if slices.Contains(have, pc.Driver) {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: port %q: unknown driver %q", pc.Where(), pc.Name, pc.Driver)
+	if best := config.Suggest(pc.Driver, have); best != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	msg += "; this binary has " + strings.Join(have, ", ")
+	if pc.Driver == "dpdk" {
+		msg += " (the dpdk driver is in the build with -tags dpdk: make build-dpdk makes bin/linerate-dpdk)"
+	}
+	return errors.New(msg)
 }

@@ -2,11 +2,13 @@ package appliance_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
 
 	_ "github.com/linerate/linerate/appliance/all"
@@ -211,5 +213,26 @@ kind = "forward"`)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBuildErrors: a build error names its place in the file once, and an
+// unknown driver or stage kind gets the closest known name.
+func TestBuildErrors(t *testing.T) {
+	head := "version = 1\n[[ports]]\nname = \"m\"\ndriver = %q\n[[pipelines]]\nname = \"p\"\nlcores = [0]\nrx = [\"m\"]\n" +
+		"[[pipelines.stages]]\nkind = %q\n%s"
+	for _, c := range []struct{ driver, kind, keys, want string }{
+		{"mem", "link", "delay = \"xx\"\n", `test.toml:11: pipelines[0].stages[0].delay: invalid duration "xx"`},
+		{"mem", "forwrd", "", `test.toml:9: stage kind "forwrd" is unknown (did you mean "forward"?)`},
+		{"nul", "sink", "", `test.toml:2: port "m": unknown driver "nul" (did you mean "null"?); this binary has`},
+	} {
+		cfg, err := config.Parse("test.toml", []byte(fmt.Sprintf(head, c.driver, c.kind, c.keys)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = appliance.New(cfg, appliance.Options{DryRun: true, Log: enginetest.Quiet})
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Count(err.Error(), "test.toml") != 1 {
+			t.Errorf("%s/%s: got %v\nwant %s…, with the place once", c.driver, c.kind, err, c.want)
+		}
 	}
 }

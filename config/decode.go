@@ -482,16 +482,22 @@ func fieldsOf(t reflect.Type) *fieldSet {
 }
 
 func unknownKey(key string, names []string) error {
-	best, bestD := "", 3
-	for _, n := range names {
-		if d := editDistance(strings.ToLower(key), n); d < bestD && d < len(key) {
-			best, bestD = n, d
-		}
-	}
-	if best != "" {
+	if best := Suggest(key, names); best != "" {
 		return fmt.Errorf("unknown key (did you mean %q?)", best)
 	}
 	return errors.New("unknown key")
+}
+
+// Suggest is the name of names closest to s, within two edits (a swap of
+// neighbours is one), or "" when none is that close: for "did you mean".
+func Suggest(s string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(s), n); d < bestD && d < len(s) {
+			best, bestD = n, d
+		}
+	}
+	return best
 }
 
 // editDistance is the Levenshtein distance, with a swap of neighbours counting

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/linerate/linerate/appliance/clock"
@@ -207,7 +208,7 @@ func Open(driver string, s *Setup) (Port, error) {
 	f, ok := drivers[driver]
 	mu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("port %q: unknown driver %q (have %v)", s.Name, driver, Drivers())
+		return nil, fmt.Errorf("unknown driver %q (this binary has %s)", driver, strings.Join(Drivers(), ", "))
 	}
 	return f(s)
 }
