@@ -156,13 +156,17 @@ loop:
 // controlAddr is the control API address; an unprivileged user gets a socket in
 // their runtime directory instead of /run/linerate.
 func controlAddr(cfg *config.File) string {
-	addr := cfg.Control.Listen
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok && os.Geteuid() != 0 && strings.HasPrefix(path, "/run/linerate/") {
-		dir := os.Getenv("XDG_RUNTIME_DIR")
-		if dir == "" {
-			dir = os.TempDir()
+	return userAddr(cfg.Control.Listen, os.Geteuid(), os.Getenv("XDG_RUNTIME_DIR"))
+}
+
+// userAddr is addr for user uid: root keeps /run/linerate, which only root
+// may create; anyone else gets a socket in their runtime directory.
+func userAddr(addr string, uid int, runtimeDir string) string {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok && uid != 0 && strings.HasPrefix(path, "/run/linerate/") {
+		if runtimeDir == "" {
+			runtimeDir = os.TempDir()
 		}
-		return "unix:" + filepath.Join(dir, fmt.Sprintf("linerate-%d.sock", os.Getuid()))
+		return "unix:" + filepath.Join(runtimeDir, fmt.Sprintf("linerate-%d.sock", uid))
 	}
 	return addr
 }

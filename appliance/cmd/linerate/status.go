@@ -50,10 +50,12 @@ func dialControl(addr, caFile, certFile, keyFile string) (*grpc.ClientConn, erro
 }
 
 // defaultControl is the config's default control address.
+// defaultControl is where run listens by default, for this user: the clients
+// must look where the server is.
 func defaultControl() string {
 	var f config.File
 	f.Defaults()
-	return f.Control.Listen
+	return controlAddr(&f)
 }
 
 func cmdStatus(args []string) int { return runStatus(args, os.Stdout, os.Stderr) }

@@ -11,6 +11,7 @@ import (
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/control/controltest"
 	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
 )
 
 // statusAgainst runs `linerate status` against a control server over src.
@@ -195,5 +196,25 @@ func TestFmtNs(t *testing.T) {
 		if got := fmtNs(ns); got != want {
 			t.Errorf("fmtNs(%d) = %q, want %q", ns, got, want)
 		}
+	}
+}
+
+// TestClientsFindTheServer: for a user who is not root, run listens in the
+// runtime directory, and the clients' default address is the same socket.
+func TestClientsFindTheServer(t *testing.T) {
+	const def = "unix:/run/linerate/linerate.sock"
+	if got := userAddr(def, 0, "/run/user/0"); got != def {
+		t.Errorf("root: %s, want %s", got, def)
+	}
+	if got, want := userAddr(def, 1000, "/run/user/1000"), "unix:/run/user/1000/linerate-1000.sock"; got != want {
+		t.Errorf("user 1000: %s, want %s", got, want)
+	}
+	if got := userAddr("unix:/srv/lr.sock", 1000, "/run/user/1000"); got != "unix:/srv/lr.sock" {
+		t.Errorf("a socket the config names moved to %s", got)
+	}
+	var f config.File
+	f.Defaults()
+	if defaultControl() != controlAddr(&f) {
+		t.Errorf("clients dial %s, run listens on %s", defaultControl(), controlAddr(&f))
 	}
 }
