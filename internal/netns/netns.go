@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -145,6 +146,12 @@ func (ns *NS) Sysctl(t testing.TB, kv [][2]string) {
 // Veth makes a veth pair, a in ns a and b in ns b (the same namespace or two),
 // and brings both ends up. The links go when their namespaces go. The names must
 // be at most 15 bytes.
+//
+// It returns once both ends are ready to carry frames. The end brought up
+// first gets its carrier only when its peer comes up, and the kernel then
+// attaches its qdisc from the linkwatch worker, later: until that kworker
+// runs, which a loaded machine may delay, the end is not operationally up
+// and what is sent through its qdisc is dropped without an error.
 func Veth(t testing.TB, a *NS, nameA string, b *NS, nameB string) {
 	t.Helper()
 	if b == a {
@@ -154,6 +161,27 @@ func Veth(t testing.TB, a *NS, nameA string, b *NS, nameB string) {
 	}
 	a.IP(t, "link", "set", nameA, "up")
 	b.IP(t, "link", "set", nameB, "up")
+	a.waitReady(t, nameA)
+	b.waitReady(t, nameB)
+}
+
+// waitReady waits until ifname is operationally up with a qdisc other than
+// noop attached. The deadline only turns a link that never comes up into a
+// failure; a ready link returns at once.
+func (ns *NS) waitReady(t testing.TB, ifname string) {
+	t.Helper()
+	var out []byte
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		var err error
+		out, err = exec.Command("ip", "-n", ns.name, "-o", "link", "show", "dev", ifname).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip -n %s link show %s: %v: %s", ns.name, ifname, err, bytes.TrimSpace(out))
+		}
+		if bytes.Contains(out, []byte(" state UP ")) && !bytes.Contains(out, []byte(" qdisc noop ")) {
+			return
+		}
+	}
+	t.Fatalf("netns %s: %s is not ready after 30 s: %s", ns.name, ifname, bytes.TrimSpace(out))
 }
 
 func randHex(n int) string {

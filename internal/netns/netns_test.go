@@ -22,8 +22,8 @@ func TestNamespaceAndVeth(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if ifc.Flags&net.FlagUp == 0 {
-					t.Errorf("%s is down", n)
+				if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagRunning == 0 {
+					t.Errorf("%s is not up and running: %v", n, ifc.Flags)
 				}
 			}
 			if _, err := net.InterfaceByName("lrvb"); err == nil {
