@@ -54,6 +54,28 @@ func (l *link) open(t *testing.T, o Options) *Port {
 // link: the test's independent sender and receiver.
 type rawSock struct{ fd int }
 
+// rawRcvBuf is the raw socket's receive buffer: room for every frame a test
+// sends before it reads (at most 32 frames of up to ~17 KiB each in memory).
+const rawRcvBuf = 8 << 20
+
+// wait bounds every wait for frames, counters or link state. A wait returns
+// as soon as what it waits for is there; the bound only turns a frame that
+// never comes into a failure. It is long because a loaded machine can defer
+// the kernel's receive work (veth softirqs run in ksoftirqd, competing with
+// everything else) for far longer than it takes on an idle one.
+const wait = 10 * time.Second
+
+// drops reads the raw socket's PACKET_STATISTICS: frames the kernel could
+// not queue on it.
+func (r *rawSock) drops(t *testing.T) uint32 {
+	t.Helper()
+	st, err := unix.GetsockoptTpacketStats(r.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Drops
+}
+
 func (l *link) raw(t *testing.T, ifname string) *rawSock {
 	t.Helper()
 	r := &rawSock{fd: -1}
@@ -71,6 +93,11 @@ func (l *link) raw(t *testing.T, ifname string) *rawSock {
 			return err
 		}
 		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
+			return err
+		}
+		// The tests send a burst before they read: the default receive
+		// buffer (~208 KiB) is about what TestTx's jumbo frames take.
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rawRcvBuf); err != nil {
 			return err
 		}
 		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifc.Index})
@@ -281,18 +308,61 @@ func smallRing(name string, pool packet.Pool) Options {
 	return Options{Name: name, Interface: "lra", Pool: pool, BlockSize: 1 << 16, Blocks: 16, Promiscuous: true, QdiscBypass: true}
 }
 
+// ringFor is an rx ring that holds n frames of up to maxFrame bytes however
+// they arrive. The kernel hands a block over when block_timeout passes with
+// a single frame in it, and a loaded machine can space a test's sends (or
+// the softirqs that deliver them) that far apart: the ring's capacity is then
+// its number of blocks, not its bytes. One block per frame, each big enough
+// for the largest, holds all n whatever the timing.
+func ringFor(name string, pool packet.Pool, n, maxFrame int) Options {
+	o := smallRing(name, pool)
+	// A block holds its header, then the frame's tpacket3_hdr and sockaddr_ll,
+	// the PACKET_RESERVE (the pool's headroom) and the frame, each aligned:
+	// 256 bytes cover all but the reserve and the frame.
+	o.BlockSize = 4096
+	for o.BlockSize < maxFrame+pool.Headroom()+256 {
+		o.BlockSize <<= 1
+	}
+	o.Blocks = n
+	return o
+}
+
+// txAll transmits b from queue q, what the port does not take at once a
+// burst at a time as room comes back: the tx ring's slots and the socket's
+// send buffer are freed only as the peer's softirq consumes the frames.
+// Every call must leave the caller's burst as it was.
+func txAll(t *testing.T, p *Port, q int, b *packet.Burst) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for b.N > 0 {
+		before := *b
+		n := p.TxBurst(q, b)
+		if *b != before {
+			t.Fatal("TxBurst modified the burst")
+		}
+		b.N = copy(b.H[:], b.H[n:b.N])
+		if n == 0 {
+			if time.Now().After(deadline) {
+				packet.Free(b)
+				t.Fatalf("the port took none of %d frames for %v", b.N, wait)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
 func TestRx(t *testing.T) {
 	l := newLink(t, 9000)
 	pool := porttest.Pool(t, 512, 9216)
-	p := l.open(t, smallRing("rx", pool))
-	raw := l.raw(t, "lrb")
 	frames := testFrames(true)
+	p := l.open(t, ringFor("rx", pool, len(frames), 9018))
+	raw := l.raw(t, "lrb")
 	var bytes uint64
 	for _, f := range frames {
 		raw.send(t, f)
 		bytes += uint64(len(f))
 	}
-	got := pollRx(t, p, len(frames), 10*time.Second)
+	got := pollRx(t, p, len(frames), wait)
 	sameFrames(t, got[0], frames)
 	st := p.Stats()
 	if st.RxPackets != uint64(len(frames)) || st.RxBytes != bytes || st.RxDropped != 0 {
@@ -317,9 +387,9 @@ func TestRxTooBig(t *testing.T) {
 	raw.send(t, big)
 	raw.send(t, small)
 	raw.send(t, mkFrame(plain, 3, 4000))
-	got := pollRx(t, p, 1, 10*time.Second)
+	got := pollRx(t, p, 1, wait)
 	sameFrames(t, got[0], [][]byte{small})
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(wait)
 	for p.Stats().Extra["rx_too_big"] < 2 && time.Now().Before(deadline) {
 		pollRx(t, p, 1<<30, time.Millisecond) // poll only: nothing more is ours
 	}
@@ -354,17 +424,13 @@ func TestTx(t *testing.T) {
 					}
 					copy(d, all[i])
 				}
-				before := b
-				n := p.TxBurst(0, &b)
-				if b != before {
-					t.Fatal("TxBurst modified the burst")
-				}
-				if n != k {
-					t.Fatalf("TxBurst took %d of %d", n, k)
-				}
+				txAll(t, p, 0, &b)
 				all = all[k:]
 			}
-			got := raw.recv(t, len(frames), time.Second)
+			got := raw.recv(t, len(frames), wait)
+			if d := raw.drops(t); d != 0 {
+				t.Errorf("the receiving socket dropped %d frames", d)
+			}
 			sameFrames(t, got, frames)
 			st := p.Stats()
 			if st.TxPackets != uint64(len(frames)) || st.TxDropped != 2 || st.Extra["tx_too_big"] != 2 {
@@ -394,7 +460,8 @@ func TestTxRingFull(t *testing.T) {
 		copy(d, mkFrame(plain, i, 100))
 	}
 	sent := 0
-	deadline := time.Now().Add(2 * time.Second)
+	// The ring's slots come back as the peer's softirq consumes the frames.
+	deadline := time.Now().Add(wait)
 	for b.N > 0 && time.Now().Before(deadline) {
 		n := p.TxBurst(0, &b)
 		if n > 4 {
@@ -411,7 +478,7 @@ func TestTxRingFull(t *testing.T) {
 		packet.Free(&b)
 		t.Fatalf("ring never drained: %d sent", sent)
 	}
-	got := raw.recv(t, 32, time.Second)
+	got := raw.recv(t, 32, wait)
 	seen := map[int]bool{}
 	for _, f := range got {
 		seen[seqOf(f)] = true
@@ -424,18 +491,22 @@ func TestTxRingFull(t *testing.T) {
 func TestFanout(t *testing.T) {
 	l := newLink(t, 0)
 	pool := porttest.Pool(t, 512, 2048)
-	o := smallRing("fanout", pool)
+	const n = 256
+	// Either queue may get every flow: each ring holds all n.
+	o := ringFor("fanout", pool, n, 200)
 	o.RxQueues = 2
 	p := l.open(t, o)
 	if p.Info().RxQueues != 2 {
 		t.Fatalf("info %+v", p.Info())
 	}
 	raw := l.raw(t, "lrb")
-	const n = 256
 	for i := 0; i < n; i++ {
 		raw.send(t, mkFrame(udp4, i, 200)) // one flow per frame
 	}
-	got := pollRx(t, p, n, 10*time.Second) // returns as soon as all arrive; a loaded CI machine may defer softirqs
+	got := pollRx(t, p, n, wait)
+	if st := p.Stats(); st.RxDropped != 0 {
+		t.Errorf("rings sized for every frame dropped some: %+v", st)
+	}
 	seen := make([]int, n)
 	for q, fs := range got {
 		if len(fs) == 0 {
@@ -460,13 +531,15 @@ func TestFanout(t *testing.T) {
 	// sees every frame too.
 	other := l.open(t, o)
 	raw.send(t, mkFrame(udp4, 7, 200))
-	if a, b := pollRx(t, p, 1, 10*time.Second), pollRx(t, other, 1, 10*time.Second); len(a[0])+len(a[1]) != 1 || len(b[0])+len(b[1]) != 1 {
+	if a, b := pollRx(t, p, 1, wait), pollRx(t, other, 1, wait); len(a[0])+len(a[1]) != 1 || len(b[0])+len(b[1]) != 1 {
 		t.Errorf("two ports: %d and %d frames, want 1 each", len(a[0])+len(a[1]), len(b[0])+len(b[1]))
 	}
 }
 
 // TestKernelDrops overflows a tiny ring the test does not poll: every frame is
-// either delivered or counted in the kernel's tp_drops.
+// either delivered or counted in the kernel's tp_drops. The kernel may take
+// its time to deliver the frames sent (and to hand over the last block), so
+// the test polls until every frame is accounted for, one way or the other.
 func TestKernelDrops(t *testing.T) {
 	l := newLink(t, 0)
 	pool := porttest.Pool(t, 256, 2048)
@@ -478,15 +551,22 @@ func TestKernelDrops(t *testing.T) {
 	for i := 0; i < n; i++ {
 		raw.send(t, mkFrame(plain, i, 1000))
 	}
-	time.Sleep(20 * time.Millisecond) // the block timer retires the last block
-	got := pollRx(t, p, n, 100*time.Millisecond)
-	st := p.Stats()
+	received := 0
+	var st ports.Stats
+	for deadline := time.Now().Add(wait); ; {
+		got := pollRx(t, p, n, time.Millisecond)
+		received += len(got[0])
+		st = p.Stats()
+		if uint64(received)+st.Extra["tp_drops"] >= n || time.Now().After(deadline) {
+			break
+		}
+	}
 	drops := st.Extra["tp_drops"]
 	if drops == 0 || st.RxDropped != drops {
 		t.Errorf("a 8 KiB ring took %d × 1000 bytes without a drop: %+v", n, st)
 	}
-	if uint64(len(got[0]))+drops != n || st.Extra["tp_packets"] != n {
-		t.Errorf("received %d, kernel dropped %d, counted %d: want %d in all", len(got[0]), drops, st.Extra["tp_packets"], n)
+	if uint64(received)+drops != n || st.Extra["tp_packets"] != n {
+		t.Errorf("received %d, kernel dropped %d, counted %d: want %d in all", received, drops, st.Extra["tp_packets"], n)
 	}
 	if st.Extra["tp_freeze_q_cnt"] == 0 {
 		t.Logf("no queue freeze counted: %+v", st.Extra)
@@ -511,6 +591,12 @@ func TestInfo(t *testing.T) {
 		t.Errorf("info %+v, want MAC %v", info, want)
 	}
 	l.ns.IP(t, "link", "set", "lrb", "down")
+	// The kernel turns the carrier off at once, but the operational state
+	// (IFF_RUNNING) only when its linkwatch worker runs.
+	deadline := time.Now().Add(wait)
+	for p.Info().LinkUp && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if p.Info().LinkUp {
 		t.Error("link up with the peer down")
 	}
@@ -538,7 +624,7 @@ func TestNoAllocs(t *testing.T) {
 			t.Fatalf("took %d", n)
 		}
 		got := 0
-		for spins := 0; got < 16 && spins < 1e6; spins++ {
+		for deadline := time.Now().Add(wait); got < 16 && time.Now().Before(deadline); {
 			rx.Reset()
 			got += bp.RxBurst(0, &rx)
 			packet.Free(&rx)
@@ -618,7 +704,7 @@ tx_ring = false`)
 	for i := 0; i < 8; i++ {
 		raw.send(t, mkFrame(plain, i, 100))
 	}
-	got := pollRx(t, p.(*Port), 8, 10*time.Second)
+	got := pollRx(t, p.(*Port), 8, wait)
 	if len(got[0])+len(got[1]) != 8 {
 		t.Errorf("received %d + %d frames, want 8", len(got[0]), len(got[1]))
 	}
@@ -628,10 +714,8 @@ tx_ring = false`)
 		d, _ := b.P(i).Append(100)
 		copy(d, mkFrame(plain, 50+i, 100))
 	}
-	if n := p.TxBurst(1, &b); n != 2 {
-		t.Fatalf("took %d", n)
-	}
-	if got := raw.recv(t, 2, time.Second); len(got) != 2 {
+	txAll(t, p.(*Port), 1, &b)
+	if got := raw.recv(t, 2, wait); len(got) != 2 {
 		t.Errorf("peer received %d frames", len(got))
 	}
 }
