@@ -73,14 +73,31 @@ func NewSystem() *System {
 func (c *System) Close() { close(c.stop) }
 
 func (c *System) refresh() {
-	// Bracket the wall read with two monotonic reads and take their midpoint, so the
-	// offset's error is half the read time rather than a full one.
-	m0 := nanotime()
-	w := time.Now().UnixNano()
-	m1 := nanotime()
-	c.offset.Store(w - (m0+m1)/2)
+	c.offset.Store(readOffset())
 	s := readSync()
 	c.sync.Store(&s)
+}
+
+// offsetReads is how many bracketed reads readOffset takes.
+const offsetReads = 4
+
+// readOffset is the wall clock minus the monotonic one. Each read brackets
+// the wall read with two monotonic reads and takes their midpoint, so its
+// error is at most half the bracket. A thread preempted inside a bracket (a
+// loaded machine, a signal) widens it by the whole time it was off the CPU,
+// which would move every wall time by half of that until the next refresh:
+// of a few reads, the narrowest is kept.
+func readOffset() int64 {
+	var off, best int64
+	for i := 0; i < offsetReads; i++ {
+		m0 := nanotime()
+		w := time.Now().UnixNano()
+		m1 := nanotime()
+		if i == 0 || m1-m0 < best {
+			off, best = w-(m0+m1)/2, m1-m0
+		}
+	}
+	return off
 }
 
 // Now is monotonic nanoseconds.
