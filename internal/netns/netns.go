@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -182,6 +183,28 @@ func (ns *NS) waitReady(t testing.TB, ifname string) {
 		}
 	}
 	t.Fatalf("netns %s: %s is not ready after 30 s: %s", ns.name, ifname, bytes.TrimSpace(out))
+}
+
+// Dropped is what the kernel counts as dropped on ifname in ns, received and
+// sent: for a veth, the frames its peer's backlog had no room for, among
+// others.
+func (ns *NS) Dropped(t testing.TB, ifname string) uint64 {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns.name, "-s", "-j", "link", "show", "dev", ifname).Output()
+	if err != nil {
+		t.Fatalf("ip -n %s -s link show %s: %v", ns.name, ifname, err)
+	}
+	var links []struct {
+		Stats struct {
+			Rx, Tx struct {
+				Dropped uint64 `json:"dropped"`
+			}
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -n %s -s -j link show %s: %v: %s", ns.name, ifname, err, out)
+	}
+	return links[0].Stats.Rx.Dropped + links[0].Stats.Tx.Dropped
 }
 
 func randHex(n int) string {

@@ -38,6 +38,9 @@ func TestNamespaceAndVeth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if d := a.Dropped(t, "lrva") + b.Dropped(t, "lrvb"); d != 0 {
+			t.Errorf("%d frames dropped on a new pair", d)
+		}
 		if err := b.Do(func() error { _, err := net.InterfaceByName("lrvb"); return err }); err != nil {
 			t.Errorf("lrvb not in its namespace: %v", err)
 		}
