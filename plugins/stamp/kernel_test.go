@@ -181,69 +181,140 @@ func dropsOf(s *stats.Snapshot, stage, reason string) uint64 {
 	return n
 }
 
-// run measures the path for a while and returns the session's metrics and
-// records.
+// dropped is everything counted as dropped on the path: linerate's port and
+// stage drops and the kernel's on the four veth ends (a backlog with no room,
+// say). A test packet or a reply that never came is among them.
+func (l *srv6Lab) dropped(t *testing.T, s *stats.Snapshot) uint64 {
+	t.Helper()
+	var n uint64
+	for _, p := range s.Ports {
+		n += p.RxDropped + p.TxDropped + p.Extra["tx_kick_error"]
+	}
+	for _, d := range s.Drops {
+		n += d.Count
+	}
+	for _, st := range s.Stages {
+		for _, d := range st.Drops {
+			n += d.Count
+		}
+	}
+	return n + l.kernelDropped(t)
+}
+
+func (l *srv6Lab) kernelDropped(t *testing.T) uint64 {
+	t.Helper()
+	return l.lr.Dropped(t, "lrsa") + l.lr.Dropped(t, "lrra") + l.k.Dropped(t, "lrka") + l.k.Dropped(t, "lrkb")
+}
+
+// stampTol covers what turning monotonic readings into the records' Unix
+// times can add or take: the wall offset each stage read at its last refresh
+// (clock.System keeps the narrowest of several bracketed reads) and the wire
+// format's rounding.
+const stampTol = 100 * time.Microsecond
+
+// run measures the path with a link of delay on the return path and returns
+// the session's metrics and records, once every test packet sent is
+// answered or counted as dropped. It checks what holds however the machine
+// schedules the lcores and the kernel's softirqs:
+//
+//   - every record is well formed: one hop of the kernel each way, the
+//     direct measurement counter of its own sequence number;
+//   - every record is causal: T1 ≤ T2 ≤ T3 ≤ T4, and the reply reached the
+//     collector no sooner than delay after the test packet reached the
+//     reflector (the link holds it that long after its rx time, T2);
+//   - records come in arrival order (T4 does not go back) with distinct
+//     sender and reflector sequence numbers, and no duplicates;
+//   - what is lost either way was counted as dropped somewhere on the path.
 func (l *srv6Lab) run(t *testing.T, delay time.Duration) (Metrics, []Record) {
 	t.Helper()
+	kernelBefore := l.kernelDropped(t)
 	e := l.engine(t, "", "", delay)
 	time.Sleep(1500 * time.Millisecond)
 	s := registryOfEngine(t, e).tx.Load().get(11)
 	if err := s.stop(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3*delay + 20*time.Millisecond)
+	// Replies still on the path come in; a packet dropped never does, but
+	// its drop is counted. The bound only ends a wait for replies that
+	// neither come nor were counted: the loss check below then fails.
+	var m Metrics
+	var dropped uint64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if err := e.Do(0, func() { m = metricsOf(s) }); err != nil {
+			t.Fatal(err)
+		}
+		dropped = l.dropped(t, e.Snapshot()) - kernelBefore
+		if m.Received+dropped >= m.Sent || time.Now().After(deadline) {
+			break
+		}
+	}
 	recs := s.drain(0)
 	if len(recs) < 50 {
 		t.Fatalf("%d records in 1.5 s at 5 ms; stages: %+v", len(recs), e.Snapshot().Stages)
 	}
-	var m Metrics
-	if err := e.Do(0, func() { m = metricsOf(s) }); err != nil {
-		t.Fatal(err)
-	}
 	if err := e.Close(); err != nil { // its reflector would answer the next run too
 		t.Fatal(err)
 	}
-	t.Logf("link %v: %d records; rtt min %v p50 %v p99 %v; forward min %v p50 %v; backward min %v p50 %v p99 %v", delay, len(recs),
-		time.Duration(m.RTT.Min), time.Duration(m.RTT.P50), time.Duration(m.RTT.P99), time.Duration(m.Forward.Min),
-		time.Duration(m.Forward.P50), time.Duration(m.Backward.Min), time.Duration(m.Backward.P50), time.Duration(m.Backward.P99))
-	for _, r := range recs {
+	t.Logf("link %v: %d sent, %d records, %d dropped; rtt min %v p50 %v p99 %v; forward min %v p50 %v; backward min %v p50 %v p99 %v",
+		delay, m.Sent, len(recs), dropped, time.Duration(m.RTT.Min), time.Duration(m.RTT.P50), time.Duration(m.RTT.P99),
+		time.Duration(m.Forward.Min), time.Duration(m.Forward.P50), time.Duration(m.Backward.Min), time.Duration(m.Backward.P50),
+		time.Duration(m.Backward.P99))
+	if uint64(len(recs)) != m.Received || m.RecordsLost != 0 {
+		t.Errorf("%d records, %d received, %d records lost", len(recs), m.Received, m.RecordsLost)
+	}
+	seqs, rseqs := map[uint32]bool{}, map[uint32]bool{}
+	tol := int64(stampTol)
+	for i, r := range recs {
 		// The kernel's End hop took one from each direction's hop limit.
-		if r.SenderTTL != 63 || r.HopLimit != 254 || r.Flags&(RecTLVUnrecognized|RecTLVMalformed|RecTLVIntegrity) != 0 {
+		if r.SenderTTL != 63 || r.HopLimit != 254 || r.Flags&(RecTLVUnrecognized|RecTLVMalformed|RecTLVIntegrity|RecDuplicate) != 0 {
 			t.Fatalf("record %+v", r)
 		}
 		if r.Flags&RecDirectMeasurement == 0 || r.DirectMeasurement.SenderTx != r.Seq+1 {
 			t.Fatalf("direct measurement %+v for seq %d", r.DirectMeasurement, r.Seq)
 		}
+		if uint64(r.Seq) >= m.Sent || seqs[r.Seq] || rseqs[r.ReflectorSeq] {
+			t.Fatalf("record %d: seq %d, reflector seq %d, after %d records of %d sent", i, r.Seq, r.ReflectorSeq, i, m.Sent)
+		}
+		seqs[r.Seq], rseqs[r.ReflectorSeq] = true, true
+		if r.T2 < r.T1-tol || r.T3 < r.T2-tol || r.T4 < r.T3-tol {
+			t.Fatalf("record %d (seq %d) is not causal: T1 %d T2 %+d T3 %+d T4 %+d ns", i, r.Seq, r.T1, r.T2-r.T1, r.T3-r.T1, r.T4-r.T1)
+		}
+		if held := time.Duration(r.T4 - r.T2); held < delay-stampTol {
+			t.Fatalf("record %d (seq %d): reply in %v after the test packet reached the reflector, through a %v link", i, r.Seq, held, delay)
+		}
+		if i > 0 && r.T4 < recs[i-1].T4-tol {
+			t.Fatalf("record %d (seq %d) arrived at %d, before record %d at %d", i, r.Seq, r.T4, i-1, recs[i-1].T4)
+		}
 	}
-	if m.LostForward != 0 || m.LostBackward != 0 || m.Duplicates != 0 {
-		t.Errorf("loss %d/%d, duplicates %d", m.LostForward, m.LostBackward, m.Duplicates)
+	if m.Duplicates != 0 {
+		t.Errorf("%d duplicates", m.Duplicates)
+	}
+	if lost := m.LostForward + m.LostBackward; lost < 0 || uint64(lost) > dropped || m.LostRoundTrip < 0 || uint64(m.LostRoundTrip) > dropped {
+		t.Errorf("loss %d forward, %d backward, %d round trip, but %d counted drops on the path", m.LostForward, m.LostBackward, m.LostRoundTrip, dropped)
 	}
 	return m, recs
 }
 
-// The path without the delay, then with it: what the link adds shows in the
-// backward delay and the round trip, within 10%, and not forward. (Both
-// runs share what the path itself costs: the kernel's forwarding and the
-// AF_PACKET ring handing over its rx blocks, up to block_timeout late.) The
-// minimum is the path's fixed part, which is what the link changes; the
-// median also carries what a loaded machine's scheduling adds to some
-// packets in real time, so it gets twice the slack.
+// The path without the delay, then with it. Every record of the second run
+// shows the link on the return path: the reply came no sooner than the
+// link's delay after the test packet reached the reflector (run checks each
+// one). How much the minima and medians grew is logged, not asserted: the
+// path's own part (the kernel's forwarding, the AF_PACKET rings handing over
+// their blocks up to block_timeout late, the lcores' turns) is whatever a
+// loaded machine's scheduling makes it.
 func TestKernelSRv6Path(t *testing.T) {
 	l := newSRv6Lab(t)
 	base, _ := l.run(t, 0)
-	m, _ := l.run(t, kDelay)
-	within := func(name string, got int64, slack time.Duration) {
-		if d := time.Duration(got) - kDelay; d < -slack || d > slack {
-			t.Errorf("%s grew by %v: not within %v of the %v link", name, time.Duration(got), slack, kDelay)
+	m, recs := l.run(t, kDelay)
+	var minHeld int64 = -1
+	for _, r := range recs {
+		if h := r.T4 - r.T2; minHeld < 0 || h < minHeld {
+			minHeld = h
 		}
 	}
-	within("backward min", m.Backward.Min-base.Backward.Min, kDelay/10)
-	within("round trip min", m.RTT.Min-base.RTT.Min, kDelay/10)
-	within("backward p50", m.Backward.P50-base.Backward.P50, kDelay/5)
-	within("round trip p50", m.RTT.P50-base.RTT.P50, kDelay/5)
-	if d := time.Duration(m.Forward.Min - base.Forward.Min); d > kDelay/10 || d < -kDelay/10 {
-		t.Errorf("forward min moved by %v: the link is on the return path", d)
-	}
+	t.Logf("with the %v link: reply after the reflector's rx at least %v; minima grew by backward %v, round trip %v, forward %v; medians by backward %v, round trip %v",
+		kDelay, time.Duration(minHeld), time.Duration(m.Backward.Min-base.Backward.Min), time.Duration(m.RTT.Min-base.RTT.Min),
+		time.Duration(m.Forward.Min-base.Forward.Min), time.Duration(m.Backward.P50-base.Backward.P50), time.Duration(m.RTT.P50-base.RTT.P50))
 }
 
 // Authenticated over the same path: the right key gives records, a wrong
