@@ -133,8 +133,11 @@ func TestEngineExport(t *testing.T) {
 		}
 		got <- r
 	}()
+	// The stream subscribes on the server's goroutines, which a loaded
+	// machine may run late: step until its first record comes, for up to
+	// 20 s (the context's bound) rather than a fixed number of steps.
 	var rec *api.IoamRecord
-	for i := 0; rec == nil && i < 200000; i++ {
+	for i, deadline := 0, time.Now().Add(20*time.Second); rec == nil && time.Now().Before(deadline); i++ {
 		e.Step()
 		select {
 		case rec = <-got:
