@@ -78,6 +78,10 @@ func (c *System) refresh() {
 	c.sync.Store(&s)
 }
 
+// WallOffset is what to add to a Mono reading for Unix nanoseconds, read now
+// as a System refresh reads it.
+func WallOffset() int64 { return readOffset() }
+
 // offsetReads is how many bracketed reads readOffset takes.
 const offsetReads = 4
 

@@ -520,7 +520,7 @@ func (p *Port) closeRx() {
 // start: used only until an engine clock arrives.
 type monoClock struct{ offset int64 }
 
-var processClock clock.Clock = monoClock{offset: time.Now().UnixNano() - clock.Mono()}
+var processClock clock.Clock = monoClock{offset: clock.WallOffset()}
 
 func (m monoClock) Now() int64            { return clock.Mono() }
 func (m monoClock) UnixOffset() int64     { return m.offset }
