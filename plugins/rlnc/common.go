@@ -15,12 +15,55 @@ import (
 // CODED IP over IPv6 (those pass untouched); err is a malformed header.
 func coded(p *packet.Packet) (l *packet.Layers, h Header, ok bool, err error) {
 	l, perr := p.ParseLayers()
-	if perr != nil || l.Flags&packet.FlagIPv6 == 0 || l.Proto != NextHeader ||
+	if perr != nil {
+		ok, err = cutShort(p.Data(), l)
+		return l, nil, ok, err
+	}
+	if l.Flags&packet.FlagIPv6 == 0 || l.Proto != NextHeader ||
 		l.Flags&(packet.FlagFragment|packet.FlagESP) != 0 || l.AH != 0 {
 		return l, nil, false, nil
 	}
 	h, err = Parse(p.Data()[l.L4:l.End])
 	return l, h, true, err
+}
+
+// cutShort recognises a CODED IP packet whose frame ends before its IPv6
+// header or Payload Length says (a cut frame): the packet parse failed, but
+// the Next Header chain, as far as the frame goes, names CODED IP. Its error
+// is what Parse makes of the CODED IP bytes there are; a header that would
+// parse is still ErrLength, since its IPv6 Payload Length says more.
+func cutShort(d []byte, l *packet.Layers) (bool, error) {
+	if l.EtherType != packet.EtherTypeIPv6 || int(l.L3) >= len(d) || d[l.L3]>>4 != 6 {
+		return false, nil
+	}
+	ip := d[l.L3:]
+	if len(ip) < packet.IPv6Len {
+		return len(ip) > 6 && ip[6] == NextHeader, ErrTruncated
+	}
+	if packet.IPv6Len+int(binary.BigEndian.Uint16(ip[4:])) <= len(ip) {
+		return false, nil // not cut short: some other fault, not ours
+	}
+	nh, off := ip[6], packet.IPv6Len
+	for n := 0; n < packet.MaxExtHeaders; n++ {
+		switch nh {
+		case NextHeader:
+			if _, err := Parse(ip[off:]); err != nil {
+				return true, err
+			}
+			return true, ErrLength
+		case packet.ProtocolHopByHop, packet.ProtocolDestOpts, packet.ProtocolRouting:
+			if len(ip)-off < 8 {
+				return false, nil
+			}
+			nh, off = ip[off], off+(int(ip[off+1])+1)*8
+			if off > len(ip) {
+				return false, nil
+			}
+		default:
+			return false, nil
+		}
+	}
+	return false, nil
 }
 
 // nextHeaderOffset is where the Next Header field that names the upper layer

@@ -74,6 +74,10 @@ func TestNamedDrops(t *testing.T) {
 				{"coefficient beyond k′", codedFrame(testSrc, testDst, used, blk), "rlnc_bad_blocks_used"},
 				{"systematic not unit", codedFrame(testSrc, testDst, sysBad, blk), "rlnc_bad_systematic"},
 				{"truncated", codedFrame(testSrc, testDst, goodFields(1, 3, []byte{1, 2, 3}), blk)[:54+10], "rlnc_truncated"},
+				// Frames cut short, their IPv6 Payload Length as sent: still CODED IP.
+				{"frame cut in the block", codedFrame(testSrc, testDst, goodFields(1, 3, []byte{1, 2, 3}), blk)[:54+15+9], "rlnc_bad_length"},
+				{"frame cut in the vector", codedFrame(testSrc, testDst, goodFields(1, 3, []byte{1, 2, 3}), blk)[:54+13], "rlnc_truncated"},
+				{"frame cut in the IPv6 header", codedFrame(testSrc, testDst, goodFields(1, 3, []byte{1, 2, 3}), blk)[:14+30], "rlnc_truncated"},
 				{"newest generation 100", codedFrame(testSrc, testDst, goodFields(100, 3, []byte{1, 2, 3}), blk), ""},
 				{"stale: 16 behind", codedFrame(testSrc, testDst, goodFields(84, 3, []byte{1, 2, 3}), blk), "rlnc_stale_gen"},
 				{"stale across the wrap", codedFrame(testSrc, testDst, goodFields(100+32768+1, 3, []byte{1, 2, 3}), blk), "rlnc_stale_gen"},
