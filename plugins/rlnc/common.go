@@ -114,7 +114,10 @@ type outLink struct {
 	bitsPerNs float64
 	tat       int64 // when the paced link is free again (GCRA)
 	fifo      genFIFO
-	cSent     *stats.Counter
+	// q holds packets made for the link until they go: to the chain at
+	// Produce, or to the port while its tx buffer has room (send).
+	q            outQueue
+	cSent, cFull *stats.Counter
 }
 
 // budget is how many packets a generation of kk (of k) blocks gets on l.
@@ -125,6 +128,69 @@ func (l *outLink) budget(k, kk int) int {
 	return kk + int(math.Ceil(l.ratio*float64(kk)-1e-9))
 }
 
+// send hands h, a packet the stage made, to the link. A port takes it at
+// once while nothing waits and the lcore's tx buffer towards it holds less
+// than a burst, which every tx_buffer has room for; otherwise it waits in
+// the link's queue for flush, so the engine never drops it as emit_full.
+// The chain's packets wait for Produce.
+func (l *outLink) send(ctx *plugins.Context, h packet.Handle) {
+	if !l.chain && l.q.n == 0 && ctx.Env.TxDepth(l.port) < packet.MaxBurst {
+		if ctx.Emit(h, l.port) {
+			l.cSent.Inc()
+		}
+		return
+	}
+	ctx.Hold(h)
+	if !l.q.push(h) {
+		l.cFull.Inc()
+		packet.FreeOne(h)
+	}
+}
+
+// flush emits what waits for a port while its tx buffer holds less than a
+// burst.
+func (l *outLink) flush(ctx *plugins.Context) {
+	for !l.chain && l.q.n > 0 && ctx.Env.TxDepth(l.port) < packet.MaxBurst {
+		if ctx.Emit(l.q.pop(), l.port) {
+			l.cSent.Inc()
+		}
+	}
+}
+
+// produce hands the chain what waits for it (into b, from Produce), or
+// emits what waits for the port.
+func (l *outLink) produce(ctx *plugins.Context, b *packet.Burst) {
+	if l.chain {
+		l.cSent.Add(uint64(l.q.drain(b)))
+		return
+	}
+	l.flush(ctx)
+}
+
+// flushLinks emits what waits on every port link; the chain's packets wait
+// for Produce.
+func flushLinks(ctx *plugins.Context, links []outLink) {
+	for i := range links {
+		links[i].flush(ctx)
+	}
+}
+
+// queued counts the packets waiting on links.
+func queued(links []outLink) int {
+	n := 0
+	for i := range links {
+		n += links[i].q.n
+	}
+	return n
+}
+
+// freeQueued returns what waits on links to its pools.
+func freeQueued(links []outLink) {
+	for i := range links {
+		links[i].q.free()
+	}
+}
+
 // serialise is how long l takes to send a frame of n bytes, as the link stage
 // counts it (with FCS, preamble and inter-frame gap).
 func (l *outLink) serialise(n int) int64 { return int64(float64((n+24)*8) / l.bitsPerNs) }
@@ -132,7 +198,7 @@ func (l *outLink) serialise(n int) int64 { return int64(float64((n+24)*8) / l.bi
 // buildLinks checks the links of a stage and their MTU against a coded
 // packet of K = k, N = n (n = 0: unknown, unchecked). With no links the stage
 // has one: down the chain, with the stage's own coded and repair_ratio.
-func buildLinks(s *plugins.Setup, cfgs []linkConfig, def linkConfig, k, n int) ([]outLink, error) {
+func buildLinks(s *plugins.Setup, cfgs []linkConfig, def linkConfig, k, n, queue int) ([]outLink, error) {
 	if len(cfgs) == 0 {
 		cfgs = []linkConfig{def}
 	}
@@ -141,6 +207,7 @@ func buildLinks(s *plugins.Setup, cfgs []linkConfig, def linkConfig, k, n int) (
 	}
 	var out []outLink
 	chains := 0
+	full := s.Counters.New("queue_full", "packets dropped: a link's queue was full")
 	for i, c := range cfgs {
 		if c.Coded == 0 {
 			c.Coded = def.Coded
@@ -181,7 +248,10 @@ func buildLinks(s *plugins.Setup, cfgs []linkConfig, def linkConfig, k, n int) (
 				"N must be at most MTU − 52 − K = %d (lower block or k, or raise the port's mtu)",
 				i, l.name, k, n, Overhead+k+n, l.mtu, l.mtu-Overhead-k)
 		}
-		l.cSent = s.Counters.New("sent_"+sanitize(l.name), "coded packets sent on link "+l.name)
+		l.cSent = s.Counters.New("sent_"+sanitize(l.name), "coded packets handed to link "+l.name+
+			" (the port's tx buffer, or the stages after this one)")
+		l.cFull = full
+		l.q.init(queue)
 		out = append(out, l)
 	}
 	return out, nil
@@ -250,22 +320,29 @@ func (q *outQueue) push(h packet.Handle) bool {
 	return true
 }
 
-// drain appends queued packets to b, as many as fit.
-func (q *outQueue) drain(b *packet.Burst) {
+// pop takes the oldest queued packet; the queue must not be empty.
+func (q *outQueue) pop() packet.Handle {
+	h := q.h[q.head]
+	q.head = (q.head + 1) % len(q.h)
+	q.n--
+	return h
+}
+
+// drain appends queued packets to b, as many as fit, and returns how many.
+func (q *outQueue) drain(b *packet.Burst) int {
+	n := 0
 	for q.n > 0 && b.N < packet.MaxBurst {
-		b.H[b.N] = q.h[q.head]
+		b.H[b.N] = q.pop()
 		b.N++
-		q.head = (q.head + 1) % len(q.h)
-		q.n--
+		n++
 	}
+	return n
 }
 
 // free returns what is queued to its pools.
 func (q *outQueue) free() {
 	for q.n > 0 {
-		packet.FreeOne(q.h[q.head])
-		q.head = (q.head + 1) % len(q.h)
-		q.n--
+		packet.FreeOne(q.pop())
 	}
 }
 

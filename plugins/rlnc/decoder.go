@@ -40,9 +40,9 @@ type decoderConfig struct {
 // place: its CODED IP header is cut out and the Next Header restored.
 type decoder struct {
 	receiver
-	port    int // -1: down the chain
+	port    int     // -1: down the chain
+	out     outLink // where decoded packets go: the chain, or port
 	pool    packet.Pool
-	q       outQueue
 	ctx     *plugins.Context
 	coef    []byte
 	alloc   packet.Burst
@@ -53,7 +53,7 @@ type decoder struct {
 	outH    []packet.Handle
 	latency *stats.Histogram
 
-	cDecoded, cDelivered, cSystematic, cUnfinished, cBadPrefix, cNoBuf, cQueueFull, cRebuilds *stats.Counter
+	cDecoded, cDelivered, cSystematic, cUnfinished, cBadPrefix, cNoBuf, cRebuilds *stats.Counter
 }
 
 func newDecoder(s *plugins.Setup) (plugins.Stage, error) {
@@ -98,7 +98,11 @@ func newDecoder(s *plugins.Setup) (plugins.Stage, error) {
 	if d.pool.DataRoom() < maxHdr+c.MaxBlock {
 		return nil, fmt.Errorf("rlnc.decoder: pool %q has data room %d, below %d", d.pool.Name(), d.pool.DataRoom(), maxHdr+c.MaxBlock)
 	}
-	d.q.init(c.Queue)
+	d.out = outLink{name: "chain", chain: true}
+	if d.port >= 0 {
+		d.out = outLink{name: c.Port, port: uint16(d.port)}
+	}
+	d.out.q.init(c.Queue)
 	d.coef = make([]byte, MaxK*MaxK)
 	d.aug = make([]byte, augmentedWidth(MaxK))
 	d.pivRow = make([]int32, MaxK)
@@ -108,12 +112,13 @@ func newDecoder(s *plugins.Setup) (plugins.Stage, error) {
 	d.latency = s.Histograms("decode_latency", "time from a generation's first packet to its decoding", "ns")
 	cs := s.Counters
 	d.cDecoded = cs.New("generations_decoded", "generations decoded")
-	d.cDelivered = cs.New("delivered", "original packets delivered (decoded or systematic)")
+	d.cDelivered = cs.New("delivered", "original packets delivered (decoded or systematic): handed to the port's tx buffer or the chain")
 	d.cSystematic = cs.New("delivered_systematic", "systematic packets delivered at once")
 	d.cUnfinished = cs.New("blocks_undelivered", "source blocks of generations dropped before they were decoded")
 	d.cBadPrefix = cs.New("bad_length_prefix", "decoded blocks whose length prefix exceeds N − 2 (not delivered)")
 	d.cNoBuf = cs.New("no_buffer", "decoded packets not delivered: the pool was empty")
-	d.cQueueFull = cs.New("queue_full", "decoded packets dropped: the chain queue was full")
+	d.out.cSent = d.cDelivered
+	d.out.cFull = cs.New("queue_full", "decoded packets dropped: the queue was full")
 	d.cRebuilds = cs.New("echelon_rebuilds", "eliminations restarted from the packets kept, after many non-innovative arrivals")
 	return d, nil
 }
@@ -124,6 +129,7 @@ func (d *decoder) Process(ctx *plugins.Context, b *packet.Burst) {
 	for i := 0; i < b.N; i++ {
 		d.take(ctx, b.H[i])
 	}
+	d.out.flush(ctx)
 }
 
 func (d *decoder) take(ctx *plugins.Context, h packet.Handle) {
@@ -381,18 +387,7 @@ func (d *decoder) decode(gi int32) {
 	d.finish(gi)
 }
 
-func (d *decoder) deliver(h packet.Handle) {
-	d.cDelivered.Inc()
-	if d.port >= 0 {
-		d.ctx.Emit(h, uint16(d.port))
-		return
-	}
-	d.ctx.Hold(h)
-	if !d.q.push(h) {
-		d.cQueueFull.Inc()
-		packet.FreeOne(h)
-	}
-}
+func (d *decoder) deliver(h packet.Handle) { d.out.send(d.ctx, h) }
 
 // unfinished counts the blocks of a generation dropped before decoding.
 func (d *decoder) unfinished(gi int32) {
@@ -404,8 +399,8 @@ func (d *decoder) unfinished(gi int32) {
 	}
 }
 
-// Produce hands the chain the decoded packets.
-func (d *decoder) Produce(ctx *plugins.Context, b *packet.Burst) { d.q.drain(b) }
+// Produce hands the chain the decoded packets, or the port what waits.
+func (d *decoder) Produce(ctx *plugins.Context, b *packet.Burst) { d.out.produce(ctx, b) }
 
 // Tick flushes sessions past their timeout.
 func (d *decoder) Tick(ctx *plugins.Context) {
@@ -414,12 +409,12 @@ func (d *decoder) Tick(ctx *plugins.Context) {
 }
 
 // Held counts decoded packets not yet handed on.
-func (d *decoder) Held() int { return d.q.n }
+func (d *decoder) Held() int { return d.out.q.n }
 
 // Stop drops what is buffered.
 func (d *decoder) Stop(ctx *plugins.Context) {
 	for si := range d.st.sess {
 		d.st.freeSession(int32(si))
 	}
-	d.q.free()
+	d.out.q.free()
 }

@@ -72,7 +72,6 @@ type encoder struct {
 	links      []outLink
 	st         *store
 	pool       packet.Pool
-	q          outQueue
 	rng        prng
 	ctx        *plugins.Context
 	stopping   bool
@@ -87,7 +86,7 @@ type encoder struct {
 
 	cBlocks, cGens, cShort, cCoded, cSystematic             *stats.Counter
 	cUncodedExt, cUncodedBig, cUncodedChain, cEnded, cNoBuf *stats.Counter
-	cQueueFull, cNoMemory                                   *stats.Counter
+	cNoMemory                                               *stats.Counter
 }
 
 func newEncoder(s *plugins.Setup) (plugins.Stage, error) {
@@ -156,7 +155,7 @@ func newEncoder(s *plugins.Setup) (plugins.Stage, error) {
 		}
 	}
 	var err error
-	e.links, err = buildLinks(s, c.Links, linkConfig{Coded: c.Coded, RepairRatio: c.RepairRatio, MTU: c.MTU}, c.K, c.Block)
+	e.links, err = buildLinks(s, c.Links, linkConfig{Coded: c.Coded, RepairRatio: c.RepairRatio, MTU: c.MTU}, c.K, c.Block, c.Queue)
 	if err != nil {
 		return nil, fmt.Errorf("rlnc.encoder: %w", err)
 	}
@@ -173,7 +172,6 @@ func newEncoder(s *plugins.Setup) (plugins.Stage, error) {
 	if e.pool.DataRoom() < maxHdr+FixedLen+c.K+c.Block {
 		return nil, fmt.Errorf("rlnc.encoder: pool %q has data room %d, below the %d a coded packet may need", e.pool.Name(), e.pool.DataRoom(), maxHdr+FixedLen+c.K+c.Block)
 	}
-	e.q.init(c.Queue)
 	e.rng = prng{s: c.Seed ^ uint64(s.Lcore+1)*0xD1B54A32D192ED03}
 	e.coef = make([]byte, maxBatch*MaxK)
 	e.dsts = make([][]byte, maxBatch)
@@ -191,7 +189,6 @@ func newEncoder(s *plugins.Setup) (plugins.Stage, error) {
 	e.cUncodedChain = cs.New("uncoded_chain", "matched packets passed uncoded: extension headers differ from their generation's")
 	e.cEnded = cs.New("uncoded_session_ended", "matched packets passed uncoded after session_length generations")
 	e.cNoBuf = cs.New("no_buffer", "coded packets not made: the pool was empty")
-	e.cQueueFull = cs.New("queue_full", "coded packets dropped: the chain queue was full")
 	e.cNoMemory = cs.New("uncoded_no_memory", "matched packets passed uncoded: no block memory")
 	return e, nil
 }
@@ -224,6 +221,7 @@ func (e *encoder) Process(ctx *plugins.Context, b *packet.Burst) {
 	for i := 0; i < b.N; i++ {
 		e.take(ctx, b.H[i])
 	}
+	flushLinks(ctx, e.links)
 }
 
 func (e *encoder) take(ctx *plugins.Context, h packet.Handle) {
@@ -430,25 +428,14 @@ func (e *encoder) code(m, kk int) {
 	}
 }
 
-// send puts a made packet on link li: emitted to its port, or queued for the
-// chain.
-func (e *encoder) send(li int, h packet.Handle) {
-	l := &e.links[li]
-	l.cSent.Inc()
-	if !l.chain {
-		e.ctx.Emit(h, l.port)
-		return
-	}
-	e.ctx.Hold(h)
-	if !e.q.push(h) {
-		e.cQueueFull.Inc()
-		packet.FreeOne(h)
-	}
-}
+// send puts a made packet on link li.
+func (e *encoder) send(li int, h packet.Handle) { e.links[li].send(e.ctx, h) }
 
-// Produce hands the chain what was coded for it.
+// Produce hands the chain what was coded for it, and ports what waits.
 func (e *encoder) Produce(ctx *plugins.Context, b *packet.Burst) {
-	e.q.drain(b)
+	for li := range e.links {
+		e.links[li].produce(ctx, b)
+	}
 }
 
 // Tick flushes generations older than flush and sessions past their timeout.
@@ -458,11 +445,12 @@ func (e *encoder) Tick(ctx *plugins.Context) {
 		e.st.freeGen(gi)
 	}
 	e.st.expire(ctx.Now)
+	flushLinks(ctx, e.links)
 }
 
 // Held counts queued packets and buffered source blocks, so that a draining
 // engine waits for the flush.
-func (e *encoder) Held() int { return e.q.n + e.st.liveSlots() }
+func (e *encoder) Held() int { return queued(e.links) + e.st.liveSlots() }
 
 // Stop drops what is buffered.
 func (e *encoder) Stop(ctx *plugins.Context) {
@@ -470,5 +458,5 @@ func (e *encoder) Stop(ctx *plugins.Context) {
 	for si := range e.st.sess {
 		e.st.freeSession(int32(si))
 	}
-	e.q.free()
+	freeQueued(e.links)
 }

@@ -44,7 +44,6 @@ type recoder struct {
 	receiver
 	links   []outLink
 	pool    packet.Pool
-	q       outQueue
 	rng     prng
 	ctx     *plugins.Context
 	pending int // packets owed on paced links
@@ -55,7 +54,7 @@ type recoder struct {
 	srcs [][]byte
 	one  [][]byte
 
-	cRecoded, cNoBuf, cQueueFull, cTooBig *stats.Counter
+	cRecoded, cNoBuf, cTooBig *stats.Counter
 }
 
 func newRecoder(s *plugins.Setup) (plugins.Stage, error) {
@@ -74,7 +73,7 @@ func newRecoder(s *plugins.Setup) (plugins.Stage, error) {
 	case c.Queue < packet.MaxBurst:
 		return nil, fmt.Errorf("rlnc.recoder: queue %d is below %d", c.Queue, packet.MaxBurst)
 	}
-	links, err := buildLinks(s, c.Links, linkConfig{Coded: c.Coded, RepairRatio: c.RepairRatio, MTU: c.MTU}, c.K, c.Block)
+	links, err := buildLinks(s, c.Links, linkConfig{Coded: c.Coded, RepairRatio: c.RepairRatio, MTU: c.MTU}, c.K, c.Block, c.Queue)
 	if err != nil {
 		return nil, fmt.Errorf("rlnc.recoder: %w", err)
 	}
@@ -95,7 +94,6 @@ func newRecoder(s *plugins.Setup) (plugins.Stage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rlnc.recoder: pool: %w", err)
 	}
-	r.q.init(c.Queue)
 	r.rng = prng{s: c.Seed ^ uint64(s.Lcore+1)*0xD1B54A32D192ED03}
 	r.coef = make([]byte, MaxK)
 	r.srcs = make([][]byte, MaxK)
@@ -103,7 +101,6 @@ func newRecoder(s *plugins.Setup) (plugins.Stage, error) {
 	cs := s.Counters
 	r.cRecoded = cs.New("recoded_sent", "recoded packets made")
 	r.cNoBuf = cs.New("no_buffer", "recoded packets not made: the pool was empty")
-	r.cQueueFull = cs.New("queue_full", "recoded packets dropped: the chain queue was full")
 	r.cTooBig = cs.New("too_big", "recoded packets not made: larger than the link's MTU")
 	return r, nil
 }
@@ -130,6 +127,7 @@ func (r *recoder) Process(ctx *plugins.Context, b *packet.Burst) {
 	for i := 0; i < b.N; i++ {
 		r.take(ctx, b.H[i])
 	}
+	flushLinks(ctx, r.links)
 }
 
 func (r *recoder) take(ctx *plugins.Context, h packet.Handle) {
@@ -269,16 +267,7 @@ func (r *recoder) send(gi int32, li int) {
 	q.SetFlag(packet.FlagLocal)
 	q.RxTime = r.ctx.Now
 	r.cRecoded.Inc()
-	ln.cSent.Inc()
-	if !ln.chain {
-		r.ctx.Emit(h, ln.port)
-		return
-	}
-	r.ctx.Hold(h)
-	if !r.q.push(h) {
-		r.cQueueFull.Inc()
-		packet.FreeOne(h)
-	}
+	ln.send(r.ctx, h)
 }
 
 // Produce sends what paced links may send now, and hands the chain its
@@ -288,7 +277,9 @@ func (r *recoder) Produce(ctx *plugins.Context, b *packet.Burst) {
 	if r.paced {
 		r.pace(ctx.Now)
 	}
-	r.q.drain(b)
+	for li := range r.links {
+		r.links[li].produce(ctx, b)
+	}
 }
 
 // pace sends owed packets on each paced link while it is free, oldest
@@ -363,15 +354,16 @@ func (r *recoder) Tick(ctx *plugins.Context) {
 		gi = prev
 	}
 	st.expire(ctx.Now)
+	flushLinks(ctx, r.links)
 }
 
 // Held counts queued packets and packets owed on paced links.
-func (r *recoder) Held() int { return r.q.n + r.pending }
+func (r *recoder) Held() int { return queued(r.links) + r.pending }
 
 // Stop drops what is buffered.
 func (r *recoder) Stop(ctx *plugins.Context) {
 	for si := range r.st.sess {
 		r.st.freeSession(int32(si))
 	}
-	r.q.free()
+	freeQueued(r.links)
 }
