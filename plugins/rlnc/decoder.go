@@ -153,6 +153,15 @@ func (d *decoder) take(ctx *plugins.Context, h packet.Handle) {
 	}
 	st := d.st
 	ge := &st.gens[gi]
+	if ge.rank >= ge.kk {
+		// This packet brought k′, and what is held already spans the
+		// generation: it decodes now, whatever the packet adds.
+		st.touchGen(gi, ctx.Now)
+		d.decode(gi)
+		p.Consume()
+		ctx.Env.Free(h)
+		return
+	}
 	sys := -1
 	if hd.Systematic() {
 		for i, c := range hd.Vector() {
@@ -389,10 +398,25 @@ func (d *decoder) decode(gi int32) {
 
 func (d *decoder) deliver(h packet.Handle) { d.out.send(d.ctx, h) }
 
-// unfinished counts the blocks of a generation dropped before decoding.
+// unfinished counts the blocks of a generation dropped before decoding: those
+// below its k′, or where k′ never came (it was K, or a short generation whose
+// packets with k′ were all lost), those up to the last its packets name.
 func (d *decoder) unfinished(gi int32) {
 	ge := &d.st.gens[gi]
-	for i := 0; i < ge.kk; i++ {
+	kk := ge.kk
+	if kk == ge.k {
+		kk = 0
+		for _, s := range ge.rows {
+			v := d.st.slot(s)[:ge.k]
+			for i := ge.k - 1; i >= kk; i-- {
+				if v[i] != 0 {
+					kk = i + 1
+					break
+				}
+			}
+		}
+	}
+	for i := 0; i < kk; i++ {
 		if !bitHas(&ge.delivered, i) {
 			d.cUnfinished.Inc()
 		}

@@ -389,6 +389,11 @@ func (e *encoder) generationDone(gi int32) {
 		cnt := e.links[li].budget(e.k, kk)
 		if e.systematic {
 			cnt -= kk
+			if kk < e.k {
+				// Its systematic packets left saying k′ = 0 (K): receivers
+				// learn k′ only from a coded packet.
+				cnt = max(cnt, 1)
+			}
 		}
 		for cnt > 0 {
 			// Buffers in batches: one pool lock for many packets.

@@ -151,8 +151,21 @@ func (r *recoder) take(ctx *plugins.Context, h packet.Handle) {
 	}
 	st := r.st
 	ge := &st.gens[gi]
-	if ge.ech.Rank() >= ge.kk {
-		p.Drop(reasonNonInnov)
+	if ge.spent && ge.kk == ge.k {
+		p.Drop(reasonLate)
+		return
+	}
+	if ge.spent || ge.ech.Rank() >= ge.kk {
+		if ge.granted && r.toldAll(ge) {
+			p.Drop(reasonNonInnov)
+			return
+		}
+		// This packet brought k′, and what is held already spans the
+		// generation (or no budget is left for more): the links hear of k′.
+		p.Consume()
+		ctx.Env.Free(h)
+		st.touchGen(gi, ctx.Now)
+		r.grant(gi)
 		return
 	}
 	slot, ok := st.allocSlot(gi)
@@ -199,6 +212,22 @@ func (r *recoder) owed(ge *generation, li int) int {
 	return r.links[li].budget(ge.k, ge.kk) - int(ge.sent[li]) - int(ge.credits[li])
 }
 
+// untold reports whether link li has yet to hear generation ge's k′: it is
+// short, and no packet that says so went or is owed there.
+func untold(ge *generation, li int) bool {
+	return ge.kk < ge.k && ge.told&(1<<li) == 0 && ge.credits[li] == 0
+}
+
+// toldAll reports whether every link has heard generation ge's k′.
+func (r *recoder) toldAll(ge *generation) bool {
+	for li := range r.links {
+		if untold(ge, li) {
+			return false
+		}
+	}
+	return true
+}
+
 // credit owes link li n more packets of generation gi: sent at once on an
 // unpaced link, queued for its transmit opportunities on a paced one.
 func (r *recoder) credit(gi int32, li, n int) {
@@ -218,13 +247,17 @@ func (r *recoder) credit(gi int32, li, n int) {
 }
 
 // grant owes every link the rest of its budget for generation gi (its
-// redundancy), and finishes the generation when nothing is owed.
+// redundancy), and finishes the generation when nothing is owed. A link that has only carried packets saying k′ = 0 of a short
+// generation is owed one more, however spent its budget: downstream learns
+// k′ from nothing else.
 func (r *recoder) grant(gi int32) {
 	ge := &r.st.gens[gi]
 	ge.granted = true
 	for li := range r.links {
 		if n := r.owed(ge, li); n > 0 {
 			r.credit(gi, li, n)
+		} else if untold(ge, li) {
+			r.credit(gi, li, 1)
 		}
 	}
 	r.maybeFinish(gi)
@@ -255,6 +288,7 @@ func (r *recoder) send(gi int32, li int) {
 	wire := uint8(0)
 	if ge.kk < ge.k {
 		wire = uint8(ge.kk)
+		ge.told |= 1 << li
 	}
 	hd.SetBlocksUsed(wire)
 	rank := len(ge.rows)
@@ -315,7 +349,9 @@ func (r *recoder) pace(now int64) {
 }
 
 // maybeFinish frees a generation that owes nothing more: granted (full
-// rank, superseded or idle) and sent, or with every link's budget spent.
+// rank, superseded or idle) and sent, or with every link's budget spent and
+// its k′ told. A spent generation whose k′ is unknown waits for its grant
+// instead, taking no packet but one that brings k′ (a short generation's).
 func (r *recoder) maybeFinish(gi int32) {
 	ge := &r.st.gens[gi]
 	spent := true
@@ -323,12 +359,15 @@ func (r *recoder) maybeFinish(gi int32) {
 		if ge.credits[li] > 0 {
 			return
 		}
-		if r.owed(ge, li) > 0 {
+		if r.owed(ge, li) > 0 || untold(ge, li) {
 			spent = false
 		}
 	}
-	if spent || ge.granted {
+	switch {
+	case ge.granted || spent && ge.kk < ge.k:
 		r.finish(gi)
+	case spent:
+		ge.spent = true
 	}
 }
 

@@ -26,8 +26,9 @@ func newReceiver(s *plugins.Setup, st *store) receiver {
 }
 
 // generation finds or opens the generation of a coded packet, applying the
-// session's window and done marks. It returns the generation, or a drop
-// reason; handed is true when the packet went to its owner lcore.
+// session's window and done marks and the packet's k′. It returns the
+// generation, or a drop reason; handed is true when the packet went to its
+// owner lcore.
 func (r *receiver) generation(ctx *plugins.Context, h packet.Handle, l *packet.Layers, hd Header) (gi int32, drop packet.Reason, handed bool) {
 	st := r.st
 	d := h.P().Data()
@@ -79,10 +80,45 @@ func (r *receiver) generation(ctx *plugins.Context, h packet.Handle, l *packet.L
 	if ge.k != k || ge.n != n {
 		return -1, reasonMismatch, false
 	}
-	if kk := hd.BlocksUsed(); kk < ge.kk {
-		ge.kk = kk
+	if !st.blocksUsed(ge, hd) {
+		return -1, reasonMismatch, false
 	}
 	return gi, 0, false
+}
+
+// blocksUsed applies a packet's k′ to its generation (docs/rlnc-wire.md,
+// "Blocks Used"). A packet that left before its generation closed says 0
+// (K); the first packet that says k′ < K sets the generation's k′, once. It
+// reports false for a packet that contradicts the generation: a second,
+// different k′, a coefficient at or beyond the k′ learned, or a k′ below a
+// coefficient of a packet held. Only a short generation pays for the checks.
+func (st *store) blocksUsed(ge *generation, hd Header) bool {
+	kk := hd.BlocksUsed()
+	switch {
+	case kk == ge.kk:
+		return true
+	case kk > ge.kk: // k′ is known, and this packet says K
+		return hd[offBlocksUsed] == 0 && zeroFrom(hd.Vector(), ge.kk)
+	case ge.kk < ge.k: // a second k′
+		return false
+	}
+	for _, s := range ge.rows {
+		if !zeroFrom(st.slot(s)[:ge.k], kk) {
+			return false
+		}
+	}
+	ge.kk = kk
+	return true
+}
+
+// zeroFrom reports whether v[i:] is all zero.
+func zeroFrom(v []byte, i int) bool {
+	for _, c := range v[i:] {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // keep copies the vector and block of an innovative packet into a slot the

@@ -100,6 +100,8 @@ type generation struct {
 	// been idle for the flush time.
 	credits [maxLinks]uint16
 	sent    [maxLinks]uint16
+	told    uint8 // recoder: links that carried a packet with the k′ learned
+	spent   bool  // recoder: every link's budget is spent, but k′ may still come
 	granted bool
 	fresh   bool // just opened: the recoder has not yet looked at it
 	done    bool // decoded (decoder) or spent (recoder) when freed
