@@ -128,6 +128,23 @@ func (l *outLink) budget(k, kk int) int {
 	return kk + int(math.Ceil(l.ratio*float64(kk)-1e-9))
 }
 
+// limit is what link l may carry of a generation of kk (of k) blocks of which
+// the stage holds rank: its budget, but at most the rank, which is all it can
+// send there that is innovative, plus the link's redundancy for that much
+// (the share of its budget beyond kk). A link whose budget is a share of
+// the generation (coded < K) gets up to that share, as far as the rank goes.
+func (l *outLink) limit(k, kk, rank int) int {
+	b := l.budget(k, kk)
+	if rank >= kk {
+		return b
+	}
+	extra := 0
+	if b > kk {
+		extra = ((b-kk)*rank + kk - 1) / kk
+	}
+	return min(b, rank+extra)
+}
+
 // send hands h, a packet the stage made, to the link. A port takes it at
 // once while nothing waits and the lcore's tx buffer towards it holds less
 // than a burst, which every tx_buffer has room for; otherwise it waits in

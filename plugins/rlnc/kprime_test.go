@@ -281,3 +281,69 @@ func shortEndToEnd(t *testing.T, encKeys, recKeys string) {
 		}
 	}
 }
+
+// TestRecoderBudgetAtLowRank: a recoder sends on each link no more than what
+// it holds can make innovative there, plus the link's redundancy for that
+// much: a flood of generations of rank 1 costs one packet each (two at
+// repair_ratio 0.5), not a whole generation's budget. A link that carries a
+// share of the generation (coded < K) still gets its share once the rank is
+// there.
+func TestRecoderBudgetAtLowRank(t *testing.T) {
+	const gens = 1000
+	for _, tc := range []struct {
+		keys       string
+		rank       int
+		perGen     int // packets per generation and link
+		linksOfGen int
+	}{
+		{"coded = 16\n", 1, 1, 1},
+		{"repair_ratio = 0.5\n", 1, 2, 1},
+		{"coded = 32\n", 2, 4, 1}, // 2 + 100% of 2
+		{"links = [ { port = \"mem0\", coded = 9 }, { port = \"mem1\", coded = 24 } ]\n", 16, 9 + 24, 2}, // full rank: the whole budget
+		{"links = [ { port = \"mem0\", coded = 9 }, { port = \"mem1\", coded = 24 } ]\n", 5, 5 + 8, 2},   // share: at most the rank; 24 = 16 + 50%: 5 + 3
+	} {
+		t.Run(fmt.Sprintf("%q/rank %d", tc.keys, tc.rank), func(t *testing.T) {
+			h := newHarness(t)
+			rec := h.MustBuildNamed("rlnc.recoder", "rec", "memory = \"4MiB\"\nmax_block = 64\npool_buffers = 8192\n"+tc.keys)
+			var frames [][]byte
+			for g := 0; g < gens; g++ {
+				for i := 0; i < tc.rank; i++ {
+					v := make([]byte, 16)
+					v[i] = 1
+					f := goodFields(uint16(g), 16, v)
+					frames = append(frames, codedFrame(testSrc, testDst, f, make([]byte, 16)))
+				}
+			}
+			sent := 0
+			collect := func() {
+				for _, e := range h.Env.TakeEmitted() {
+					packet.FreeOne(e.H)
+					sent++
+				}
+				for _, hd := range h.produce(rec) {
+					packet.FreeOne(hd)
+					sent++
+				}
+			}
+			for len(frames) > 0 {
+				b := h.bursts(frames[:min(len(frames), packet.MaxBurst)], 0)[0]
+				frames = frames[b.N:]
+				o := h.Run(b, rec)
+				if o.Consumed != b.N && len(o.Dropped) > 0 {
+					t.Fatalf("%+v", o)
+				}
+				collect()
+			}
+			h.Clock.Advance(time.Second) // past the flush: the last generation is owed its rest
+			h.Tick(rec)
+			collect()
+			if want := gens * tc.perGen; sent != want {
+				t.Errorf("recoded %d packets for %d generations of rank %d, want %d", sent, gens, tc.rank, want)
+			}
+			if n := h.StageCounter("rec", "recoded_sent"); n != uint64(sent) {
+				t.Errorf("recoded_sent %d, %d came out", n, sent)
+			}
+			rec.(plugins.Stopper).Stop(&h.Ctx)
+		})
+	}
+}

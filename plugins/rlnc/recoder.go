@@ -206,9 +206,14 @@ func (r *recoder) take(ctx *plugins.Context, h packet.Handle) {
 	r.maybeFinish(gi)
 }
 
-// owed is what link li may still carry of generation ge: its budget less
-// what was sent and what is owed already.
+// owed is what link li may still carry of generation ge now: its limit at
+// the rank held, less what was sent and what is owed already.
 func (r *recoder) owed(ge *generation, li int) int {
+	return r.links[li].limit(ge.k, ge.kk, len(ge.rows)) - int(ge.sent[li]) - int(ge.credits[li])
+}
+
+// left is what remains of link li's budget for generation ge.
+func (r *recoder) left(ge *generation, li int) int {
 	return r.links[li].budget(ge.k, ge.kk) - int(ge.sent[li]) - int(ge.credits[li])
 }
 
@@ -246,8 +251,9 @@ func (r *recoder) credit(gi int32, li, n int) {
 	r.pending += n
 }
 
-// grant owes every link the rest of its budget for generation gi (its
-// redundancy), and finishes the generation when nothing is owed. A link that has only carried packets saying k′ = 0 of a short
+// grant owes every link the rest of what it may carry of generation gi at
+// the rank held (its redundancy), and finishes the generation when nothing
+// is owed. A link that has only carried packets saying k′ = 0 of a short
 // generation is owed one more, however spent its budget: downstream learns
 // k′ from nothing else.
 func (r *recoder) grant(gi int32) {
@@ -359,7 +365,7 @@ func (r *recoder) maybeFinish(gi int32) {
 		if ge.credits[li] > 0 {
 			return
 		}
-		if r.owed(ge, li) > 0 || untold(ge, li) {
+		if r.left(ge, li) > 0 || untold(ge, li) {
 			spent = false
 		}
 	}
