@@ -480,3 +480,65 @@ func TestDecoderDependent(t *testing.T) {
 		t.Errorf("%d kept, want 3", h.StageCounter("dec", "innovative"))
 	}
 }
+
+// TestDecodedHeaders pins what a decoded packet's headers are
+// (docs/rlnc-wire.md, "Headers of a decoded packet"). The originals of one
+// generation differ in MAC, traffic class, flow label and hop limit; their
+// coded packets arrive from two neighbours with hop limits lowered on the
+// way. Decoded, each original has its own addresses, extension headers and
+// upper layer, byte for byte; its traffic class and flow label are the
+// generation's first original's, which every coded packet carried; its
+// Ethernet header and hop limit are those of the coded packet it came in:
+// for a decoded block, the generation's first to arrive.
+func TestDecodedHeaders(t *testing.T) {
+	for _, sys := range []bool{false, true} {
+		t.Run(fmt.Sprintf("systematic=%v", sys), func(t *testing.T) {
+			h := newHarness(t)
+			enc := h.MustBuildNamed("rlnc.encoder", "enc", fmt.Sprintf("k = 3\nblock = 100\ncoded = 3\nsystematic = %v\n"+
+				"memory = \"1MiB\"\npool_buffers = 64\n", sys))
+			dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
+			var orig [][]byte
+			for i := 0; i < 3; i++ {
+				f := udpFrame(testSrc, testDst, 5, 6, []byte(fmt.Sprintf("original %d", i)))
+				f[11] = byte(0x10 + i) // source MAC
+				ip := packet.IPv6(f[14:])
+				binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(0x20+4*i)<<20|uint32(0x12340+i)) // TC, flow label
+				ip.SetHopLimit(uint8(64 - i))
+				orig = append(orig, f)
+			}
+			h.Run(h.bursts(orig, 0)[0], enc)
+			coded := h.produce(enc)
+			if len(coded) != 3 {
+				t.Fatalf("%d coded packets", len(coded))
+			}
+			for i, hd := range coded {
+				d := hd.P().Data()
+				d[11] = byte(0xa0 + i)    // the neighbour it came from
+				d[14+7] = uint8(50 - 3*i) // hops on the way
+			}
+			arrived := make([][]byte, len(coded))
+			for i, hd := range coded {
+				arrived[i] = append([]byte(nil), hd.P().Data()[:14+40]...)
+			}
+			o := h.Run(handlesBursts(coded)[0], dec)
+			out := append(o.Continued, h.produce(dec)...)
+			if len(out) != 3 {
+				t.Fatalf("%d delivered", len(out))
+			}
+			for i, hd := range out {
+				from := arrived[0] // decoded: the generation's first coded packet
+				if sys {
+					from = arrived[i] // systematic: delivered in place
+				}
+				want := append([]byte(nil), orig[i]...)
+				copy(want[:14], from[:14])
+				copy(want[14:18], orig[0][14:18])
+				want[14+7] = from[14+7]
+				if got := hd.P().Data(); !bytes.Equal(got, want) {
+					t.Errorf("packet %d:\n%x\nwant\n%x", i, got, want)
+				}
+			}
+			stagetest.Free(out...)
+		})
+	}
+}
