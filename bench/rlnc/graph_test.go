@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -105,6 +107,11 @@ func TestButterflyGoal(t *testing.T) {
 			t.Errorf("%s: %d sequence gaps", s.name, s.gaps)
 		}
 	}
+	for _, term := range res.t.terminals {
+		if g := res.gens[term]; g.decoded != res.gensSent || res.gensSent == 0 {
+			t.Errorf("%s", res.genNote(term))
+		}
+	}
 	if len(res.routed) != len(res.sinks) {
 		t.Fatalf("%d routed sinks, %d coded", len(res.routed), len(res.sinks))
 	}
@@ -121,6 +128,49 @@ func TestButterflyGoal(t *testing.T) {
 	}
 	for _, d := range res.routedDrops {
 		t.Errorf("routing dropped %d packets: %s", d.Count, d.Reason)
+	}
+	for _, l := range res.leaked {
+		t.Errorf("leaked: %s", l)
+	}
+}
+
+// TestLossAccounting: with loss, some generations do not decode, and the
+// report says how many, consistent with what the source sent and the sinks
+// received (it once said "0 blocks dropped undecoded" with 18 generations
+// missing).
+func TestLossAccounting(t *testing.T) {
+	p := params{k: 32, n: 1400, rate: 10e6, dur: 1500 * time.Millisecond, warm: 500 * time.Millisecond,
+		dt: 50 * time.Microsecond, loss: 0.02, margin: 2, pace: true, headroom: 0.01}
+	res, err := simulate(butterfly(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.gensSent*uint64(p.k) != res.srcCount {
+		t.Fatalf("the encoder sent %d generations of %d for %d packets", res.gensSent, p.k, res.srcCount)
+	}
+	missed := 0
+	for _, term := range res.t.terminals {
+		g := res.gens[term]
+		note := res.genNote(term)
+		t.Log(note)
+		if g.received != g.decoded*uint64(p.k) {
+			t.Errorf("%s received %d packets, %d generations decoded", term, g.received, g.decoded)
+		}
+		if g.decoded > res.gensSent || g.unfinished > res.gensSent-g.decoded {
+			t.Errorf("%s: %+v of %d sent", term, g, res.gensSent)
+		}
+		if g.blocks != g.unfinished*uint64(p.k) {
+			t.Errorf("%s: %d blocks undelivered for %d generations given up", term, g.blocks, g.unfinished)
+		}
+		if miss := res.gensSent - g.decoded; miss > 0 {
+			missed++
+			if want := fmt.Sprintf("; %d not:", miss); !strings.Contains(note, want) {
+				t.Errorf("%q does not say %q", note, want)
+			}
+		}
+	}
+	if missed == 0 {
+		t.Error("no generation was lost: the test does not exercise the report")
 	}
 	for _, l := range res.leaked {
 		t.Errorf("leaked: %s", l)

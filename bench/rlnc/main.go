@@ -186,9 +186,21 @@ type result struct {
 	// source's rate: Σ x_T (1 − loss)^hops × (1 − headroom).
 	routedWant  map[string]float64
 	routedDrops []stats.DropCount // by reason, over the routed run
-	decoded     map[string]uint64
-	undecoded   map[string]uint64
-	leaked      []string // buffers a pool still has out after a drained stop, by run and pool
+	// The coded run's generations, counted once the source has stopped at
+	// the end of a generation and everything it sent has arrived or been
+	// lost: what the encoder sent, and each terminal's account.
+	srcCount uint64 // packets the coded run's source sends: whole generations
+	gensSent uint64
+	gens     map[string]genCount
+	leaked   []string // buffers a pool still has out after a drained stop, by run and pool
+}
+
+// genCount is a terminal's account of the coded run's generations.
+type genCount struct {
+	decoded    uint64 // decoded by its decoder
+	unfinished uint64 // generations its decoder held but never decoded
+	blocks     uint64 // their blocks not delivered
+	received   uint64 // packets its sink (or its first host's) received
 }
 
 type sinkResult struct {
@@ -256,11 +268,9 @@ func (r *result) print(w *os.File) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "(goodputs in link capacities; seq. gaps: coded/routed, sequence numbers not seen, routed ones counting packets still on a longer tree path)")
-	var notes []string
 	for _, term := range r.t.terminals {
-		notes = append(notes, fmt.Sprintf("%s decoded %d generations (%d blocks dropped undecoded)", term, r.decoded[term], r.undecoded[term]))
+		fmt.Fprintln(w, r.genNote(term))
 	}
-	fmt.Fprintf(w, "%s\n", strings.Join(notes, "; "))
 	for _, d := range r.routedDrops {
 		fmt.Fprintf(w, "routing dropped %d packets: %s\n", d.Count, d.Reason)
 	}
@@ -290,7 +300,7 @@ func (r *result) print(w *os.File) {
 // simulate builds the topology as an engine twice, coded and routed, and runs
 // each in virtual time.
 func simulate(t topology, p params) (*result, error) {
-	res := &result{t: t, p: p, cut: map[string]int{}, routedWant: map[string]float64{}, decoded: map[string]uint64{}, undecoded: map[string]uint64{}}
+	res := &result{t: t, p: p, cut: map[string]int{}, routedWant: map[string]float64{}, gens: map[string]genCount{}}
 	h := math.MaxInt
 	for _, term := range t.terminals {
 		res.cut[term] = t.minCut(term)
@@ -312,15 +322,14 @@ func simulate(t topology, p params) (*result, error) {
 	// The source makes K originals per generation; each link carries perLink
 	// coded packets of it.
 	genRate := res.linkPkts / float64(res.perLink) * (1 - p.headroom)
-	before, after, err := res.run("coded", buildConfig(t, p, res.perLink, genRate*float64(p.k)))
+	// The source stops at the end of a generation, a generation or two
+	// after the measurement, so that every generation can be accounted for.
+	res.srcCount = (uint64(math.Ceil(genRate*p.dur.Seconds())) + 1) * uint64(p.k)
+	before, after, err := res.run("coded", buildConfig(t, p, res.perLink, genRate*float64(p.k), res.srcCount))
 	if err != nil {
 		return nil, err
 	}
 	res.sinks = res.measure(before, after)
-	for _, term := range t.terminals {
-		res.decoded[term] = counter(after, "dec-"+term, "generations_decoded")
-		res.undecoded[term] = counter(after, "dec-"+term, "blocks_undelivered")
-	}
 	// Routing: tree T carries x_T link packets per packet time, below the
 	// links' rate by the same headroom as coding.
 	before, after, err = res.run("routed", buildRoutedConfig(t, p, res.used, res.x, codedFrame, res.packing*res.linkPkts*(1-p.headroom)))
@@ -341,9 +350,26 @@ func simulate(t topology, p params) (*result, error) {
 	return res, nil
 }
 
+// genNote is terminal term's account of the coded run's generations.
+func (r *result) genNote(term string) string {
+	g := r.gens[term]
+	note := fmt.Sprintf("%s decoded %d of %d generations sent", term, g.decoded, r.gensSent)
+	if g.decoded >= r.gensSent {
+		return note
+	}
+	missing := r.gensSent - g.decoded
+	note += fmt.Sprintf("; %d not: its decoder gave up %d (%d blocks undelivered)", missing, g.unfinished, g.blocks)
+	if unseen := missing - min(missing, g.unfinished); unseen > 0 {
+		note += fmt.Sprintf(", never saw %d", unseen)
+	}
+	return note
+}
+
 // run builds an engine from cfgText and runs it in virtual time, warm then
 // measured: it returns the snapshots around the measurement. Buffers a pool
-// still has out after the drained stop are noted in r.leaked.
+// still has out after the drained stop are noted in r.leaked. For the coded
+// run it then lets the source finish and the network drain, and counts the
+// generations (r.gensSent, r.gens) once the stages have stopped.
 func (r *result) run(name, cfgText string) (before, after *stats.Snapshot, err error) {
 	p := r.p
 	cfg, err := config.Parse(r.t.name+"-"+name+".toml", []byte(cfgText))
@@ -369,7 +395,13 @@ func (r *result) run(name, cfgText string) (before, after *stats.Snapshot, err e
 	before = e.Snapshot()
 	step(p.dur - p.warm)
 	after = e.Snapshot()
+	if name == "coded" {
+		r.drain(e, step)
+	}
 	e.Stop()
+	if name == "coded" {
+		r.countGens(e.Snapshot())
+	}
 	for pool, n := range e.InUse() {
 		if n != 0 {
 			r.leaked = append(r.leaked, fmt.Sprintf("%s run, pool %s: %d", name, pool, n))
@@ -377,6 +409,48 @@ func (r *result) run(name, cfgText string) (before, after *stats.Snapshot, err e
 	}
 	sort.Strings(r.leaked)
 	return before, after, nil
+}
+
+// drain steps the coded run until its source has sent all it will and no
+// node has received a coded packet for 100 ms of virtual time: whatever is
+// then undecoded will stay so.
+func (r *result) drain(e *appliance.Engine, step func(time.Duration)) {
+	const tick = 10 * time.Millisecond
+	last, quiet := uint64(0), time.Duration(0)
+	for waited := time.Duration(0); waited < time.Minute && quiet < 100*time.Millisecond; waited += tick {
+		step(tick)
+		s := e.Snapshot()
+		in := uint64(0)
+		for _, st := range s.Stages {
+			for _, c := range st.Counters {
+				if c.Name == "coded_received" {
+					in += c.Value
+				}
+			}
+		}
+		if in == last && counter(s, "gen", "sent") == r.srcCount {
+			quiet += tick
+		} else {
+			quiet = 0
+		}
+		last = in
+	}
+}
+
+// countGens reads the coded run's generations from the snapshot after the
+// drained stop, when every decoder has given up what it still held.
+func (r *result) countGens(s *stats.Snapshot) {
+	r.gensSent = counter(s, "enc", "generations_sent")
+	for _, term := range r.t.terminals {
+		sink := term
+		if hs := r.t.hosts[term]; len(hs) > 0 {
+			sink = hs[0]
+		}
+		r.gens[term] = genCount{decoded: counter(s, "dec-"+term, "generations_decoded"),
+			unfinished: counter(s, "dec-"+term, "generations_unfinished"),
+			blocks:     counter(s, "dec-"+term, "blocks_undelivered"),
+			received:   counter(s, "sink-"+sink, "received")}
+	}
 }
 
 // measure reads every sink's deliveries between two snapshots, terminal by
@@ -418,7 +492,7 @@ func counter(s *stats.Snapshot, stage, name string) uint64 {
 
 // buildConfig writes the engine config of the coded run: ports, one
 // pipeline per link and one per node.
-func buildConfig(t topology, p params, perLink int, srcPPS float64) string {
+func buildConfig(t topology, p params, perLink int, srcPPS float64, count uint64) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	writeNet(&b, t)
@@ -437,7 +511,7 @@ func buildConfig(t topology, p params, perLink int, srcPPS float64) string {
 	// The source.
 	w("[[pipelines]]\nname = \"node-%s\"\nlcores = [0]\n", t.source)
 	w("[[pipelines.stages]]\nkind = \"generator\"\nname = \"gen\"\nflows = 1\nsrc = \"2001:db8:1::1\"\ndst = \"2001:db8:2::1\"\n"+
-		"udp_src_port = 5000\nudp_dst_port = 6000\nsizes = [%d]\nrate = \"%.0fpps\"\n", p.n+56, srcPPS)
+		"udp_src_port = 5000\nudp_dst_port = 6000\nsizes = [%d]\nrate = \"%.0fpps\"\ncount = %d\n", p.n+56, srcPPS, count)
 	w("[[pipelines.stages]]\nkind = \"rlnc.encoder\"\nname = \"enc\"\nk = %d\nblock = %d\nflush = \"1s\"\n"+store+links(t.source, false), p.k, p.n, p.n)
 	writeLinks(&b, t, p)
 	// Relays and terminals.
