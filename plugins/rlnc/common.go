@@ -38,7 +38,10 @@ func cutShort(d []byte, l *packet.Layers) (bool, error) {
 	}
 	ip := d[l.L3:]
 	if len(ip) < packet.IPv6Len {
-		return len(ip) > 6 && ip[6] == NextHeader, ErrTruncated
+		if len(ip) > 6 && ip[6] == NextHeader {
+			return true, ErrTruncated
+		}
+		return false, nil
 	}
 	if packet.IPv6Len+int(binary.BigEndian.Uint16(ip[4:])) <= len(ip) {
 		return false, nil // not cut short: some other fault, not ours
