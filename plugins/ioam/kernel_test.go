@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/netns"
+	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/ports/afpacket"
 )
@@ -71,10 +73,13 @@ func newKernelLab(t *testing.T, h *harness) *kernelLab {
 		{"ipv6/conf/lra1/ioam6_enabled", "1"},
 		{"ipv6/conf/lra1/ioam6_id", fmt.Sprint(kIngressID)}, {"ipv6/conf/lrb0/ioam6_id", fmt.Sprint(kEgressID)},
 		{"ipv6/conf/lra1/ioam6_id_wide", fmt.Sprint(kIngressWide)}, {"ipv6/conf/lrb0/ioam6_id_wide", fmt.Sprint(kEgressWide)},
+		{"ipv6/icmp/ratelimit", "0"}, // every Time Exceeded, however many
 	})
 	kl.k.IP(t, "addr", "add", "2001:db8:a::1/64", "dev", "lra1", "nodad")
 	kl.k.IP(t, "addr", "add", "2001:db8:b::1/64", "dev", "lrb0", "nodad")
 	kl.k.IP(t, "-6", "neigh", "add", kl.outerDst, "lladdr", net.HardwareAddr(b1[:]).String(), "dev", "lrb0", "nud", "permanent")
+	// ICMP errors go back to the outer source, behind lra1.
+	kl.k.IP(t, "-6", "neigh", "add", kl.outerSrc, "lladdr", net.HardwareAddr(kl.a0MAC[:]).String(), "dev", "lra1", "nud", "permanent")
 	kl.k.IP(t, "ioam", "namespace", "add", fmt.Sprint(kNS), "data", fmt.Sprint(uint32(kNSData)), "wide", fmt.Sprintf("%#x", uint64(kNSDataWide))) // iproute2 reads wide data as hex
 	open := func(ifname string) *afpacket.Port {
 		var p *afpacket.Port
@@ -99,12 +104,26 @@ func newKernelLab(t *testing.T, h *harness) *kernelLab {
 // lrb1 for the outer destination, or nil.
 func (kl *kernelLab) forward(t *testing.T, h *harness, frame []byte) []byte {
 	t.Helper()
+	fwd, _ := kl.exchange(t, h, frame)
+	return fwd
+}
+
+// kernelMACs is frame with the MACs of a frame from lra0 to the kernel.
+func (kl *kernelLab) kernelMACs(frame []byte) []byte {
 	f := append([]byte(nil), frame...)
 	copy(f[0:6], kl.a1MAC[:])
 	copy(f[6:12], kl.a0MAC[:])
+	return f
+}
+
+// exchange sends frame on lra0 and returns what the kernel made of it: the
+// packet forwarded out of lrb1 to the outer destination, or an ICMPv6 error
+// back on lra0 (nil, nil: neither within a generous deadline).
+func (kl *kernelLab) exchange(t *testing.T, h *harness, frame []byte) (fwd, icmp []byte) {
+	t.Helper()
 	var b packet.Burst
-	b.Push(h.Pkt(f, 0))
-	deadline := time.Now().Add(5 * time.Second)
+	b.Push(h.Pkt(kl.kernelMACs(frame), 0))
+	deadline := time.Now().Add(10 * time.Second)
 	for b.N > 0 {
 		n := kl.a.TxBurst(0, &b)
 		copy(b.H[:], b.H[n:b.N])
@@ -115,25 +134,31 @@ func (kl *kernelLab) forward(t *testing.T, h *harness, frame []byte) []byte {
 		}
 	}
 	want := netIP(kl.outerDst)
-	for time.Now().Before(deadline) {
-		b.N = 0
-		if kl.b.RxBurst(0, &b) == 0 {
-			time.Sleep(200 * time.Microsecond)
-			continue
-		}
-		var got []byte
-		for i := 0; i < b.N; i++ {
-			d := b.H[i].P().Data()
-			if got == nil && len(d) >= 54 && binary.BigEndian.Uint16(d[12:]) == packet.EtherTypeIPv6 && bytes.Equal(d[38:54], want[:]) {
-				got = append([]byte(nil), d...)
+	src := netIP(kl.outerSrc)
+	for fwd == nil && icmp == nil && time.Now().Before(deadline) {
+		got := 0
+		for _, port := range []*afpacket.Port{kl.b, kl.a} {
+			b.N = 0
+			got += port.RxBurst(0, &b)
+			for i := 0; i < b.N; i++ {
+				d := b.H[i].P().Data()
+				if len(d) < 54+packet.ICMPv6MinLen || binary.BigEndian.Uint16(d[12:]) != packet.EtherTypeIPv6 {
+					continue
+				}
+				switch {
+				case port == kl.b && fwd == nil && bytes.Equal(d[38:54], want[:]):
+					fwd = append([]byte(nil), d...)
+				case port == kl.a && icmp == nil && bytes.Equal(d[38:54], src[:]) && d[20] == packet.ProtocolICMPv6 && d[54] < 128:
+					icmp = append([]byte(nil), d...)
+				}
 			}
+			packet.Free(&b)
 		}
-		packet.Free(&b)
-		if got != nil {
-			return got
+		if got == 0 {
+			time.Sleep(200 * time.Microsecond)
 		}
 	}
-	return nil
+	return fwd, icmp
 }
 
 func netIP(s string) [16]byte {
@@ -322,5 +347,85 @@ trace = { namespace = %d, type = "%#06x", size = %d, fill = false }
 				t.Errorf("differences:\n%s\nkernel   % x\nlinerate % x", strings.Join(diffs, "\n"), k[54:node+NodeLen(tt)*4+8], l[54:node+NodeLen(tt)*4+8])
 			}
 		})
+	}
+}
+
+// The hop limit rule of ioam.transit with decrement_hop_limit against the
+// kernel's forwarding, for packets without IOAM, with a trace of a namespace
+// the node knows and of one it does not: hop limit 2 leaves with 1, the same
+// packet byte for byte past the MACs; hop limit 1 is dropped and answered
+// with the kernel's ICMPv6 Time Exceeded, from the ingress address to the
+// source, quoting the packet (the kernel quotes it with its node data in the
+// trace, which linerate leaves out of a packet it drops).
+func TestKernelHopLimit(t *testing.T) {
+	h := newHarness(t)
+	kl := newKernelLab(t, h)
+	lr := newHarness(t)
+	lr.Ports[0].MAC = kl.a1MAC
+	lr.Ports[0].Addrs = []netip.Prefix{netip.MustParsePrefix("2001:db8:a::1/64")}
+	transit := lr.MustBuild("ioam.transit", fmt.Sprintf(`
+node_id = %d
+node_id_wide = "%#x"
+timestamp = "posix"
+decrement_hop_limit = true
+egress_port = "eth1"
+namespaces = [ { id = %d, data = %d, data_wide = "%#x" } ]
+interfaces = [ { port = "eth0", id = %d, id_wide = %d }, { port = "eth1", id = %d, id_wide = %d } ]
+`, kNodeID, uint64(kNodeIDWide), kNS, uint32(kNSData), uint64(kNSDataWide), kIngressID, kIngressWide, kEgressID, kEgressWide))
+	for _, hl := range []uint8{2, 1} {
+		for _, f := range hopLimitFramesFor(t, lr, hl, kl.outerSrc, kl.outerDst) {
+			if f.name != "known namespace" && f.name != "unknown namespace" && f.name != "no IOAM" {
+				continue
+			}
+			t.Run(fmt.Sprintf("hop limit %d/%s", hl, f.name), func(t *testing.T) {
+				fwd, icmp := kl.exchange(t, h, f.data)
+				r := lr.run(kl.kernelMACs(f.data), 0, false, transit)
+				em := lr.Env.TakeEmitted()
+				var lrICMP []byte
+				for _, e := range em {
+					lrICMP = stagetest.TakeData(e.H)
+				}
+				if hl > 1 {
+					if fwd == nil || r.data == nil {
+						t.Fatalf("kernel forwarded: %v; linerate: %q", fwd != nil, r.dropped)
+					}
+					if fwd[21] != hl-1 || !bytes.Equal(fwd[12:], r.data[12:]) {
+						t.Fatalf("kernel and linerate differ\nkernel   % x\nlinerate % x", fwd[12:], r.data[12:])
+					}
+					return
+				}
+				if fwd != nil || icmp == nil {
+					t.Fatalf("the kernel forwarded %v, sent an ICMP error %v", fwd != nil, icmp != nil)
+				}
+				if r.dropped != "ioam_hop_limit" || lrICMP == nil {
+					t.Fatalf("linerate: %q, ICMP error %v", r.dropped, lrICMP != nil)
+				}
+				if !bytes.Equal(icmp[:12], lrICMP[:12]) {
+					t.Errorf("MACs: kernel % x, linerate % x", icmp[:12], lrICMP[:12])
+				}
+				k, l := packet.IPv6(icmp[14:]), packet.IPv6(lrICMP[14:])
+				if k.Src() != l.Src() || k.Dst() != l.Dst() || k.NextHeader() != l.NextHeader() || k.HopLimit() != l.HopLimit() ||
+					k.PayloadLength() != l.PayloadLength() {
+					t.Errorf("IPv6 headers: kernel % x\n               linerate % x", icmp[14:54], lrICMP[14:54])
+				}
+				km, lm := icmp[54:], lrICMP[54:]
+				if !bytes.Equal(km[:2], lm[:2]) || !bytes.Equal(km[4:8], lm[4:8]) {
+					t.Errorf("ICMPv6 type, code or body: kernel % x, linerate % x", km[:8], lm[:8])
+				}
+				quote := 8
+				if f.name == "known namespace" {
+					// The kernel's quote has its node data in: compare
+					// the outer header, then the inner packet.
+					hbh := packet.IPv6Len + (int(km[8+packet.IPv6Len+1])+1)*8
+					if !bytes.Equal(km[8:8+packet.IPv6Len], lm[8:8+packet.IPv6Len]) {
+						t.Errorf("quoted IPv6 header: kernel % x, linerate % x", km[8:48], lm[8:48])
+					}
+					quote += hbh
+				}
+				if !bytes.Equal(km[quote:], lm[quote:]) {
+					t.Errorf("quotes differ\nkernel   % x\nlinerate % x", km[quote:], lm[quote:])
+				}
+			})
+		}
 	}
 }

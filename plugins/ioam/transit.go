@@ -7,6 +7,7 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/route"
 )
 
 func init() {
@@ -70,6 +71,7 @@ func loadPOTKeys(kind string, cs []potConfig) (potKeys, error) {
 type transit struct {
 	*node
 	decHL bool
+	icmp  *route.ErrorSender // Time Exceeded, in routed mode
 	pot   potKeys
 	exp   *exportState
 	loop  *loopback
@@ -93,6 +95,11 @@ func newTransit(s *plugins.Setup) (plugins.Stage, error) {
 		return nil, err
 	}
 	t := &transit{node: n, decHL: c.DecrementHopLimit}
+	if t.decHL {
+		if t.icmp, err = route.NewErrorSender(s); err != nil {
+			return nil, fmt.Errorf("ioam.transit: %w", err)
+		}
+	}
 	if t.pot, err = loadPOTKeys("ioam.transit", c.POT); err != nil {
 		return nil, err
 	}
@@ -160,9 +167,20 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	p := b.H[i].P()
 	d := p.Data()
 	s := &t.scan
-	if !loadScratch(p, s) {
-		l3 := ipv6At14(p, d)
-		if l3 < 0 || d[l3+6] != packet.ProtocolHopByHop {
+	scanned := loadScratch(p, s)
+	l3 := s.l3
+	if !scanned {
+		if l3 = ipv6At14(p, d); l3 < 0 {
+			t.cNoIOAM.Inc()
+			return
+		}
+	}
+	if _, ok := t.hopLimit(d, l3); !ok {
+		t.expire(ctx, p)
+		return
+	}
+	if !scanned {
+		if d[l3+6] != packet.ProtocolHopByHop {
 			t.cNoIOAM.Inc()
 			return
 		}
@@ -179,14 +197,6 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	if s.nTrace == 0 && s.pot == 0 && s.dex == 0 {
 		t.cNoIOAM.Inc()
 		return
-	}
-	if t.decHL {
-		hl := d[s.l3+7]
-		if hl <= 1 {
-			p.Drop(reasonHopLimit)
-			return
-		}
-		d[s.l3+7] = hl - 1
 	}
 	if s.extra > 0 {
 		t.cExtra.Add(uint64(s.extra))
@@ -263,8 +273,9 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 }
 
 // fast fills this node's data into the one pre-allocated trace option at opt,
-// which fastTrace found and checked. It reports false for the cases it leaves
-// to the general path: a looped-back copy to send.
+// which fastTrace found and checked, of a packet one has applied the hop
+// limit rule to. It reports false for the cases it leaves to the general
+// path: a looped-back copy to send.
 func (t *transit) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt int) bool {
 	tr := Trace(d[opt+OptionHeaderLen : opt+2+int(d[opt+1])])
 	if tr.Loopback() && t.loop != nil {
@@ -275,15 +286,7 @@ func (t *transit) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt
 		t.cUnknownNS.Inc()
 		return true
 	}
-	hl := d[l3+7]
-	if t.decHL {
-		if hl <= 1 {
-			p.Drop(reasonHopLimit)
-			return true
-		}
-		hl--
-		d[l3+7] = hl
-	}
+	hl := d[l3+7] // lowered by one already, with decrement_hop_limit
 	tt := tr.TraceType()
 	pl := ns.plan(tt, t.eg)
 	if pl == nil {
@@ -339,13 +342,9 @@ func (t *transit) quickRun(ctx *plugins.Context, b *packet.Burst, i int) int {
 		if h[10]&flagMask != 0 || rem < pl.words || rem == 0 {
 			break
 		}
-		hl := d[14+7]
-		if t.decHL {
-			if hl <= 1 {
-				break
-			}
-			hl--
-			d[14+7] = hl
+		hl, ok := t.hopLimit(d, 14)
+		if !ok {
+			break // expired: one drops it
 		}
 		rem -= pl.words
 		dst := d[hbh+16+rem*4:]
@@ -367,6 +366,33 @@ func (t *transit) quickRun(ctx *plugins.Context, b *packet.Burst, i int) int {
 	}
 	t.cFilled.Add(uint64(filled))
 	return i
+}
+
+// hopLimit is the forwarding rule of decrement_hop_limit, for every IPv6
+// packet whatever its IOAM (as the kernel's ip6_forward): it lowers the hop
+// limit of the IPv6 header at l3 and returns the new one, or reports false,
+// changing nothing, for a packet whose hop limit is 1 or less. Without
+// decrement_hop_limit it returns the hop limit as it is.
+func (t *transit) hopLimit(d []byte, l3 int) (uint8, bool) {
+	hl := d[l3+7]
+	if !t.decHL {
+		return hl, true
+	}
+	if hl <= 1 {
+		return hl, false
+	}
+	hl--
+	d[l3+7] = hl
+	return hl, true
+}
+
+// expire drops a packet whose hop limit ran out, and in routed mode answers
+// with an ICMPv6 Time Exceeded from the port it came in on.
+func (t *transit) expire(ctx *plugins.Context, p *packet.Packet) {
+	if t.icmp != nil {
+		t.icmp.SendAbout(ctx, p, packet.ICMPv6TimeExceeded, packet.ICMPv6HopLimitExceeded, 0)
+	}
+	p.Drop(reasonHopLimit)
 }
 
 // exportDEX offers a record of a DEX option: this node's data of the DEX

@@ -52,8 +52,9 @@ type forwarder struct {
 	report   bool
 
 	forwarded, local, held6, released, expired *stats.Counter
-	errSent, errLimited, resolutions           *stats.Counter
+	resolutions                                *stats.Counter
 	routesAdded, routesRemoved                 *stats.Counter
+	errs                                       *ErrorSender
 }
 
 func init() {
@@ -92,8 +93,7 @@ func newForwarder(s *plugins.Setup) (plugins.Stage, error) {
 	f.released = cs.New("released", "held packets sent once their next hop resolved")
 	f.expired = cs.New("hold_expired", "held packets freed: their next hop did not resolve in hold_time")
 	f.resolutions = cs.New("resolutions", "next hops this stage started resolving")
-	f.errSent = cs.New("icmp_errors_sent", "ICMP errors sent (time exceeded, unreachable, too big)")
-	f.errLimited = cs.New("icmp_errors_limited", "ICMP errors not sent: over the error rate, or no buffer")
+	f.errs = newErrorSender(rt, cs)
 	if f.report {
 		f.routesAdded = cs.New("routes_added", "static routes added at run time or replaced")
 		f.routesRemoved = cs.New("routes_removed", "static routes deleted at run time or replaced")
@@ -402,30 +402,7 @@ func (f *forwarder) expire(ctx *plugins.Context, e heldPacket) {
 	ctx.Env.Free(e.h)
 }
 
-// icmpError sends an ICMP error of the packet's IP version (ICMPv6 or ICMPv4,
-// typ and code of that version) about the packet in d back out of the port it
-// came in on, within the engine-wide error rate.
+// icmpError sends an ICMP error about the packet in d (see ErrorSender.Send).
 func (f *forwarder) icmpError(ctx *plugins.Context, in *Port, d []byte, l *packet.Layers, typ, code uint8, rest uint32) {
-	v6 := l.IPVersion == 6
-	if in == nil || v6 && !icmp6ErrorAllowed(d, l, typ) || !v6 && !icmp4ErrorAllowed(d, l) {
-		return
-	}
-	if !f.rt.ICMPErrors.Allow(ctx.Now) {
-		f.errLimited.Inc()
-		return
-	}
-	var h packet.Handle
-	var ok bool
-	if v6 {
-		h, ok = buildICMPv6Error(in, d, l, typ, code, rest)
-	} else {
-		h, ok = buildICMPv4Error(in, d, l, typ, code, rest)
-	}
-	if !ok {
-		f.errLimited.Inc()
-		return
-	}
-	if ctx.Emit(h, in.ID) {
-		f.errSent.Inc()
-	}
+	f.errs.Send(ctx, in, d, l, typ, code, rest)
 }
