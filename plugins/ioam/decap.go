@@ -90,7 +90,7 @@ func newDecap(s *plugins.Setup) (plugins.Stage, error) {
 	default:
 		return nil, fmt.Errorf("ioam.decap: mode %q: use \"auto\", \"encap\" or \"inline\"", c.Mode)
 	}
-	if dc.pot, err = loadPOTKeys("ioam.decap", c.POT); err != nil {
+	if dc.pot, err = loadPOTKeys("ioam.decap", c.POT, &n.ns); err != nil {
 		return nil, err
 	}
 	if err := c.exportConfig.check("ioam.decap"); err != nil {
@@ -186,6 +186,10 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 		dc.cNoIOAM.Inc()
 		return
 	}
+	own := dc.owned(d, s)
+	if !own.any {
+		return // another domain's IOAM: not this node's to read or remove
+	}
 	dc.cDecap.Inc()
 	// The first trace of a known namespace is the one recorded.
 	rec := -1
@@ -197,7 +201,6 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 		tr := Trace(opt.Body())
 		ns := dc.ns.lookup(tr.NamespaceID())
 		if ns == nil {
-			dc.cUnknownNS.Inc()
 			continue
 		}
 		if rec < 0 {
@@ -230,7 +233,7 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 		}
 	}
 	potResult := POTUnchecked
-	if s.pot != 0 {
+	if own.pot {
 		pot := POT(Option(d[s.pot:]).Body())
 		if key := dc.pot.lookup(pot.NamespaceID()); key != nil && pot.POTType() == 0 {
 			cml := key.Update(pot.Random(), pot.Cumulative())
@@ -247,7 +250,7 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 		}
 	}
 	if dc.wantRec || recPlan != nil && (dc.hops != nil || dc.e2e != nil) {
-		dc.record(ctx, p, d, s, rec, recNS, recPlan, potResult)
+		dc.record(ctx, p, d, s, own, rec, recNS, recPlan, potResult)
 		if rec >= 0 && (dc.hops != nil || dc.e2e != nil) {
 			dc.delays(dc.rec.TraceType, dc.rec.Data[:dc.rec.DataLen], recNS.Timestamp)
 		}
@@ -266,6 +269,37 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 	if dc.remove {
 		dc.strip(p, s)
 	}
+}
+
+// owned is which of a packet's IOAM options are of namespaces this node
+// knows: those it reads and removes.
+type owned struct {
+	any, pot, e2e, dex bool
+}
+
+// owned finds the packet's options of namespaces this node knows, and counts
+// the others.
+func (dc *decap) owned(d []byte, s *scan) (o owned) {
+	unknown := 0
+	mine := func(off int) bool {
+		if off == 0 {
+			return false
+		}
+		if ownOption(d[off:], &dc.ns) {
+			o.any = true
+			return true
+		}
+		unknown++
+		return false
+	}
+	for k := 0; k < s.nTrace; k++ {
+		mine(s.trace[k])
+	}
+	o.pot, o.e2e, o.dex = mine(s.pot), mine(s.e2e), mine(s.dex)
+	if unknown > 0 {
+		dc.cUnknownNS.Add(uint64(unknown))
+	}
+	return o
 }
 
 // fast handles the common case without a scan record: one pre-allocated
@@ -368,7 +402,7 @@ func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, 
 
 // record fills dc.rec with the packet's IOAM data. own is this node's data
 // for an incremental trace, which goes first in the record's node list.
-func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, rec int, ns *nsState, own *nodePlan, pot uint8) {
+func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, mine owned, rec int, ns *nsState, own *nodePlan, pot uint8) {
 	r := &dc.rec
 	r.Mono, r.Unix, r.Role, r.Lcore, r.Len, r.Have = ctx.Now, ctx.Now+ctx.Clock.UnixOffset(), RoleDecap, uint8(ctx.Lcore), uint16(p.Len()), 0
 	inner := s.l3
@@ -395,17 +429,17 @@ func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *sca
 		}
 		r.DataLen = uint8(n + copy(r.Data[n:], data))
 	}
-	if s.pot != 0 {
+	if mine.pot {
 		pt := POT(Option(d[s.pot:]).Body())
 		r.Have |= HavePOT
 		r.POTNS, r.POTRandom, r.POTCumulative, r.POTResult = pt.NamespaceID(), pt.Random(), pt.Cumulative(), pot
 	}
-	if s.e2e != 0 {
+	if mine.e2e {
 		e := E2E(Option(d[s.e2e:]).Body())
 		r.Have |= HaveE2E
 		r.E2ENS, r.E2EType, r.E2E = e.NamespaceID(), e.E2EType(), e.Fields()
 	}
-	if s.dex != 0 {
+	if mine.dex {
 		x := DEX(Option(d[s.dex:]).Body())
 		r.Have |= HaveDEX
 		r.DEXNS, r.DEXExt, r.DEXType = x.NamespaceID(), x.ExtensionFlags(), x.TraceType()
@@ -481,9 +515,9 @@ func (dc *decap) delays(tt uint32, data []byte, f TimestampFormat) {
 	}
 }
 
-// strip removes the IOAM data from p: the outer header of an encapsulated
-// packet, or the IOAM options of an inline one (the whole options header
-// when nothing else is in it).
+// strip removes this node's IOAM data from p: the outer header of an
+// encapsulated packet, or its IOAM options of the namespaces it knows (the
+// whole options header when nothing else is in it).
 func (dc *decap) strip(p *packet.Packet, s *scan) {
 	d := p.Data()
 	if s.next == packet.ProtocolIPv6 && dc.mode != decapInline && s.nextOff+packet.IPv6Len <= s.end {
@@ -500,7 +534,7 @@ func (dc *decap) strip(p *packet.Packet, s *scan) {
 	// The Destination Options header first: it lies after the Hop-by-Hop
 	// header, so removing it moves nothing the second step needs.
 	if s.dest != 0 {
-		if !s.dstMore {
+		if onlyOwn(d[s.dest:s.dest+s.destLen], &dc.ns) {
 			prev := s.l3 + 6
 			if s.hbh != 0 {
 				prev = s.hbh
@@ -509,18 +543,18 @@ func (dc *decap) strip(p *packet.Packet, s *scan) {
 			if p.RemoveGap(s.dest, s.destLen) == nil {
 				removed += s.destLen
 			}
-		} else if n, err := stripHeader(p, s.dest); err == nil {
+		} else if n, err := stripHeader(p, s.dest, &dc.ns); err == nil {
 			removed += n
 		}
 		d = p.Data()
 	}
 	if s.hbh != 0 && (s.nTrace > 0 || s.pot != 0 || s.dex != 0) {
-		if !s.hbhMore {
+		if onlyOwn(d[s.hbh:s.hbh+s.hbhLen], &dc.ns) {
 			d[s.l3+6] = d[s.hbh]
 			if p.RemoveGap(s.hbh, s.hbhLen) == nil {
 				removed += s.hbhLen
 			}
-		} else if n, err := stripHeader(p, s.hbh); err == nil {
+		} else if n, err := stripHeader(p, s.hbh, &dc.ns); err == nil {
 			removed += n
 		}
 	}

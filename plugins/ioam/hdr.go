@@ -96,11 +96,43 @@ func growHeader(b *packet.Burst, i, off int, block []byte, f packet.Freer) (at, 
 	return off + pos, added, nil
 }
 
-// stripHeader removes the IOAM options (with the padding around them) from
-// the options header at off of p, closing the room in multiples of 8 bytes so
-// the other options keep their alignment, and returns the bytes removed. The
-// header must have been checked by scanHeader.
-func stripHeader(p *packet.Packet, off int) (int, error) {
+// ownOption reports whether the IOAM option o, which scanHeader checked, is
+// one this node takes out: of an IOAM type it knows, in a namespace of ns.
+func ownOption(o []byte, ns *nsTable) bool {
+	if len(o) < OptionHeaderLen+2 {
+		return false
+	}
+	switch o[3] {
+	case TypePreallocatedTrace, TypeIncrementalTrace, TypePOT, TypeE2E, TypeDEX:
+		return ns.lookup(binary.BigEndian.Uint16(o[OptionHeaderLen:])) != nil
+	}
+	return false
+}
+
+// onlyOwn reports whether the options header h, which scanHeader checked,
+// holds nothing but padding and options ownOption takes out.
+func onlyOwn(h []byte, ns *nsTable) bool {
+	for i := 2; i < len(h); {
+		t := h[i]
+		if t == packet.IPv6OptPad1 {
+			i++
+			continue
+		}
+		ol := 2 + int(h[i+1])
+		if t != packet.IPv6OptPadN && !(IsIOAM(t) && ownOption(h[i:i+ol], ns)) {
+			return false
+		}
+		i += ol
+	}
+	return true
+}
+
+// stripHeader removes the IOAM options of the namespaces in ns (with the
+// padding around them) from the options header at off of p, closing the room
+// in multiples of 8 bytes so the other options keep their alignment, and
+// returns the bytes removed. Options of other namespaces stay. The header
+// must have been checked by scanHeader.
+func stripHeader(p *packet.Packet, off int, ns *nsTable) (int, error) {
 	d := p.Data()
 	n := (int(d[off+1]) + 1) * 8
 	removed := 0
@@ -128,7 +160,7 @@ func stripHeader(p *packet.Packet, off int) (int, error) {
 			if start < 0 {
 				start = i
 			}
-		case IsIOAM(t):
+		case IsIOAM(t) && ownOption(h[i:i+ol], ns):
 			if start < 0 {
 				start = i
 			}

@@ -45,11 +45,14 @@ func (k *potKeys) lookup(ns uint16) *POTKey {
 	return nil
 }
 
-func loadPOTKeys(kind string, cs []potConfig) (potKeys, error) {
+func loadPOTKeys(kind string, cs []potConfig, ns *nsTable) (potKeys, error) {
 	var k potKeys
 	for i, c := range cs {
 		if c.Namespace == nil || *c.Namespace > 0xFFFF {
 			return k, fmt.Errorf("%s: pot[%d] needs a 16-bit namespace", kind, i)
+		}
+		if ns.lookup(uint16(*c.Namespace)) == nil {
+			return k, fmt.Errorf("%s: pot[%d]: namespace %d is not among the stage's namespaces", kind, i, *c.Namespace)
 		}
 		if c.KeyFile == "" {
 			return k, fmt.Errorf("%s: pot[%d] needs a key_file", kind, i)
@@ -100,7 +103,7 @@ func newTransit(s *plugins.Setup) (plugins.Stage, error) {
 			return nil, fmt.Errorf("ioam.transit: %w", err)
 		}
 	}
-	if t.pot, err = loadPOTKeys("ioam.transit", c.POT); err != nil {
+	if t.pot, err = loadPOTKeys("ioam.transit", c.POT, &n.ns); err != nil {
 		return nil, err
 	}
 	if err := c.exportConfig.check("ioam.transit"); err != nil {
