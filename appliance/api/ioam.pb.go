@@ -353,7 +353,9 @@ type IoamRecord struct {
 	Role   string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
 	Lcore  uint32 `protobuf:"varint,4,opt,name=lcore,proto3" json:"lcore,omitempty"`
 	Length uint32 `protobuf:"varint,5,opt,name=length,proto3" json:"length,omitempty"`
-	// Source and destination of the (inner) packet, 16 bytes each.
+	// Source and destination of the IPv6 header that carries the IOAM data
+	// (the outer one of an encapsulated packet), 16 bytes each, whatever the
+	// role of the node that made the record.
 	Src   []byte     `protobuf:"bytes,6,opt,name=src,proto3" json:"src,omitempty"`
 	Dst   []byte     `protobuf:"bytes,7,opt,name=dst,proto3" json:"dst,omitempty"`
 	Trace *IoamTrace `protobuf:"bytes,8,opt,name=trace,proto3" json:"trace,omitempty"`
@@ -361,7 +363,11 @@ type IoamRecord struct {
 	E2E   *IoamE2E   `protobuf:"bytes,10,opt,name=e2e,proto3" json:"e2e,omitempty"`
 	Dex   *IoamDex   `protobuf:"bytes,11,opt,name=dex,proto3" json:"dex,omitempty"`
 	// From the first node's timestamp to the last's; -1 when unknown.
-	E2EDelayNs    int64 `protobuf:"varint,12,opt,name=e2e_delay_ns,json=e2eDelayNs,proto3" json:"e2e_delay_ns,omitempty"`
+	E2EDelayNs int64 `protobuf:"varint,12,opt,name=e2e_delay_ns,json=e2eDelayNs,proto3" json:"e2e_delay_ns,omitempty"`
+	// Those of the inner IPv6 header of an encapsulated (IPv6-in-IPv6)
+	// packet; empty for an inline one.
+	InnerSrc      []byte `protobuf:"bytes,13,opt,name=inner_src,json=innerSrc,proto3" json:"inner_src,omitempty"`
+	InnerDst      []byte `protobuf:"bytes,14,opt,name=inner_dst,json=innerDst,proto3" json:"inner_dst,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -480,6 +486,20 @@ func (x *IoamRecord) GetE2EDelayNs() int64 {
 	return 0
 }
 
+func (x *IoamRecord) GetInnerSrc() []byte {
+	if x != nil {
+		return x.InnerSrc
+	}
+	return nil
+}
+
+func (x *IoamRecord) GetInnerDst() []byte {
+	if x != nil {
+		return x.InnerDst
+	}
+	return nil
+}
+
 type IoamTrace struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace uint32                 `protobuf:"varint,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -575,23 +595,48 @@ func (x *IoamTrace) GetHops() []*IoamHop {
 	return nil
 }
 
-// IoamHop is one node's data; fields the trace type leaves out are zero.
+// IoamHop is one node's data: every field of the trace type, short and wide.
+// Fields the trace type leaves out are zero; so are those a node wrote as
+// all ones (RFC 9197 §4.4.2: it had no value), which unknown names.
 type IoamHop struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	HopLimit uint32                 `protobuf:"varint,1,opt,name=hop_limit,json=hopLimit,proto3" json:"hop_limit,omitempty"`
-	// The wide id when the trace type has bit 8, else the short one.
-	NodeId          uint64 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	IngressIf       uint32 `protobuf:"varint,3,opt,name=ingress_if,json=ingressIf,proto3" json:"ingress_if,omitempty"`
-	EgressIf        uint32 `protobuf:"varint,4,opt,name=egress_if,json=egressIf,proto3" json:"egress_if,omitempty"`
-	TsSec           uint32 `protobuf:"varint,5,opt,name=ts_sec,json=tsSec,proto3" json:"ts_sec,omitempty"`
-	TsFrac          uint32 `protobuf:"varint,6,opt,name=ts_frac,json=tsFrac,proto3" json:"ts_frac,omitempty"`
-	TransitDelayNs  uint32 `protobuf:"varint,7,opt,name=transit_delay_ns,json=transitDelayNs,proto3" json:"transit_delay_ns,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bit 0's hop limit, else bit 8's.
+	HopLimit uint32 `protobuf:"varint,1,opt,name=hop_limit,json=hopLimit,proto3" json:"hop_limit,omitempty"`
+	// Bit 0: the short (24-bit) node id.
+	NodeId uint64 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Bit 1: the short (16-bit) interface ids.
+	IngressIf uint32 `protobuf:"varint,3,opt,name=ingress_if,json=ingressIf,proto3" json:"ingress_if,omitempty"`
+	EgressIf  uint32 `protobuf:"varint,4,opt,name=egress_if,json=egressIf,proto3" json:"egress_if,omitempty"`
+	TsSec     uint32 `protobuf:"varint,5,opt,name=ts_sec,json=tsSec,proto3" json:"ts_sec,omitempty"`
+	TsFrac    uint32 `protobuf:"varint,6,opt,name=ts_frac,json=tsFrac,proto3" json:"ts_frac,omitempty"`
+	// Bit 4, without its overflow bit (see transit_delay_overflow).
+	TransitDelayNs uint32 `protobuf:"varint,7,opt,name=transit_delay_ns,json=transitDelayNs,proto3" json:"transit_delay_ns,omitempty"`
+	// Bit 5: the short (32-bit) namespace data.
 	NamespaceData   uint64 `protobuf:"varint,8,opt,name=namespace_data,json=namespaceData,proto3" json:"namespace_data,omitempty"`
 	QueueDepth      uint32 `protobuf:"varint,9,opt,name=queue_depth,json=queueDepth,proto3" json:"queue_depth,omitempty"`
 	BufferOccupancy uint32 `protobuf:"varint,10,opt,name=buffer_occupancy,json=bufferOccupancy,proto3" json:"buffer_occupancy,omitempty"`
 	SchemaId        uint32 `protobuf:"varint,11,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
 	// Time since the node before; -1 when either timestamp is missing.
-	HopDelayNs    int64 `protobuf:"varint,12,opt,name=hop_delay_ns,json=hopDelayNs,proto3" json:"hop_delay_ns,omitempty"`
+	HopDelayNs int64 `protobuf:"varint,12,opt,name=hop_delay_ns,json=hopDelayNs,proto3" json:"hop_delay_ns,omitempty"`
+	// Bit 8: the wide hop limit and (56-bit) node id.
+	HopLimitWide uint32 `protobuf:"varint,13,opt,name=hop_limit_wide,json=hopLimitWide,proto3" json:"hop_limit_wide,omitempty"`
+	NodeIdWide   uint64 `protobuf:"varint,14,opt,name=node_id_wide,json=nodeIdWide,proto3" json:"node_id_wide,omitempty"`
+	// Bit 9: the wide (32-bit) interface ids.
+	IngressIfWide uint32 `protobuf:"varint,15,opt,name=ingress_if_wide,json=ingressIfWide,proto3" json:"ingress_if_wide,omitempty"`
+	EgressIfWide  uint32 `protobuf:"varint,16,opt,name=egress_if_wide,json=egressIfWide,proto3" json:"egress_if_wide,omitempty"`
+	// Bit 10: the wide (64-bit) namespace data.
+	NamespaceDataWide uint64 `protobuf:"varint,17,opt,name=namespace_data_wide,json=namespaceDataWide,proto3" json:"namespace_data_wide,omitempty"`
+	// Bit 7.
+	ChecksumComplement uint32 `protobuf:"varint,18,opt,name=checksum_complement,json=checksumComplement,proto3" json:"checksum_complement,omitempty"`
+	// Bit 4's top bit: the delay did not fit 31 bits.
+	TransitDelayOverflow bool `protobuf:"varint,19,opt,name=transit_delay_overflow,json=transitDelayOverflow,proto3" json:"transit_delay_overflow,omitempty"`
+	// Bits 12-21 that hold something other than all ones, by bit number.
+	Undefined map[uint32]uint32 `protobuf:"bytes,20,rep,name=undefined,proto3" json:"undefined,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Bit 22: the opaque state snapshot's data.
+	Opaque []byte `protobuf:"bytes,21,opt,name=opaque,proto3" json:"opaque,omitempty"`
+	// The fields written as all ones, by their names in the JSON records
+	// ("transit_delay_ns", "node_id_wide", "bit12", …).
+	Unknown       []string `protobuf:"bytes,22,rep,name=unknown,proto3" json:"unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -708,6 +753,76 @@ func (x *IoamHop) GetHopDelayNs() int64 {
 		return x.HopDelayNs
 	}
 	return 0
+}
+
+func (x *IoamHop) GetHopLimitWide() uint32 {
+	if x != nil {
+		return x.HopLimitWide
+	}
+	return 0
+}
+
+func (x *IoamHop) GetNodeIdWide() uint64 {
+	if x != nil {
+		return x.NodeIdWide
+	}
+	return 0
+}
+
+func (x *IoamHop) GetIngressIfWide() uint32 {
+	if x != nil {
+		return x.IngressIfWide
+	}
+	return 0
+}
+
+func (x *IoamHop) GetEgressIfWide() uint32 {
+	if x != nil {
+		return x.EgressIfWide
+	}
+	return 0
+}
+
+func (x *IoamHop) GetNamespaceDataWide() uint64 {
+	if x != nil {
+		return x.NamespaceDataWide
+	}
+	return 0
+}
+
+func (x *IoamHop) GetChecksumComplement() uint32 {
+	if x != nil {
+		return x.ChecksumComplement
+	}
+	return 0
+}
+
+func (x *IoamHop) GetTransitDelayOverflow() bool {
+	if x != nil {
+		return x.TransitDelayOverflow
+	}
+	return false
+}
+
+func (x *IoamHop) GetUndefined() map[uint32]uint32 {
+	if x != nil {
+		return x.Undefined
+	}
+	return nil
+}
+
+func (x *IoamHop) GetOpaque() []byte {
+	if x != nil {
+		return x.Opaque
+	}
+	return nil
+}
+
+func (x *IoamHop) GetUnknown() []string {
+	if x != nil {
+		return x.Unknown
+	}
+	return nil
 }
 
 type IoamPot struct {
@@ -971,7 +1086,7 @@ const file_appliance_api_ioam_proto_rawDesc = "" +
 	"\tnamespace\x18\x02 \x01(\rH\x00R\tnamespace\x88\x01\x01\x12\x16\n" +
 	"\x06buffer\x18\x03 \x01(\rR\x06bufferB\f\n" +
 	"\n" +
-	"_namespace\"\x80\x03\n" +
+	"_namespace\"\xba\x03\n" +
 	"\n" +
 	"IoamRecord\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
@@ -987,7 +1102,9 @@ const file_appliance_api_ioam_proto_rawDesc = "" +
 	" \x01(\v2\x14.linerate.v1.IoamE2eR\x03e2e\x12&\n" +
 	"\x03dex\x18\v \x01(\v2\x14.linerate.v1.IoamDexR\x03dex\x12 \n" +
 	"\fe2e_delay_ns\x18\f \x01(\x03R\n" +
-	"e2eDelayNs\"\xe0\x01\n" +
+	"e2eDelayNs\x12\x1b\n" +
+	"\tinner_src\x18\r \x01(\fR\binnerSrc\x12\x1b\n" +
+	"\tinner_dst\x18\x0e \x01(\fR\binnerDst\"\xe0\x01\n" +
 	"\tIoamTrace\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\rR\tnamespace\x12\x16\n" +
 	"\x06option\x18\x02 \x01(\tR\x06option\x12\x14\n" +
@@ -996,7 +1113,7 @@ const file_appliance_api_ioam_proto_rawDesc = "" +
 	"trace_type\x18\x04 \x01(\rR\ttraceType\x12\x19\n" +
 	"\bnode_len\x18\x05 \x01(\rR\anodeLen\x12#\n" +
 	"\rremaining_len\x18\x06 \x01(\rR\fremainingLen\x12(\n" +
-	"\x04hops\x18\a \x03(\v2\x14.linerate.v1.IoamHopR\x04hops\"\x87\x03\n" +
+	"\x04hops\x18\a \x03(\v2\x14.linerate.v1.IoamHopR\x04hops\"\xe7\x06\n" +
 	"\aIoamHop\x12\x1b\n" +
 	"\thop_limit\x18\x01 \x01(\rR\bhopLimit\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
@@ -1013,7 +1130,21 @@ const file_appliance_api_ioam_proto_rawDesc = "" +
 	" \x01(\rR\x0fbufferOccupancy\x12\x1b\n" +
 	"\tschema_id\x18\v \x01(\rR\bschemaId\x12 \n" +
 	"\fhop_delay_ns\x18\f \x01(\x03R\n" +
-	"hopDelayNs\"w\n" +
+	"hopDelayNs\x12$\n" +
+	"\x0ehop_limit_wide\x18\r \x01(\rR\fhopLimitWide\x12 \n" +
+	"\fnode_id_wide\x18\x0e \x01(\x04R\n" +
+	"nodeIdWide\x12&\n" +
+	"\x0fingress_if_wide\x18\x0f \x01(\rR\ringressIfWide\x12$\n" +
+	"\x0eegress_if_wide\x18\x10 \x01(\rR\fegressIfWide\x12.\n" +
+	"\x13namespace_data_wide\x18\x11 \x01(\x04R\x11namespaceDataWide\x12/\n" +
+	"\x13checksum_complement\x18\x12 \x01(\rR\x12checksumComplement\x124\n" +
+	"\x16transit_delay_overflow\x18\x13 \x01(\bR\x14transitDelayOverflow\x12A\n" +
+	"\tundefined\x18\x14 \x03(\v2#.linerate.v1.IoamHop.UndefinedEntryR\tundefined\x12\x16\n" +
+	"\x06opaque\x18\x15 \x01(\fR\x06opaque\x12\x18\n" +
+	"\aunknown\x18\x16 \x03(\tR\aunknown\x1a<\n" +
+	"\x0eUndefinedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\rR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"w\n" +
 	"\aIoamPot\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\rR\tnamespace\x12\x16\n" +
 	"\x06random\x18\x02 \x01(\x04R\x06random\x12\x1e\n" +
@@ -1051,7 +1182,7 @@ func file_appliance_api_ioam_proto_rawDescGZIP() []byte {
 	return file_appliance_api_ioam_proto_rawDescData
 }
 
-var file_appliance_api_ioam_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_appliance_api_ioam_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_appliance_api_ioam_proto_goTypes = []any{
 	(*ListIoamNamespacesRequest)(nil), // 0: linerate.v1.ListIoamNamespacesRequest
 	(*ListIoamNamespacesReply)(nil),   // 1: linerate.v1.ListIoamNamespacesReply
@@ -1064,26 +1195,28 @@ var file_appliance_api_ioam_proto_goTypes = []any{
 	(*IoamPot)(nil),                   // 8: linerate.v1.IoamPot
 	(*IoamE2E)(nil),                   // 9: linerate.v1.IoamE2e
 	(*IoamDex)(nil),                   // 10: linerate.v1.IoamDex
-	(*timestamppb.Timestamp)(nil),     // 11: google.protobuf.Timestamp
+	nil,                               // 11: linerate.v1.IoamHop.UndefinedEntry
+	(*timestamppb.Timestamp)(nil),     // 12: google.protobuf.Timestamp
 }
 var file_appliance_api_ioam_proto_depIdxs = []int32{
 	2,  // 0: linerate.v1.ListIoamNamespacesReply.stages:type_name -> linerate.v1.IoamStageNamespaces
 	3,  // 1: linerate.v1.IoamStageNamespaces.namespaces:type_name -> linerate.v1.IoamNamespace
-	11, // 2: linerate.v1.IoamRecord.time:type_name -> google.protobuf.Timestamp
+	12, // 2: linerate.v1.IoamRecord.time:type_name -> google.protobuf.Timestamp
 	6,  // 3: linerate.v1.IoamRecord.trace:type_name -> linerate.v1.IoamTrace
 	8,  // 4: linerate.v1.IoamRecord.pot:type_name -> linerate.v1.IoamPot
 	9,  // 5: linerate.v1.IoamRecord.e2e:type_name -> linerate.v1.IoamE2e
 	10, // 6: linerate.v1.IoamRecord.dex:type_name -> linerate.v1.IoamDex
 	7,  // 7: linerate.v1.IoamTrace.hops:type_name -> linerate.v1.IoamHop
-	0,  // 8: linerate.v1.Ioam.ListIoamNamespaces:input_type -> linerate.v1.ListIoamNamespacesRequest
-	4,  // 9: linerate.v1.Ioam.StreamIoamRecords:input_type -> linerate.v1.StreamIoamRecordsRequest
-	1,  // 10: linerate.v1.Ioam.ListIoamNamespaces:output_type -> linerate.v1.ListIoamNamespacesReply
-	5,  // 11: linerate.v1.Ioam.StreamIoamRecords:output_type -> linerate.v1.IoamRecord
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	11, // 8: linerate.v1.IoamHop.undefined:type_name -> linerate.v1.IoamHop.UndefinedEntry
+	0,  // 9: linerate.v1.Ioam.ListIoamNamespaces:input_type -> linerate.v1.ListIoamNamespacesRequest
+	4,  // 10: linerate.v1.Ioam.StreamIoamRecords:input_type -> linerate.v1.StreamIoamRecordsRequest
+	1,  // 11: linerate.v1.Ioam.ListIoamNamespaces:output_type -> linerate.v1.ListIoamNamespacesReply
+	5,  // 12: linerate.v1.Ioam.StreamIoamRecords:output_type -> linerate.v1.IoamRecord
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_appliance_api_ioam_proto_init() }
@@ -1098,7 +1231,7 @@ func file_appliance_api_ioam_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_appliance_api_ioam_proto_rawDesc), len(file_appliance_api_ioam_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

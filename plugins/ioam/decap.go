@@ -405,12 +405,7 @@ func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, 
 func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, mine owned, rec int, ns *nsState, own *nodePlan, pot uint8) {
 	r := &dc.rec
 	r.Mono, r.Unix, r.Role, r.Lcore, r.Len, r.Have = ctx.Now, ctx.Now+ctx.Clock.UnixOffset(), RoleDecap, uint8(ctx.Lcore), uint16(p.Len()), 0
-	inner := s.l3
-	if s.next == packet.ProtocolIPv6 && s.nextOff+packet.IPv6Len <= len(d) && dc.mode != decapInline {
-		inner = s.nextOff
-	}
-	ip := packet.IPv6(d[inner:])
-	r.Src, r.Dst = ip.Src(), ip.Dst()
+	r.setAddrs(d, s)
 	if rec >= 0 {
 		opt := Option(d[s.trace[rec]:])
 		tr := Trace(opt.Body())
@@ -496,7 +491,7 @@ func (dc *decap) delays(tt uint32, data []byte, f TimestampFormat) {
 		o := (n - 1 - k) * l.size
 		sec := binary.BigEndian.Uint32(data[o+l.sec:])
 		frac := binary.BigEndian.Uint32(data[o+l.frac:])
-		if sec == unavailable32 {
+		if sec == unavailable32 || frac == unavailable32 {
 			return 0
 		}
 		return TimestampNs(f, sec, frac)

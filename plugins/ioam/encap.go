@@ -995,8 +995,7 @@ func (e *encap) loopedBack(ctx *plugins.Context, h packet.Handle, d []byte, l3 i
 	if e.exp != nil {
 		r := &e.rec
 		*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleLoopback, Lcore: uint8(ctx.Lcore), Len: uint16(p.Len())}
-		ip := packet.IPv6(d[l3:])
-		r.Src, r.Dst = ip.Src(), ip.Dst()
+		r.setAddrs(d, s)
 		opt := Option(d[s.trace[0]:])
 		tr := Trace(opt.Body())
 		r.Have = HaveTrace

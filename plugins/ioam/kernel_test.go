@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,6 +243,27 @@ namespaces = [ { id = %d, data = 0xD3 } ]
 			}
 			if tt&TraceOpaqueState != 0 && k.SchemaID != 0xFFFFFF {
 				t.Errorf("kernel snapshot schema %#x, want none (0xFFFFFF)", k.SchemaID)
+			}
+			// The record: every field the kernel wrote, short and wide;
+			// what it had no value for (all ones) named unknown, not shown
+			// as a value.
+			kj := recs[0].JSON("dec").Trace.Hops[1]
+			if tt&TraceHopLimNodeID != 0 && (kj.NodeID == nil || *kj.NodeID != kNodeID) ||
+				tt&TraceHopLimNodeIDWide != 0 && (kj.NodeIDWide == nil || *kj.NodeIDWide != kNodeIDWide) ||
+				tt&TraceIfIDs != 0 && (kj.IngressIf == nil || *kj.IngressIf != kIngressID) ||
+				tt&TraceIfIDsWide != 0 && (kj.IngressIfWide == nil || *kj.IngressIfWide != kIngressWide) {
+				t.Errorf("kernel hop's record lacks a field: %+v", kj)
+			}
+			for _, f := range []struct {
+				bit  uint32
+				name string
+				set  bool
+			}{{TraceTransitDelay, "transit_delay_ns", kj.TransitDelay != nil || kj.TransitDelayOverflow},
+				{TraceChecksumComplement, "checksum_complement", kj.ChecksumComplement != nil},
+				{TraceBufferOccupancy, "buffer_occupancy", kj.Buffer != nil}} {
+				if tt&f.bit != 0 && (f.set || !slices.Contains(kj.Unknown, f.name)) {
+					t.Errorf("the kernel's %s: value set %v, unknown %v", f.name, f.set, kj.Unknown)
+				}
 			}
 			if hops[0].NodeID != 1 && hops[0].NodeIDWide != 0x101 || hops[2].NodeID != 3 && hops[2].NodeIDWide != 0x303 {
 				t.Errorf("linerate hops %+v %+v", hops[0].Node, hops[2].Node)

@@ -4,7 +4,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/netip"
+	"strconv"
 	"time"
+
+	"github.com/linerate/linerate/appliance/packet"
 )
 
 // Record is one packet's IOAM data as a node saw it. It is a flat value with no
@@ -17,9 +20,14 @@ type Record struct {
 	Role  uint8 // RoleDecap, RoleTransit or RoleLoopback
 	Lcore uint8
 	Len   uint16 // packet length, as it arrived
-	Have  uint8  // HaveTrace | HavePOT | HaveE2E | HaveDEX
-	Src   [16]byte
-	Dst   [16]byte
+	Have  uint8  // HaveTrace | HavePOT | HaveE2E | HaveDEX | HaveInner
+	// Src and Dst are those of the IPv6 header that carries the IOAM data
+	// (the outer one of an encapsulated packet); InnerSrc and InnerDst those
+	// of the inner header, with HaveInner.
+	Src      [16]byte
+	Dst      [16]byte
+	InnerSrc [16]byte
+	InnerDst [16]byte
 
 	TraceNS     uint16
 	TraceOption uint8 // TypePreallocatedTrace or TypeIncrementalTrace
@@ -60,7 +68,21 @@ const (
 	HavePOT
 	HaveE2E
 	HaveDEX
+	HaveInner // the packet is IPv6-in-IPv6
 )
+
+// setAddrs sets the record's addresses from the packet d whose IOAM s
+// describes: those of the header that carries it, and of the inner header
+// of an encapsulated packet. Every role records the same ones.
+func (r *Record) setAddrs(d []byte, s *scan) {
+	ip := packet.IPv6(d[s.l3:])
+	r.Src, r.Dst = ip.Src(), ip.Dst()
+	if s.next == packet.ProtocolIPv6 && s.nextOff+packet.IPv6Len <= len(d) {
+		in := packet.IPv6(d[s.nextOff:])
+		r.InnerSrc, r.InnerDst = in.Src(), in.Dst()
+		r.Have |= HaveInner
+	}
+}
 
 // POT results.
 const (
@@ -73,6 +95,8 @@ const (
 // before it.
 type Hop struct {
 	Node
+	// Opaque is the opaque state snapshot's data, in the record.
+	Opaque []byte
 	// TimeNs is the node's timestamp in ns on its format's scale; 0 when the
 	// trace type or the node left it out.
 	TimeNs int64
@@ -94,9 +118,9 @@ func (r *Record) Hops() []Hop {
 		if !ok || size == 0 {
 			break
 		}
-		h := Hop{Node: n, DelayNs: -1}
+		h := Hop{Node: n, DelayNs: -1, Opaque: b[n.OpaqueOff : n.OpaqueOff+n.OpaqueLen]}
 		if r.TraceType&(TraceTimestampSeconds|TraceTimestampFraction) == TraceTimestampSeconds|TraceTimestampFraction &&
-			!(n.Seconds == unavailable32 && n.Fraction == unavailable32) {
+			n.Seconds != unavailable32 && n.Fraction != unavailable32 {
 			h.TimeNs = TimestampNs(r.Format, n.Seconds, n.Fraction)
 		}
 		out = append(out, h)
@@ -126,18 +150,20 @@ func (r *Record) E2EDelayNs() int64 {
 
 // RecordJSON is the JSON line of a record.
 type RecordJSON struct {
-	Time   time.Time  `json:"time"`
-	Role   string     `json:"role"`
-	Stage  string     `json:"stage,omitempty"`
-	Lcore  int        `json:"lcore"`
-	Len    int        `json:"len"`
-	Src    string     `json:"src"`
-	Dst    string     `json:"dst"`
-	Trace  *TraceJSON `json:"trace,omitempty"`
-	POT    *POTJSON   `json:"pot,omitempty"`
-	E2E    *E2EJSON   `json:"e2e,omitempty"`
-	DEX    *DEXJSON   `json:"dex,omitempty"`
-	E2EDly *int64     `json:"e2e_delay_ns,omitempty"`
+	Time     time.Time  `json:"time"`
+	Role     string     `json:"role"`
+	Stage    string     `json:"stage,omitempty"`
+	Lcore    int        `json:"lcore"`
+	Len      int        `json:"len"`
+	Src      string     `json:"src"`
+	Dst      string     `json:"dst"`
+	InnerSrc string     `json:"inner_src,omitempty"`
+	InnerDst string     `json:"inner_dst,omitempty"`
+	Trace    *TraceJSON `json:"trace,omitempty"`
+	POT      *POTJSON   `json:"pot,omitempty"`
+	E2E      *E2EJSON   `json:"e2e,omitempty"`
+	DEX      *DEXJSON   `json:"dex,omitempty"`
+	E2EDly   *int64     `json:"e2e_delay_ns,omitempty"`
 }
 
 // TraceJSON is a trace in a JSON line.
@@ -151,21 +177,121 @@ type TraceJSON struct {
 	Hops         []HopJSON `json:"hops"`
 }
 
-// HopJSON is one node in a JSON line; fields the trace type leaves out are
-// omitted.
+// HopJSON is one node in a JSON line: every field of the trace type, short
+// and wide. Fields the trace type leaves out are omitted; so are those the
+// node wrote as all ones (RFC 9197 §4.4.2: it had no value), which Unknown
+// names.
 type HopJSON struct {
-	HopLimit      *uint8  `json:"hop_limit,omitempty"`
-	NodeID        *uint64 `json:"node_id,omitempty"`
-	IngressIf     *uint32 `json:"ingress_if,omitempty"`
-	EgressIf      *uint32 `json:"egress_if,omitempty"`
-	Seconds       *uint32 `json:"ts_sec,omitempty"`
-	Fraction      *uint32 `json:"ts_frac,omitempty"`
-	TransitDelay  *uint32 `json:"transit_delay_ns,omitempty"`
-	NamespaceData *uint64 `json:"namespace_data,omitempty"`
-	QueueDepth    *uint32 `json:"queue_depth,omitempty"`
-	Buffer        *uint32 `json:"buffer_occupancy,omitempty"`
-	SchemaID      *uint32 `json:"schema_id,omitempty"`
-	DelayNs       *int64  `json:"hop_delay_ns,omitempty"`
+	HopLimit             *uint8            `json:"hop_limit,omitempty"`
+	NodeID               *uint32           `json:"node_id,omitempty"`
+	IngressIf            *uint16           `json:"ingress_if,omitempty"`
+	EgressIf             *uint16           `json:"egress_if,omitempty"`
+	Seconds              *uint32           `json:"ts_sec,omitempty"`
+	Fraction             *uint32           `json:"ts_frac,omitempty"`
+	TransitDelay         *uint32           `json:"transit_delay_ns,omitempty"`
+	TransitDelayOverflow bool              `json:"transit_delay_overflow,omitempty"`
+	NamespaceData        *uint32           `json:"namespace_data,omitempty"`
+	QueueDepth           *uint32           `json:"queue_depth,omitempty"`
+	ChecksumComplement   *uint32           `json:"checksum_complement,omitempty"`
+	HopLimitWide         *uint8            `json:"hop_limit_wide,omitempty"`
+	NodeIDWide           *uint64           `json:"node_id_wide,omitempty"`
+	IngressIfWide        *uint32           `json:"ingress_if_wide,omitempty"`
+	EgressIfWide         *uint32           `json:"egress_if_wide,omitempty"`
+	NamespaceDataWide    *uint64           `json:"namespace_data_wide,omitempty"`
+	Buffer               *uint32           `json:"buffer_occupancy,omitempty"`
+	Undefined            map[string]uint32 `json:"undefined,omitempty"`
+	SchemaID             *uint32           `json:"schema_id,omitempty"`
+	Opaque               string            `json:"opaque,omitempty"`
+	DelayNs              *int64            `json:"hop_delay_ns,omitempty"`
+	Unknown              []string          `json:"unknown,omitempty"`
+}
+
+// hopJSON is a node's fields of trace type tt: their values, or their names
+// in Unknown for those written as all ones.
+func hopJSON(h *Hop, tt uint32) HopJSON {
+	var j HopJSON
+	field := func(bit uint32, name string, v, ones uint64) bool {
+		if tt&bit == 0 {
+			return false
+		}
+		if v == ones {
+			j.Unknown = append(j.Unknown, name)
+			return false
+		}
+		return true
+	}
+	if tt&TraceHopLimNodeID != 0 {
+		j.HopLimit = ptr(h.HopLimit)
+	}
+	if field(TraceHopLimNodeID, "node_id", uint64(h.NodeID), 1<<24-1) {
+		j.NodeID = ptr(h.NodeID)
+	}
+	if field(TraceIfIDs, "ingress_if", uint64(h.IngressIf), unavailable16) {
+		j.IngressIf = ptr(h.IngressIf)
+	}
+	if field(TraceIfIDs, "egress_if", uint64(h.EgressIf), unavailable16) {
+		j.EgressIf = ptr(h.EgressIf)
+	}
+	if field(TraceTimestampSeconds, "ts_sec", uint64(h.Seconds), unavailable32) {
+		j.Seconds = ptr(h.Seconds)
+	}
+	if field(TraceTimestampFraction, "ts_frac", uint64(h.Fraction), unavailable32) {
+		j.Fraction = ptr(h.Fraction)
+	}
+	if field(TraceTransitDelay, "transit_delay_ns", uint64(h.TransitDelay), unavailable32) {
+		// The top bit says the delay did not fit 31 bits (RFC 9197 §4.4.2.5).
+		if h.TransitDelay&0x80000000 != 0 {
+			j.TransitDelayOverflow = true
+		} else {
+			j.TransitDelay = ptr(h.TransitDelay)
+		}
+	}
+	if field(TraceNamespaceData, "namespace_data", uint64(h.NamespaceData), unavailable32) {
+		j.NamespaceData = ptr(h.NamespaceData)
+	}
+	if field(TraceQueueDepth, "queue_depth", uint64(h.QueueDepth), unavailable32) {
+		j.QueueDepth = ptr(h.QueueDepth)
+	}
+	if field(TraceChecksumComplement, "checksum_complement", uint64(h.ChecksumComplement), unavailable32) {
+		j.ChecksumComplement = ptr(h.ChecksumComplement)
+	}
+	if tt&TraceHopLimNodeIDWide != 0 {
+		j.HopLimitWide = ptr(h.HopLimitWide)
+	}
+	if field(TraceHopLimNodeIDWide, "node_id_wide", h.NodeIDWide, 1<<56-1) {
+		j.NodeIDWide = ptr(h.NodeIDWide)
+	}
+	if field(TraceIfIDsWide, "ingress_if_wide", uint64(h.IngressIfWide), unavailable32) {
+		j.IngressIfWide = ptr(h.IngressIfWide)
+	}
+	if field(TraceIfIDsWide, "egress_if_wide", uint64(h.EgressIfWide), unavailable32) {
+		j.EgressIfWide = ptr(h.EgressIfWide)
+	}
+	if field(TraceNamespaceDataWide, "namespace_data_wide", h.NamespaceDataWide, unavailable64) {
+		j.NamespaceDataWide = ptr(h.NamespaceDataWide)
+	}
+	if field(TraceBufferOccupancy, "buffer_occupancy", uint64(h.BufferOccupancy), unavailable32) {
+		j.Buffer = ptr(h.BufferOccupancy)
+	}
+	for bit := 12; bit <= 21; bit++ {
+		name := "bit" + strconv.Itoa(bit)
+		if v := h.Undefined[bit-12]; field(0x800000>>bit, name, uint64(v), unavailable32) {
+			if j.Undefined == nil {
+				j.Undefined = map[string]uint32{}
+			}
+			j.Undefined[name] = v
+		}
+	}
+	if field(TraceOpaqueState, "schema_id", uint64(h.SchemaID), 1<<24-1) {
+		j.SchemaID = ptr(h.SchemaID)
+	}
+	if len(h.Opaque) > 0 {
+		j.Opaque = hex.EncodeToString(h.Opaque)
+	}
+	if h.DelayNs >= 0 {
+		j.DelayNs = ptr(h.DelayNs)
+	}
+	return j
 }
 
 // POTJSON is a POT option in a JSON line.
@@ -217,6 +343,9 @@ func RoleName(r uint8) string {
 func (r *Record) JSON(stage string) RecordJSON {
 	j := RecordJSON{Time: time.Unix(0, r.Unix).UTC(), Role: RoleName(r.Role), Stage: stage, Lcore: int(r.Lcore), Len: int(r.Len),
 		Src: netip.AddrFrom16(r.Src).String(), Dst: netip.AddrFrom16(r.Dst).String()}
+	if r.Have&HaveInner != 0 {
+		j.InnerSrc, j.InnerDst = netip.AddrFrom16(r.InnerSrc).String(), netip.AddrFrom16(r.InnerDst).String()
+	}
 	if r.Have&HaveTrace != 0 {
 		t := &TraceJSON{Namespace: r.TraceNS, Option: "preallocated", Type: hex24(r.TraceType), NodeLen: int(r.NodeLen), RemainingLen: int(r.RemLen), Hops: []HopJSON{}}
 		if r.TraceOption == TypeIncrementalTrace {
@@ -230,52 +359,9 @@ func (r *Record) JSON(stage string) RecordJSON {
 				t.Flags = append(t.Flags, f.name)
 			}
 		}
-		tt := r.TraceType
-		for _, h := range r.Hops() {
-			var hj HopJSON
-			if tt&(TraceHopLimNodeID|TraceHopLimNodeIDWide) != 0 {
-				hj.HopLimit = ptr(h.HopLimit)
-			}
-			switch {
-			case tt&TraceHopLimNodeIDWide != 0:
-				hj.NodeID = ptr(h.NodeIDWide)
-			case tt&TraceHopLimNodeID != 0:
-				hj.NodeID = ptr(uint64(h.NodeID))
-			}
-			switch {
-			case tt&TraceIfIDsWide != 0:
-				hj.IngressIf, hj.EgressIf = ptr(h.IngressIfWide), ptr(h.EgressIfWide)
-			case tt&TraceIfIDs != 0:
-				hj.IngressIf, hj.EgressIf = ptr(uint32(h.IngressIf)), ptr(uint32(h.EgressIf))
-			}
-			if tt&TraceTimestampSeconds != 0 {
-				hj.Seconds = ptr(h.Seconds)
-			}
-			if tt&TraceTimestampFraction != 0 {
-				hj.Fraction = ptr(h.Fraction)
-			}
-			if tt&TraceTransitDelay != 0 {
-				hj.TransitDelay = ptr(h.TransitDelay)
-			}
-			switch {
-			case tt&TraceNamespaceDataWide != 0:
-				hj.NamespaceData = ptr(h.NamespaceDataWide)
-			case tt&TraceNamespaceData != 0:
-				hj.NamespaceData = ptr(uint64(h.NamespaceData))
-			}
-			if tt&TraceQueueDepth != 0 {
-				hj.QueueDepth = ptr(h.QueueDepth)
-			}
-			if tt&TraceBufferOccupancy != 0 {
-				hj.Buffer = ptr(h.BufferOccupancy)
-			}
-			if tt&TraceOpaqueState != 0 {
-				hj.SchemaID = ptr(h.SchemaID)
-			}
-			if h.DelayNs >= 0 {
-				hj.DelayNs = ptr(h.DelayNs)
-			}
-			t.Hops = append(t.Hops, hj)
+		hops := r.Hops()
+		for i := range hops {
+			t.Hops = append(t.Hops, hopJSON(&hops[i], r.TraceType))
 		}
 		j.Trace = t
 		if d := r.E2EDelayNs(); d >= 0 {

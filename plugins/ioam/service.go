@@ -2,7 +2,9 @@ package ioam
 
 import (
 	"context"
+	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -117,24 +119,14 @@ func RecordProto(stage string, r *Record) *api.IoamRecord {
 	if j.E2EDly != nil {
 		out.E2EDelayNs = *j.E2EDly
 	}
+	if r.Have&HaveInner != 0 {
+		out.InnerSrc, out.InnerDst = append([]byte(nil), r.InnerSrc[:]...), append([]byte(nil), r.InnerDst[:]...)
+	}
 	if r.Have&HaveTrace != 0 {
 		t := &api.IoamTrace{Namespace: uint32(r.TraceNS), Option: j.Trace.Option, Flags: uint32(r.TraceFlags), TraceType: r.TraceType,
 			NodeLen: uint32(r.NodeLen), RemainingLen: uint32(r.RemLen)}
-		tt := r.TraceType
-		for _, h := range r.Hops() {
-			hp := &api.IoamHop{HopLimit: uint32(h.HopLimit), IngressIf: uint32(h.IngressIf), EgressIf: uint32(h.EgressIf), TsSec: h.Seconds,
-				TsFrac: h.Fraction, TransitDelayNs: h.TransitDelay, NamespaceData: uint64(h.NamespaceData), QueueDepth: h.QueueDepth,
-				BufferOccupancy: h.BufferOccupancy, SchemaId: h.SchemaID, HopDelayNs: h.DelayNs, NodeId: uint64(h.NodeID)}
-			if tt&TraceHopLimNodeIDWide != 0 {
-				hp.NodeId = h.NodeIDWide
-			}
-			if tt&TraceIfIDsWide != 0 {
-				hp.IngressIf, hp.EgressIf = h.IngressIfWide, h.EgressIfWide
-			}
-			if tt&TraceNamespaceDataWide != 0 {
-				hp.NamespaceData = h.NamespaceDataWide
-			}
-			t.Hops = append(t.Hops, hp)
+		for _, h := range j.Trace.Hops {
+			t.Hops = append(t.Hops, hopProto(&h))
 		}
 		out.Trace = t
 	}
@@ -149,4 +141,42 @@ func RecordProto(stage string, r *Record) *api.IoamRecord {
 		out.Dex = &api.IoamDex{Namespace: uint32(r.DEXNS), TraceType: r.DEXType, ExtensionFlags: uint32(r.DEXExt), FlowId: r.DEXFlow, Sequence: r.DEXSeq}
 	}
 	return out
+}
+
+// hopProto is a record's hop for the control API: the JSON line's fields,
+// zero where the line has none.
+func hopProto(h *HopJSON) *api.IoamHop {
+	hp := &api.IoamHop{HopLimit: uint32(val(h.HopLimit)), HopLimitWide: uint32(val(h.HopLimitWide)), NodeId: uint64(val(h.NodeID)),
+		NodeIdWide: val(h.NodeIDWide), IngressIf: uint32(val(h.IngressIf)), EgressIf: uint32(val(h.EgressIf)),
+		IngressIfWide: val(h.IngressIfWide), EgressIfWide: val(h.EgressIfWide), TsSec: val(h.Seconds), TsFrac: val(h.Fraction),
+		TransitDelayNs: val(h.TransitDelay), TransitDelayOverflow: h.TransitDelayOverflow, NamespaceData: uint64(val(h.NamespaceData)),
+		NamespaceDataWide: val(h.NamespaceDataWide), QueueDepth: val(h.QueueDepth), ChecksumComplement: val(h.ChecksumComplement),
+		BufferOccupancy: val(h.Buffer), SchemaId: val(h.SchemaID), HopDelayNs: -1, Unknown: h.Unknown}
+	if h.HopLimit == nil {
+		hp.HopLimit = uint32(val(h.HopLimitWide))
+	}
+	if h.DelayNs != nil {
+		hp.HopDelayNs = *h.DelayNs
+	}
+	for name, v := range h.Undefined {
+		if bit, err := strconv.Atoi(strings.TrimPrefix(name, "bit")); err == nil {
+			if hp.Undefined == nil {
+				hp.Undefined = map[uint32]uint32{}
+			}
+			hp.Undefined[uint32(bit)] = v
+		}
+	}
+	if h.Opaque != "" {
+		hp.Opaque, _ = hex.DecodeString(h.Opaque)
+	}
+	return hp
+}
+
+// val is *p, or zero.
+func val[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
 }

@@ -151,7 +151,8 @@ func (b Trace) Encode(ns uint16, traceType uint32, flags uint8, remaining int) {
 // zero; Type says which are present.
 type Node struct {
 	Type               uint32 // the trace type it was decoded with
-	HopLimit           uint8
+	HopLimit           uint8  // bit 0's, else bit 8's
+	HopLimitWide       uint8  // bit 8's
 	NodeID             uint32 // 24 bits
 	IngressIf          uint16
 	EgressIf           uint16
@@ -166,9 +167,10 @@ type Node struct {
 	EgressIfWide       uint32
 	NamespaceDataWide  uint64
 	BufferOccupancy    uint32
-	SchemaID           uint32 // 24 bits, with the opaque state snapshot
-	OpaqueLen          int    // bytes of opaque data
-	OpaqueOff          int    // offset of the opaque data in the node's bytes
+	Undefined          [10]uint32 // bits 12-21, by bit number − 12
+	SchemaID           uint32     // 24 bits, with the opaque state snapshot
+	OpaqueLen          int        // bytes of opaque data
+	OpaqueOff          int        // offset of the opaque data in the node's bytes
 }
 
 // DecodeNode reads one node's data of a trace type from b, which starts at
@@ -211,7 +213,10 @@ func DecodeNode(b []byte, traceType uint32) (n Node, size int, ok bool) {
 	}
 	if traceType&TraceHopLimNodeIDWide != 0 {
 		v := dword()
-		n.HopLimit, n.NodeIDWide = uint8(v>>56), v&(1<<56-1)
+		n.HopLimitWide, n.NodeIDWide = uint8(v>>56), v&(1<<56-1)
+		if traceType&TraceHopLimNodeID == 0 {
+			n.HopLimit = n.HopLimitWide
+		}
 	}
 	if traceType&TraceIfIDsWide != 0 {
 		n.IngressIfWide, n.EgressIfWide = word(), word()
@@ -222,7 +227,11 @@ func DecodeNode(b []byte, traceType uint32) (n Node, size int, ok bool) {
 	if traceType&TraceBufferOccupancy != 0 {
 		n.BufferOccupancy = word()
 	}
-	o += 4 * bits.OnesCount32(traceType&TraceUndefined)
+	for bit := 12; bit <= 21; bit++ {
+		if traceType&(0x800000>>bit) != 0 {
+			n.Undefined[bit-12] = word()
+		}
+	}
 	if traceType&TraceOpaqueState != 0 {
 		if len(b) < o+4 {
 			return Node{}, 0, false

@@ -403,8 +403,7 @@ func (t *transit) expire(ctx *plugins.Context, p *packet.Packet) {
 func (t *transit) exportDEX(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, dex DEX) {
 	r := &t.rec
 	*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleTransit, Lcore: uint8(ctx.Lcore), Len: uint16(p.Len()), Have: HaveDEX}
-	ip := packet.IPv6(d[s.l3:])
-	r.Src, r.Dst = ip.Src(), ip.Dst()
+	r.setAddrs(d, s)
 	r.DEXNS, r.DEXExt, r.DEXType = dex.NamespaceID(), dex.ExtensionFlags(), dex.TraceType()
 	if r.DEXExt&DEXFlowID != 0 {
 		r.DEXFlow = dex.FlowID()
