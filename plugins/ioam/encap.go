@@ -903,8 +903,20 @@ func (e *encap) inline(ctx *plugins.Context, b *packet.Burst, i int, pr *profile
 		return
 	}
 	// Grow the existing Hop-by-Hop header (the kernel leaves such packets
-	// alone), then add E2E in a Destination Options header after it.
+	// alone), then add E2E in a Destination Options header after it. A
+	// header whose options run past it cannot take more: the packet is
+	// malformed, and the kernel would drop it.
 	hbh := l3 + packet.IPv6Len
+	if err := checkHeader(d, hbh, l3+ipLen); err != nil {
+		p.Drop(dropReason(err))
+		return
+	}
+	if next := hbh + (int(d[hbh+1])+1)*8; pr.destLen > 0 && d[hbh] == packet.ProtocolDestOpts {
+		if err := checkHeader(d, next, l3+ipLen); err != nil {
+			p.Drop(dropReason(err))
+			return
+		}
+	}
 	if ipLen+len(pr.opts)+8+pr.destLen > 0xFFFF+packet.IPv6Len || (e.mtu > 0 && ipLen+len(pr.opts)+8+pr.destLen > e.mtu) {
 		e.cMTU.Inc()
 		return

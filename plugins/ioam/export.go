@@ -23,6 +23,7 @@ var (
 	reasonTooLong    = packet.RegisterReason("ioam_option_too_long") // trace data beyond 244 bytes
 	reasonMisaligned = packet.RegisterReason("ioam_misaligned")      // an IOAM option not 4n-aligned (RFC 9486 §4)
 	reasonHopLimit   = packet.RegisterReason("ioam_hop_limit")       // hop limit exhausted at a routing transit node
+	reasonOverrun    = packet.RegisterReason("ioam_option_overrun")  // inline encap: the packet's own options header is malformed
 )
 
 // dropReason maps a codec error to its drop reason.
@@ -36,6 +37,8 @@ func dropReason(err error) packet.Reason {
 		return reasonTooLong
 	case ErrMisaligned:
 		return reasonMisaligned
+	case ErrOptionOverrun:
+		return reasonOverrun
 	}
 	return reasonTruncated
 }

@@ -62,6 +62,31 @@ func optionsEnd(h []byte) int {
 	return min(end, len(h))
 }
 
+// checkHeader checks the options header at off of d, in an IPv6 packet that
+// ends at end, as the kernel's ip6_parse_tlv would before inline encap grows
+// it: the header ends inside the packet, and each of its options inside it.
+func checkHeader(d []byte, off, end int) error {
+	if end-off < 8 {
+		return ErrHopByHop
+	}
+	n := (int(d[off+1]) + 1) * 8
+	if n > end-off {
+		return ErrHopByHop
+	}
+	h := d[off : off+n]
+	for i := 2; i < n; {
+		if h[i] == packet.IPv6OptPad1 {
+			i++
+			continue
+		}
+		if i+2 > n || i+2+int(h[i+1]) > n {
+			return ErrOptionOverrun
+		}
+		i += 2 + int(h[i+1])
+	}
+	return nil
+}
+
 // growHeader appends block, 4n-aligned, to the options header at off of
 // packet i of b, replacing the header's trailing padding, and returns the
 // block's offset in the packet's data and the bytes added. The packet may be

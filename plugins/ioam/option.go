@@ -57,6 +57,7 @@ var (
 	ErrNotIPv6       = errors.New("ioam: not an IPv6 packet")
 	ErrNoRoom        = errors.New("ioam: no room for the IOAM data")
 	ErrHeaderTooLong = errors.New("ioam: options header would exceed 2048 bytes")
+	ErrOptionOverrun = errors.New("ioam: an option runs past its options header")
 )
 
 // IsIOAM reports whether an IPv6 option type carries IOAM.

@@ -651,3 +651,44 @@ func TestIncrementalBeforeOtherOptions(t *testing.T) {
 		}
 	}
 }
+
+// Inline encap grows a Hop-by-Hop header the packet has only when it is well
+// formed: one whose option runs past it (which the kernel would drop), or
+// which runs past the packet, is dropped with a reason that says so, and so is
+// a Destination Options header the E2E option would grow.
+func TestInlineRefusesMalformedHeader(t *testing.T) {
+	h := newHarness(t)
+	enc := h.MustBuild("ioam.encap", encapKeys(1, "inline", `{ namespace = 123, type = "0xC00000", hops = 2 }`))
+	encE2E := h.MustBuildNamed("ioam.encap", "e2e", encapKeys(1, "inline", `{ namespace = 123, type = "0xC00000", hops = 2 }`)+
+		"e2e = { namespace = 123, type = \"0x8000\" }\n")
+	ra := []byte{0, 0, 0x05, 0x02, 0x00, 0x00, 0x01, 0x00}
+	overrun := []byte{0, 0, 0x05, 0x07, 0x00, 0x00, 0x01, 0x00} // Router Alert of 7 bytes in a header of 8
+	for _, c := range []struct {
+		name   string
+		st     plugins.Stage
+		frame  []byte
+		reason string
+	}{
+		{"well formed", enc, buildFrame(t, frameSpec{payload: 20, ext: [][]byte{ra}, extTypes: []uint8{0}}), ""},
+		{"option past the Hop-by-Hop header", enc, buildFrame(t, frameSpec{payload: 20, ext: [][]byte{overrun}, extTypes: []uint8{0}}),
+			"ioam_option_overrun"},
+		{"Hop-by-Hop header past the packet", enc, func() []byte {
+			d := buildFrame(t, frameSpec{payload: 0, ext: [][]byte{ra}, extTypes: []uint8{0}})
+			d[55] = 2 // 24 bytes, where 16 are left
+			return d
+		}(), "ioam_hbh_too_long"},
+		{"option past the Destination Options header", encE2E,
+			buildFrame(t, frameSpec{payload: 20, ext: [][]byte{ra, overrun}, extTypes: []uint8{0, packet.ProtocolDestOpts}}),
+			"ioam_option_overrun"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := h.run(c.frame, 0, true, c.st)
+			if r.dropped != c.reason {
+				t.Fatalf("%q, want %q", r.dropped, c.reason)
+			}
+			if c.reason == "" {
+				kernelCheckHeader(t, r.data, 14, 54)
+			}
+		})
+	}
+}
