@@ -7,6 +7,7 @@ import (
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/route"
 )
 
 // Loopback (RFC 9322 §4.1): a transit or decapsulating node that receives a
@@ -17,38 +18,51 @@ import (
 // loops it again. Copies are rate-limited per lcore.
 
 type loopbackConfig struct {
-	Loopback     bool              `toml:"loopback"`      // answer the L flag
-	LoopbackRate config.PacketRate `toml:"loopback_rate"` // copies per second per lcore; default 1000
-	LoopbackSrc  config.Addr       `toml:"loopback_src"`  // source of the copies; default the packet's destination
+	Loopback      bool              `toml:"loopback"`       // answer the L flag
+	LoopbackRate  config.PacketRate `toml:"loopback_rate"`  // copies per second per lcore; default 1000
+	LoopbackBurst int               `toml:"loopback_burst"` // copies back to back; default one rx burst
+	LoopbackSrc   config.Addr       `toml:"loopback_src"`   // source of the copies; default the packet's destination
 }
 
 type loopback struct {
-	pool    packet.Pool
-	src     [16]byte
-	hasSrc  bool
-	perNs   float64
-	tokens  float64
-	last    int64
-	started bool
+	pool   packet.Pool
+	src    [16]byte
+	hasSrc bool
+	limit  *route.Limiter
 
 	cSent, cLimited, cNoBuf *stats.Counter
 }
+
+// Loopback's default rate limit: 1000 copies a second per lcore, and as many
+// back to back as an rx burst holds, so that a burst of packets with the L
+// flag is answered whole.
+const (
+	defaultLoopbackRate  = 1000
+	defaultLoopbackBurst = packet.MaxBurst
+)
 
 // loopbackHopLimit is the hop limit of looped-back copies.
 const loopbackHopLimit = 64
 
 func (c *loopbackConfig) build(kind string, s *plugins.Setup) (*loopback, error) {
 	if !c.Loopback {
-		if c.LoopbackRate != 0 || c.LoopbackSrc.IsValid() {
-			return nil, fmt.Errorf("%s: loopback_rate and loopback_src need loopback = true", kind)
+		if c.LoopbackRate != 0 || c.LoopbackBurst != 0 || c.LoopbackSrc.IsValid() {
+			return nil, fmt.Errorf("%s: loopback_rate, loopback_burst and loopback_src need loopback = true", kind)
 		}
 		return nil, nil
 	}
-	rate := float64(c.LoopbackRate)
+	rate := uint64(c.LoopbackRate)
 	if rate == 0 {
-		rate = 1000
+		rate = defaultLoopbackRate
 	}
-	l := &loopback{perNs: rate / 1e9, tokens: 1}
+	burst := c.LoopbackBurst
+	if burst == 0 {
+		burst = defaultLoopbackBurst
+	}
+	if burst < 1 || burst > 1<<20 {
+		return nil, fmt.Errorf("%s: loopback_burst %d is outside 1..%d", kind, burst, 1<<20)
+	}
+	l := &loopback{limit: route.NewLimiter(rate, burst)}
 	if a := c.LoopbackSrc.Addr; a.IsValid() {
 		if !a.Is6() || a.Is4In6() {
 			return nil, fmt.Errorf("%s: loopback_src must be an IPv6 address", kind)
@@ -66,24 +80,10 @@ func (c *loopbackConfig) build(kind string, s *plugins.Setup) (*loopback, error)
 	return l, nil
 }
 
-// allow takes a token of the rate limit.
-func (l *loopback) allow(now int64) bool {
-	if !l.started {
-		l.started, l.last = true, now
-	}
-	l.tokens = min(l.tokens+float64(now-l.last)*l.perNs, 8)
-	l.last = now
-	if l.tokens < 1 {
-		return false
-	}
-	l.tokens--
-	return true
-}
-
 // send emits a looped-back copy of p, whose options s describes, towards the
 // port it came in on. trace is the index of the looping trace in s.
 func (l *loopback) send(ctx *plugins.Context, p *packet.Packet, s *scan, trace int) {
-	if s.hbh == 0 || !l.allow(ctx.Now) {
+	if s.hbh == 0 || !l.limit.Allow(ctx.Now) {
 		l.cLimited.Inc()
 		return
 	}

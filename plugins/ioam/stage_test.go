@@ -692,3 +692,49 @@ func TestInlineRefusesMalformedHeader(t *testing.T) {
 		})
 	}
 }
+
+// Loopback at the default rate answers a whole burst of packets with the L
+// flag (up to an rx burst back to back), then 1000 copies a second; with a
+// loopback_burst of its own, that many.
+func TestLoopbackBurst(t *testing.T) {
+	for _, c := range []struct {
+		keys        string
+		first, more int // sent of 2×64 at once, and of 64 after 10 ms
+	}{
+		{"", 64, 10},
+		{"loopback_burst = 5\n", 5, 5}, // 10 ms refill 10, but 5 at most
+		{"loopback_rate = \"100pps\"\nloopback_burst = 1\n", 1, 1},
+	} {
+		t.Run(c.keys, func(t *testing.T) {
+			h := newHarness(t)
+			enc := h.MustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xC00000", hops = 3, loopback = true }`))
+			tr := h.MustBuild("ioam.transit", nodeKeys(2)+"loopback = true\n"+c.keys)
+			frame := h.run(buildFrame(t, frameSpec{payload: 20}), 0, false, enc).data
+			send := func(n int) int {
+				b := &packet.Burst{}
+				for range n {
+					b.Push(h.Pkt(frame, 0))
+				}
+				h.runBurst(b, tr)
+				em := h.Env.TakeEmitted()
+				stagetest.FreeSent(em)
+				return len(em)
+			}
+			// A burst of five: every one answered.
+			if n := send(5); n != min(5, c.first) {
+				t.Fatalf("a burst of 5 got %d copies, want %d", n, min(5, c.first))
+			}
+			h.Clock.Advance(time.Second) // the bucket refills
+			if n := send(64) + send(64); n != c.first {
+				t.Errorf("two bursts of 64 at once got %d copies, want %d", n, c.first)
+			}
+			h.Clock.Advance(10 * time.Millisecond)
+			if n := send(64); n != c.more {
+				t.Errorf("64 more after 10 ms got %d copies, want %d", n, c.more)
+			}
+			if sent, limited := h.Counter("loopback_sent"), h.Counter("loopback_limited"); sent+limited != 5+3*64 {
+				t.Errorf("loopback_sent %d + loopback_limited %d, want %d", sent, limited, 5+3*64)
+			}
+		})
+	}
+}
