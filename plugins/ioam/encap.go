@@ -356,6 +356,13 @@ func (e *encap) buildProfile(s *plugins.Setup, c *encapConfig, pc *profileConfig
 		if !pl.build(&st.Namespace, tt, e.eg) {
 			return nil, fmt.Errorf("trace type %#06x: node data too large", tt)
 		}
+		if t.Size == 0 && t.Hops == 0 {
+			return nil, fmt.Errorf("trace needs hops (room for that many nodes' data, %d bytes each) or size (bytes of node data, a multiple of 4 up to %d)",
+				pl.size, MaxTraceData)
+		}
+		if t.Hops < 0 {
+			return nil, fmt.Errorf("trace hops %d: want at least 1", t.Hops)
+		}
 		size := t.Size
 		if t.Hops > 0 {
 			if size != 0 {

@@ -738,3 +738,15 @@ func TestLoopbackBurst(t *testing.T) {
 		})
 	}
 }
+
+// A trace without hops or size is refused with what to set, not "size 0".
+func TestTraceNeedsHopsOrSize(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.Build("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xF00000" }`))
+	if err == nil || !strings.Contains(err.Error(), "trace needs hops") || !strings.Contains(err.Error(), "or size") {
+		t.Errorf("error %v", err)
+	}
+	if _, err := h.Build("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xF00000", hops = -1 }`)); err == nil {
+		t.Error("negative hops accepted")
+	}
+}
