@@ -206,8 +206,11 @@ func DealPOT(n int, p uint64, r *rand.Rand) ([]POTKey, error) {
 	if n < 2 {
 		return nil, errors.New("POT: a path needs at least two nodes")
 	}
-	if !isPrime(p) {
-		return nil, errors.New("POT: the modulus is not a prime")
+	if p < 3 || !isPrime(p) {
+		return nil, errors.New("POT: the modulus is not an odd prime")
+	}
+	if uint64(n) >= p {
+		return nil, errors.New("POT: more nodes than the modulus has points")
 	}
 	poly1 := make([]uint64, n) // poly1[0] is the secret
 	poly2 := make([]uint64, n) // poly2[0] is RND, drawn per packet: left 0
@@ -255,14 +258,24 @@ func DealPOT(n int, p uint64, r *rand.Rand) ([]POTKey, error) {
 	return keys, nil
 }
 
-// WritePOTKey writes k as a key file of mode 0600.
+// WritePOTKey writes k as a new key file of mode 0600. It never replaces a
+// file: one that exists could keep a mode that lets others read the key.
 func WritePOTKey(path string, k *POTKey) error {
 	s := fmt.Sprintf("# linerate POT key: secret, keep mode 0600\nprime = %q\nx = %q\nshare = %q\npublic_share = %q\nlpc = %q\n",
 		hex64(k.Prime), hex64(k.X), hex64(k.Share), hex64(k.PublicShare), hex64(k.LPC))
 	if k.Verifier {
 		s += fmt.Sprintf("secret = %q\n", hex64(k.Secret))
 	}
-	return os.WriteFile(path, []byte(s), 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("POT key file: %w", err)
+	}
+	// The umask may have taken bits away, never added any: 0600 is exact.
+	if _, err := f.WriteString(s); err != nil {
+		f.Close()
+		return fmt.Errorf("POT key file %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 func hex64(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }

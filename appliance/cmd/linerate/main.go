@@ -41,6 +41,7 @@ func init() {
 		{"route", "show or change the route table (routed mode)", cmdRoute},
 		{"neighbor", "show or change the neighbour cache (routed mode)", cmdNeighbor},
 		{"stamp", "STAMP sessions: list, create, start, stop, destroy, results, watch", cmdStamp},
+		{"ioam", "IOAM tools: pot-keys deals Proof of Transit key files", cmdIoam},
 		{"stages", "list the stage kinds this binary knows", cmdStages},
 		{"version", "print the version", cmdVersion},
 	}
