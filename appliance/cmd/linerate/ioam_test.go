@@ -127,3 +127,51 @@ kind = "sink"
 		}
 	}
 }
+
+// TestRunPrintsDecapDelays: `linerate run` prints the IOAM decap's delay
+// percentiles in its summary, with no sink in the config.
+func TestRunPrintsDecapDelays(t *testing.T) {
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "out"
+driver = "pcap"
+tx_file = %q
+[[pipelines]]
+name = "path"
+lcores = [0]
+[[pipelines.stages]]
+kind = "generator"
+src = "2001:db8:1::1"
+dst = "2001:db8:2::1"
+count = 300
+[[pipelines.stages]]
+kind = "ioam.encap"
+mode = "inline"
+[[pipelines.stages.profiles]]
+trace = { namespace = 0, type = "0x300000", hops = 2 }
+[[pipelines.stages]]
+kind = "ioam.decap"
+name = "decap"
+[[pipelines.stages]]
+kind = "forward"
+port = "out"
+`, filepath.Join(dir, "out.pcap"))
+	path := filepath.Join(dir, "delays.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runCLI(t, "run", "-c", path, "--live=false", "--duration", "60s")
+	if code != 0 {
+		t.Fatalf("linerate run exited %d: %s", code, stderr)
+	}
+	for _, h := range []string{"hop1_delay", "e2e_delay"} {
+		if !regexp.MustCompile(`path/decap ` + h + `\s+n=300\s+p50 `).MatchString(stdout) {
+			t.Errorf("no %s percentiles in the summary:\n%s", h, stdout)
+		}
+	}
+}

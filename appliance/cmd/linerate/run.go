@@ -336,9 +336,16 @@ func counter(st stats.StageSnapshot, name string) uint64 {
 	return 0
 }
 
-// printLab reports what generators sent and sinks received, and the sinks'
-// latency percentiles.
+// printLab reports what generators sent and sinks received, then the
+// percentiles of every histogram: the sinks' latency, the IOAM decap's
+// per-hop and end-to-end delays, whether the config has a sink or not.
 func printLab(w io.Writer, s *stats.Snapshot, secs float64) {
+	printSinks(w, s, secs)
+	printHistograms(w, s)
+}
+
+// printSinks reports what generators sent and sinks received.
+func printSinks(w io.Writer, s *stats.Snapshot, secs float64) {
 	var sent, generators uint64
 	type sinkRow struct {
 		name                  string
@@ -372,6 +379,11 @@ func printLab(w io.Writer, s *stats.Snapshot, secs float64) {
 		fmt.Fprintf(w, "  sink %-20s received %d (%.3f Mpps, %.3f Gbit/s)  loss %.3f%% (sequence gaps %d, reordered %d)\n",
 			k.name, k.recv, float64(k.recv)/secs/1e6, float64(k.bytes)*8/secs/1e9, loss, k.lost, k.re)
 	}
+}
+
+// printHistograms prints the percentiles of each stage histogram that
+// recorded anything, the instances of a stage merged.
+func printHistograms(w io.Writer, s *stats.Snapshot) {
 	hists := map[string]*stats.HistSnapshot{}
 	var names []string
 	for _, h := range s.Histogram {
@@ -383,10 +395,15 @@ func printLab(w io.Writer, s *stats.Snapshot, secs float64) {
 		hists[key].Add(h.Hist)
 	}
 	sort.Strings(names)
+	header := false
 	for _, n := range names {
 		h := hists[n]
 		if h.Count == 0 {
 			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\npercentiles:")
+			header = true
 		}
 		fmt.Fprintf(w, "  %-34s n=%d  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n", n, h.Count,
 			dur(h.Quantile(0.5)), dur(h.Quantile(0.9)), dur(h.Quantile(0.99)), dur(h.Quantile(0.999)), dur(h.Max))
