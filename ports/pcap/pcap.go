@@ -10,6 +10,10 @@
 //	tx_file = "out.pcap"  # classic pcap, ns timestamps, Ethernet; "" = no tx
 //	snaplen = 262144      # bytes of each transmitted packet that are written
 //
+// The port's mtu ([[ports]] key) bounds the frames it reads and writes, as a
+// link's would: a frame whose IP packet (past the Ethernet header and up to
+// two VLAN tags) is longer is dropped and counted, rx_too_big or tx_too_big.
+//
 // A file is one stream, so the port has one rx queue. It may have any number of
 // tx queues; their writers share the file under a lock (see TxBurst).
 package pcap
@@ -59,6 +63,7 @@ type Options struct {
 	Loop     bool
 	Timing   Timing // TimingFlat when empty
 	Snaplen  int    // DefaultSnaplen when zero
+	MTU      int    // largest IP packet read or written; 0: any
 	Pool     packet.Pool
 	TxQueues int // 1 when zero
 	Clock    clock.Clock
@@ -77,6 +82,7 @@ type Port struct {
 	log      *slog.Logger
 	txQueues int
 	snaplen  int
+	mtu      int
 	timing   Timing
 
 	clk      atomic.Pointer[clockBox] // set at open or by Start
@@ -112,7 +118,7 @@ type Port struct {
 	rxPackets, rxBytes, rxDropped, rxErrors atomic.Uint64
 	rxTooBig, rxNotEther, rxPasses          atomic.Uint64
 	txPackets, txBytes, txDropped           atomic.Uint64
-	txNoFile, txWriteErr                    atomic.Uint64
+	txNoFile, txWriteErr, txTooBig          atomic.Uint64
 	closed                                  bool
 }
 
@@ -158,7 +164,7 @@ func open(s *ports.Setup) (ports.Port, error) {
 		return nil, nil
 	}
 	p, err := New(Options{Name: s.Name, RxFile: c.RxFile, TxFile: c.TxFile, Loop: c.Loop, Timing: Timing(c.Timing),
-		Snaplen: c.Snaplen, Pool: s.Pool, TxQueues: s.TxQueues, Clock: s.Clock, Log: s.Log})
+		Snaplen: c.Snaplen, MTU: s.MTU, Pool: s.Pool, TxQueues: s.TxQueues, Clock: s.Clock, Log: s.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -182,13 +188,16 @@ func New(o Options) (*Port, error) {
 	if o.TxQueues <= 0 {
 		o.TxQueues = 1
 	}
+	if o.MTU < 0 {
+		return nil, fmt.Errorf("port %q: mtu %d is negative", o.Name, o.MTU)
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.RxFile != "" && o.Pool == nil {
 		return nil, fmt.Errorf("port %q: rx_file needs a pool", o.Name)
 	}
-	p := &Port{name: o.Name, pool: o.Pool, log: o.Log, txQueues: o.TxQueues, snaplen: o.Snaplen,
+	p := &Port{name: o.Name, pool: o.Pool, log: o.Log, txQueues: o.TxQueues, snaplen: o.Snaplen, mtu: o.MTU,
 		timing: o.Timing, loop: o.Loop}
 	if o.Pool != nil {
 		p.dataRoom = o.Pool.DataRoom()
@@ -234,7 +243,8 @@ func New(o Options) (*Port, error) {
 func (p *Port) Name() string      { return p.name }
 func (p *Port) Pool() packet.Pool { return p.pool }
 
-// Info describes the port. The MTU is what the writer keeps of a frame.
+// Info describes the port. Its MTU is the mtu it was given (0: the engine's
+// config default).
 func (p *Port) Info() ports.Info {
 	rxq := 0
 	if p.rd != nil {
@@ -244,7 +254,7 @@ func (p *Port) Info() ports.Info {
 	if p.timing == TimingFile {
 		src = "file"
 	}
-	return ports.Info{Driver: "pcap", RxQueues: rxq, TxQueues: p.txQueues, MTU: p.snaplen - 14,
+	return ports.Info{Driver: "pcap", RxQueues: rxq, TxQueues: p.txQueues, MTU: p.mtu,
 		TimestampSource: src, LinkUp: true}
 }
 
@@ -302,7 +312,7 @@ func (p *Port) RxBurst(queue int, b *packet.Burst) int {
 			notEther++
 			continue
 		}
-		if len(p.rec.data) > p.dataRoom {
+		if len(p.rec.data) > p.dataRoom || p.overMTU(p.rec.data) {
 			p.hasRec = false
 			tooBig++
 			continue
@@ -436,9 +446,13 @@ func (p *Port) TxBurst(queue int, b *packet.Burst) int {
 		if c == nil {
 			wall = time.Now().UnixNano()
 		}
-		written := 0
+		written, tooBig := 0, 0
 		for i := 0; i < n && p.txErr == nil; i++ {
 			pk := b.H[i].P()
+			if p.overMTU(pk.Data()) {
+				tooBig++
+				continue
+			}
 			ts := wall
 			if c != nil {
 				mono := pk.TxTime
@@ -457,7 +471,11 @@ func (p *Port) TxBurst(queue int, b *packet.Burst) int {
 		}
 		p.txPackets.Add(uint64(written))
 		p.txBytes.Add(bytes)
-		if lost := n - written; lost > 0 {
+		if tooBig > 0 {
+			p.txDropped.Add(uint64(tooBig))
+			p.txTooBig.Add(uint64(tooBig))
+		}
+		if lost := n - written - tooBig; lost > 0 {
 			p.txDropped.Add(uint64(lost))
 			p.txWriteErr.Add(uint64(lost))
 		}
@@ -467,6 +485,23 @@ func (p *Port) TxBurst(queue int, b *packet.Burst) int {
 	packet.Free(&p.txScratch)
 	p.txMu.Unlock()
 	return n
+}
+
+// overMTU reports whether frame d carries an IP packet longer than the MTU:
+// its length past the Ethernet header and up to two VLAN tags, the most the
+// pools' data room allows for.
+func (p *Port) overMTU(d []byte) bool {
+	if p.mtu <= 0 {
+		return false
+	}
+	l2 := 14
+	for range 2 {
+		if len(d) < l2+4 || (d[l2-2] != 0x81 || d[l2-1] != 0x00) && (d[l2-2] != 0x88 || d[l2-1] != 0xa8) {
+			break
+		}
+		l2 += 4
+	}
+	return len(d)-l2 > p.mtu
 }
 
 // Stats returns the port's counters. Extra names the drop reasons.
@@ -482,6 +517,7 @@ func (p *Port) Stats() ports.Stats {
 			"rx_passes":       p.rxPasses.Load(),
 			"tx_no_file":      p.txNoFile.Load(),
 			"tx_write_error":  p.txWriteErr.Load(),
+			"tx_too_big":      p.txTooBig.Load(),
 		},
 	}
 }

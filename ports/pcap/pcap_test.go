@@ -533,3 +533,93 @@ func BenchmarkReplay(b *testing.B) {
 		})
 	}
 }
+
+// mtuFrames are frames at the MTU of 1500 and one byte past it, untagged,
+// with an 802.1Q tag and with QinQ tags: the first of each pair fits.
+func mtuFrames() (fit, over [][]byte) {
+	mk := func(n int, tags ...uint16) []byte {
+		f := make([]byte, n)
+		copy(f, []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1})
+		o := 12
+		for _, tag := range tags {
+			f[o], f[o+1], f[o+3] = byte(tag>>8), byte(tag), 7
+			o += 4
+		}
+		f[o], f[o+1] = 0x86, 0xdd
+		for i := o + 2; i < n; i++ {
+			f[i] = byte(i)
+		}
+		return f
+	}
+	for _, tags := range [][]uint16{nil, {0x8100}, {0x88a8, 0x8100}} {
+		l2 := 14 + 4*len(tags)
+		fit = append(fit, mk(l2+1500, tags...))
+		over = append(over, mk(l2+1501, tags...))
+	}
+	return fit, over
+}
+
+// The port's mtu bounds the frames it reads and writes: past it, a frame is
+// dropped and counted (rx_too_big, tx_too_big), the others pass whole.
+func TestMTU(t *testing.T) {
+	fit, over := mtuFrames()
+	var all [][]byte
+	for i := range fit {
+		all = append(all, fit[i], over[i])
+	}
+	pool := porttest.Pool(t, 64, jumboRoom)
+	out := filepath.Join(t.TempDir(), "out.pcap")
+	// Through the config, as the engine opens it: the mtu key.
+	pp, err := ports.Open("pcap", &ports.Setup{Name: "p", Pool: pool, RxQueues: 1, TxQueues: 1, MTU: 1500,
+		Config: porttest.Config(`rx_file = "` + writeOracle(t, testCaptures(t, all), true) + `"` + "\ntx_file = \"" + out + "\"")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pp.(*Port)
+	if mtu := p.Info().MTU; mtu != 1500 {
+		t.Errorf("Info().MTU %d, want 1500", mtu)
+	}
+	got, _ := drain(t, p, 100)
+	if len(got) != len(fit) {
+		t.Fatalf("received %d frames, want the %d that fit", len(got), len(fit))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].data, fit[i]) {
+			t.Errorf("frame %d differs", i)
+		}
+	}
+	if st := p.Stats(); st.RxDropped != uint64(len(over)) || st.Extra["rx_too_big"] != uint64(len(over)) {
+		t.Errorf("rx stats %+v", st)
+	}
+	var b packet.Burst
+	if pool.Alloc(&b, len(all)) != len(all) {
+		t.Fatal("pool empty")
+	}
+	for i, f := range all {
+		d, err := b.P(i).Append(len(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(d, f)
+	}
+	if n := p.TxBurst(0, &b); n != len(all) {
+		t.Fatalf("TxBurst took %d of %d", n, len(all))
+	}
+	st := p.Stats()
+	if st.TxPackets != uint64(len(fit)) || st.TxDropped != uint64(len(over)) || st.Extra["tx_too_big"] != uint64(len(over)) ||
+		st.Extra["tx_write_error"] != 0 {
+		t.Errorf("tx stats %+v", st)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	written := readOracle(t, out)
+	if len(written) != len(fit) {
+		t.Fatalf("wrote %d frames, want %d", len(written), len(fit))
+	}
+	for i := range written {
+		if !bytes.Equal(written[i].data, fit[i]) {
+			t.Errorf("written frame %d differs", i)
+		}
+	}
+}
