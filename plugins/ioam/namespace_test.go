@@ -3,6 +3,9 @@ package ioam
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/linerate/linerate/appliance/packet"
@@ -112,5 +115,26 @@ func TestDecapLeavesOtherNamespaces(t *testing.T) {
 				t.Errorf("outer header of ours not removed\n got % x\nwant % x", out, plain)
 			}
 		})
+	}
+}
+
+// A POT key is for one of the node's namespaces: one for a namespace the
+// node does not know is a config error that says so.
+func TestPOTNamespaceKnown(t *testing.T) {
+	keys, err := DealPOT(2, 0xFFFFFFFFFFFFFFC5, rand.New(rand.NewPCG(5, 6)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "k.toml")
+	if err := WritePOTKey(f, &keys[1]); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	for _, kind := range []string{"ioam.transit", "ioam.decap"} {
+		_, err := h.Build(kind, nodeKeys(2)+fmt.Sprintf("pot = [ { namespace = 5, key_file = %q } ]\n", f))
+		if err == nil || !strings.Contains(err.Error(), "pot[0]: namespace 5 is not among the stage's namespaces") {
+			t.Errorf("%s: %v", kind, err)
+		}
+		h.MustBuild(kind, nodeKeys(2)+fmt.Sprintf("pot = [ { namespace = 123, key_file = %q } ]\n", f))
 	}
 }
