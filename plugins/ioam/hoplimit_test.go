@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/stagetest"
@@ -165,5 +166,35 @@ func TestTransitTimeExceeded(t *testing.T) {
 				t.Errorf("icmp_errors_sent %d, want %d", n, before+1)
 			}
 		})
+	}
+}
+
+// The hop limit rule allocates nothing, the Time Exceeded of routed mode
+// included.
+func TestHopLimitNoAllocs(t *testing.T) {
+	h := newHarness(t)
+	h.Ctx.Env = &quietEnv{}
+	h.Ports[0].MAC, h.Ports[0].Addrs = [6]byte{2, 0, 0, 0, 0xa, 1}, []netip.Prefix{netip.MustParsePrefix("2001:db8:a::1/64")}
+	tr := h.MustBuild("ioam.transit", nodeKeys(2)+"decrement_hop_limit = true\n")
+	var frames [][]byte
+	for _, hl := range []uint8{1, 9} {
+		for _, f := range hopLimitFrames(t, h, hl) {
+			frames = append(frames, f.data)
+		}
+	}
+	var b packet.Burst
+	allocs := testing.AllocsPerRun(200, func() {
+		for _, f := range frames {
+			b.Push(h.Pkt(f, 0))
+		}
+		h.Ctx.Now += int64(time.Millisecond) // room in the error rate for a few
+		tr.Process(&h.Ctx, &b)
+		packet.Free(&b)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per burst", allocs)
+	}
+	if h.StageCounter("ioam.transit#0", "icmp_errors_sent") == 0 {
+		t.Error("no Time Exceeded sent")
 	}
 }
