@@ -206,6 +206,7 @@ start = false
 		case "reflector":
 			fmt.Fprintf(&b, `[[pipelines.stages]]
 kind = "stamp.reflector"
+rate_limit = "0"          # one source sends everything: no per-source limit
 [[pipelines.stages.sessions]]
 ssid = 7
 mode = "stateful"

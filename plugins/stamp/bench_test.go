@@ -72,7 +72,8 @@ reflector = "%s"
 reflector_mode = "stateful"
 %s
 `, addrS, addrR, segments3)
-	reflector = "[[sessions]]\nssid = 7\nmode = \"stateful\"\n" + return3 + "\n"
+	// One source sends everything here: its per-source limit is off.
+	reflector = "rate_limit = \"0\"\n[[sessions]]\nssid = 7\nmode = \"stateful\"\n" + return3 + "\n"
 	if auth {
 		sender += fmt.Sprintf("authenticated = true\nkey_file = %q\n", key)
 		reflector += fmt.Sprintf("authenticated = true\nkey_file = %q\n", key)

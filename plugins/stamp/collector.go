@@ -20,18 +20,21 @@ func init() {
 
 // Drop reasons of the STAMP stages.
 var (
-	reasonShort         = packet.RegisterReason("stamp_short")           // a UDP payload shorter than the base test packet
-	reasonUnknown       = packet.RegisterReason("stamp_unknown_session") // an SSID no session has (or in the other mode)
-	reasonBadHMAC       = packet.RegisterReason("stamp_bad_hmac")        // the base packet's or the HMAC TLV's HMAC does not verify
-	reasonTLVOverrun    = packet.RegisterReason("stamp_tlv_overrun")     // a TLV runs past the packet
-	reasonWrongSource   = packet.RegisterReason("stamp_wrong_source")    // a reply not from the session's reflector, a test packet not from its pinned sender
-	reasonNotAllowed    = packet.RegisterReason("stamp_not_allowed")     // a source outside the reflector's allowed prefixes
-	reasonRateLimited   = packet.RegisterReason("stamp_rate_limited")    // over the reflector's per-source rate
-	reasonReplyTooBig   = packet.RegisterReason("stamp_reply_too_big")   // the reply would be larger than the request
-	reasonNotRunning    = packet.RegisterReason("stamp_session_stopped") // a session that exists but is stopped
-	reasonNoReply       = packet.RegisterReason("stamp_no_reply")        // a Return Path Control Code asked for no reply
-	reasonBadPath       = packet.RegisterReason("stamp_bad_return_path") // a return path that does not fit the packet
-	reasonWrongCollecto = packet.RegisterReason("stamp_wrong_collector") // replies of one session reach two collector stages
+	reasonShort         = packet.RegisterReason("stamp_short")             // a UDP payload shorter than the base test packet
+	reasonUnknown       = packet.RegisterReason("stamp_unknown_session")   // an SSID no session has (or in the other mode)
+	reasonBadHMAC       = packet.RegisterReason("stamp_bad_hmac")          // the base packet's or the HMAC TLV's HMAC does not verify
+	reasonTLVOverrun    = packet.RegisterReason("stamp_tlv_overrun")       // a TLV runs past the packet
+	reasonWrongSource   = packet.RegisterReason("stamp_wrong_source")      // a reply not from the session's reflector, a test packet not from its pinned sender
+	reasonNotAllowed    = packet.RegisterReason("stamp_not_allowed")       // a source outside the reflector's allowed prefixes
+	reasonRateLimited   = packet.RegisterReason("stamp_rate_limited")      // over the reflector's per-source rate
+	reasonReplyTooBig   = packet.RegisterReason("stamp_reply_too_big")     // the reply would be larger than the request
+	reasonNotRunning    = packet.RegisterReason("stamp_session_stopped")   // a session that exists but is stopped
+	reasonNoReply       = packet.RegisterReason("stamp_no_reply")          // a Return Path Control Code asked for no reply
+	reasonBadPath       = packet.RegisterReason("stamp_bad_return_path")   // a return path that does not fit the packet
+	reasonWrongCollecto = packet.RegisterReason("stamp_wrong_collector")   // replies of one session reach two collector stages
+	reasonReflected     = packet.RegisterReason("stamp_reflected")         // a Session-Reflector's packet no sender session here waits for
+	reasonBadSource     = packet.RegisterReason("stamp_bad_source")        // a source no reply may go to: multicast, broadcast, unspecified, loopback
+	reasonGroupDest     = packet.RegisterReason("stamp_group_destination") // a request to a multicast or broadcast address, IP or MAC
 )
 
 type collectorConfig struct {

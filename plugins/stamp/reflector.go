@@ -70,6 +70,7 @@ type reflector struct {
 	swapMAC    bool
 	addrs      []netip.Addr
 	addrs16    [][16]byte // addrs, IPv4 mapped
+	bcast      [][4]byte  // the directed broadcasts of the ports' IPv4 prefixes
 	allow      []netip.Prefix
 	reflectAll bool // unknown SSIDs: reflect statelessly
 	limiter    *srcLimiter
@@ -93,7 +94,8 @@ type reflector struct {
 type rfConfigResult struct{ err error }
 
 func newReflector(s *plugins.Setup) (plugins.Stage, error) {
-	c := reflectorConfig{Port: DefaultPort, HopLimit: 255, MAC: "swap", Unknown: "drop", RateBurst: 100}
+	c := reflectorConfig{Port: DefaultPort, HopLimit: 255, MAC: "swap", Unknown: "drop",
+		RateLimit: DefaultRateLimit, RateBurst: DefaultRateBurst}
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
 	}
@@ -136,6 +138,15 @@ func newReflector(s *plugins.Setup) (plugins.Stage, error) {
 	}
 	for _, p := range c.Allow {
 		r.allow = append(r.allow, p.Prefix)
+	}
+	if s.Ports != nil {
+		for _, pi := range s.Ports.All() {
+			for _, a := range pi.Addrs {
+				if a.Addr().Is4() && a.Bits() <= 30 {
+					r.bcast = append(r.bcast, lastAddr4(a))
+				}
+			}
+		}
 	}
 	switch c.Unknown {
 	case "drop":
@@ -190,7 +201,22 @@ func newReflector(s *plugins.Setup) (plugins.Stage, error) {
 	return r, nil
 }
 
-// addrOf reads an address of the IP header as 16 bytes (IPv4 mapped).
+// The per-source rate limit a reflector has unless its config says
+// otherwise: what one source (or one spoofed victim) can make it send.
+const (
+	DefaultRateLimit = 1000 // test packets per second
+	DefaultRateBurst = 100
+)
+
+// lastAddr4 is the directed broadcast of an IPv4 prefix.
+func lastAddr4(p netip.Prefix) [4]byte {
+	a := p.Masked().Addr().As4()
+	host := ^uint32(0) >> p.Bits()
+	binary.BigEndian.PutUint32(a[:], binary.BigEndian.Uint32(a[:])|host)
+	return a
+}
+
+// v4mapped reads an IPv4 address as 16 bytes, IPv4 mapped.
 func v4mapped(a [4]byte) [16]byte {
 	return [16]byte{10: 0xff, 11: 0xff, 12: a[0], 13: a[1], 14: a[2], 15: a[3]}
 }
@@ -216,6 +242,48 @@ func (r *reflector) ours(a [16]byte) bool {
 	}
 	for i := range r.addrs16 {
 		if r.addrs16[i] == a {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse says why a request must not be answered, whatever its session: a
+// source no reply may go to (a group MAC; a multicast, broadcast,
+// unspecified or loopback address), or a destination that is not one host
+// (multicast or broadcast, at the IP or the MAC level). A reply to those
+// would go to many hosts, or nowhere real, from an address not the
+// reflector's own.
+func (r *reflector) refuse(frame []byte, src, dst [16]byte, v4 bool) packet.Reason {
+	switch {
+	case frame[6]&1 != 0:
+		return reasonBadSource
+	case frame[0]&1 != 0:
+		return reasonGroupDest
+	case v4:
+		s, d := [4]byte(src[12:]), [4]byte(dst[12:])
+		if s[0] == 0 || s[0] == 127 || s[0] >= 224 || r.broadcast4(s) {
+			return reasonBadSource // 0/8, 127/8, multicast, 240/4 and 255.255.255.255
+		}
+		if d[0] >= 224 || r.broadcast4(d) {
+			return reasonGroupDest
+		}
+	case dst[0] == 0xff:
+		return reasonGroupDest
+	case src[0] == 0xff || src == [16]byte{} || src == [16]byte{15: 1}:
+		return reasonBadSource
+	case [12]byte(src[:12]) == [12]byte{10: 0xff, 11: 0xff}:
+		// An IPv4-mapped source: the IPv4 rules.
+		if s := src[12]; s == 0 || s == 127 || s >= 224 {
+			return reasonBadSource
+		}
+	}
+	return 0
+}
+
+func (r *reflector) broadcast4(a [4]byte) bool {
+	for _, b := range r.bcast {
+		if a == b {
 			return true
 		}
 	}
@@ -278,11 +346,24 @@ func (r *reflector) Process(ctx *plugins.Context, b *packet.Burst) {
 			p.Drop(reasonShort)
 			continue
 		}
+		id, auth := ssidOf(pay)
+		if reflected(pay, auth) {
+			// Never answered: two reflectors would answer each other
+			// forever. A reply to a sender session here goes on to its
+			// collector.
+			if ts := r.reg.tx.Load().get(id); ts == nil || ts.cfg.Auth != auth {
+				p.Drop(reasonReflected)
+			}
+			continue
+		}
+		if reason := r.refuse(data, src, dst, v4); reason != 0 {
+			p.Drop(reason)
+			continue
+		}
 		if !r.allowed(src, v4) {
 			p.Drop(reasonNotAllowed)
 			continue
 		}
-		id, auth := ssidOf(pay)
 		s := r.cache.lookup(id)
 		if s == nil {
 			s = t.get(id)

@@ -66,6 +66,15 @@ var (
 	reflectorAuthLayout = layout{base: BaseAuthLen, seq: 0, ts: 16, errEst: 24, ssid: 26, rxTS: 32, sSeq: 48, sTS: 64, sErr: 72, sTTL: 80, hmac: 96}
 )
 
+// reflected reports whether a base packet of the mode auth (at least that
+// mode's base length) has a Session-Reflector's layout: its Receive Timestamp
+// holds a time, where a Session-Sender's packet has MBZ octets (RFC 8762
+// §4.2.1, §4.3.1; a TWAMP-Test reply has the same layout, RFC 5357 §4.2.1).
+func reflected(pay []byte, auth bool) bool {
+	_, r := layouts(auth)
+	return binary.BigEndian.Uint64(pay[r.rxTS:]) != 0
+}
+
 func layouts(auth bool) (sender, reflector *layout) {
 	if auth {
 		return &senderAuthLayout, &reflectorAuthLayout

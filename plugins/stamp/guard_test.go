@@ -1,0 +1,196 @@
+package stamp
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linerate/linerate/appliance/packet"
+)
+
+// A reflector never answers a reflected packet: one that came back from a
+// reflector (or a spoofed request bounced off one) would otherwise go back
+// and forth between two reflectors forever. A reply to a sender session of
+// this node goes on to its collector.
+func TestReflectorNeverAnswersReflected(t *testing.T) {
+	key := writeKey(t, strings.Repeat("42", 32))
+	for _, c := range []struct{ name, snd, rfl string }{
+		{"unauthenticated", "", reflectorKeys},
+		{"authenticated", fmt.Sprintf("authenticated = true\nkey_file = %q\n", key),
+			reflectorKeys + fmt.Sprintf("authenticated = true\nkey_file = %q\n", key)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ch := newChain(t, c.snd, c.rfl, "")
+			h := ch.h
+			rr := h.run(endSRv6(t, h.produce(ch.snd)[0]), 0, ch.rfl)
+			if rr.dropped != "" {
+				t.Fatal(rr.dropped)
+			}
+			// The reply, back at a reflector with the same session (in
+			// another engine: no sender session of that SSID there).
+			other := newHarness(t)
+			rfl2 := other.MustBuildNamed("stamp.reflector", "refl", c.rfl)
+			back := endSRv6(t, rr.data)
+			if got := other.run(back, 0, rfl2); got.dropped != "stamp_reflected" {
+				t.Errorf("a second reflector: %q, want stamp_reflected", got.dropped)
+			}
+			if got := other.StageCounter("refl", "reflected"); got != 0 {
+				t.Errorf("it reflected %d", got)
+			}
+			// Here the sender session waits for it: it passes, untouched,
+			// to the collector, which takes it.
+			if got := h.run(back, 1, ch.rfl); got.dropped != "" || got.port != packet.NoPort || string(got.data) != string(back) {
+				t.Errorf("the reply at its own node's reflector: dropped %q, port %d", got.dropped, got.port)
+			}
+			if got := h.run(back, 1, ch.rfl, ch.coll); got.dropped != "consumed" {
+				t.Errorf("reflector then collector: %q", got.dropped)
+			}
+			if got := h.StageCounter("refl", "reflected"); got != 1 {
+				t.Errorf("reflected %d, want 1", got)
+			}
+		})
+	}
+}
+
+// By default a reflector answers one source at most DefaultRateBurst at once
+// and DefaultRateLimit a second after that; rate_limit = "0" lifts it.
+func TestReflectorDefaultRateLimit(t *testing.T) {
+	for _, c := range []struct {
+		name, keys string
+		first      int // answered of 3×burst at one instant
+		later      int // answered of as many a second later
+	}{
+		{"default", "", DefaultRateBurst, DefaultRateBurst},
+		{"no limit", `rate_limit = "0"`, 3 * DefaultRateBurst, 3 * DefaultRateBurst},
+		{"configured", "rate_limit = \"50pps\"\nrate_burst = 10\n", 10, 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			snd := h.MustBuildNamed("stamp.sender", "tx", senderKeys(""))
+			rfl := h.MustBuildNamed("stamp.reflector", "refl", c.keys+"\n[[sessions]]\nssid = 7\n")
+			f := endSRv6(t, h.produce(snd)[0])
+			send := func() (answered, limited int) {
+				for i := 0; i < 3*DefaultRateBurst; i++ {
+					switch r := h.run(f, 0, rfl); r.dropped {
+					case "":
+						answered++
+					case "stamp_rate_limited":
+						limited++
+					default:
+						t.Fatalf("dropped %q", r.dropped)
+					}
+				}
+				return
+			}
+			if a, l := send(); a != c.first || a+l != 3*DefaultRateBurst {
+				t.Errorf("at once: %d answered, %d rate limited; want %d answered", a, l, c.first)
+			}
+			h.advance(time.Second)
+			if a, _ := send(); a != c.later {
+				t.Errorf("a second later: %d answered, want %d", a, c.later)
+			}
+		})
+	}
+}
+
+// setAddrs edits a frame's IP source and destination and fixes its
+// checksums.
+func setAddrs(t testing.TB, f []byte, src, dst netip.Addr) {
+	t.Helper()
+	_, l := payloadOf(t, f)
+	if l.IPVersion == 4 {
+		ip := packet.IPv4(f[l.L3:])
+		ip.SetSrc(src.As4())
+		ip.SetDst(dst.As4())
+		ip.SetChecksum(0)
+		ip.SetChecksum(ip.CalculateChecksum())
+	} else {
+		ip := packet.IPv6(f[l.L3:])
+		ip.SetSrc(src.As16())
+		ip.SetDst(dst.As16())
+	}
+	fixUDP(t, f)
+}
+
+// A reflector answers one host, from its own address: not a group or
+// broadcast source or destination (IP or MAC, the directed broadcast of a
+// port's prefix included), nor an unspecified or loopback source. Each is a
+// named drop; nothing is reflected.
+func TestReflectorRefusesAddresses(t *testing.T) {
+	h := newHarness(t)
+	h.Ports[0].Addrs = []netip.Prefix{netip.MustParsePrefix("192.0.2.1/24"), netip.MustParsePrefix("2001:db8:b::2/64")}
+	snd6 := h.MustBuildNamed("stamp.sender", "tx6", `
+src = "2001:db8:a::2"
+src_mac = "02:00:00:00:00:0a"
+dst_mac = "02:00:00:00:00:0e"
+[[sessions]]
+ssid = 7
+reflector = "2001:db8:b::2"
+`)
+	snd4 := h.MustBuildNamed("stamp.sender", "tx4", `
+src = "198.51.100.9"
+src_mac = "02:00:00:00:00:0a"
+dst_mac = "02:00:00:00:00:0e"
+[[sessions]]
+ssid = 8
+reflector = "192.0.2.1"
+`)
+	rfl := h.MustBuildNamed("stamp.reflector", "refl", "[[sessions]]\nssid = 7\n[[sessions]]\nssid = 8\n")
+	f6, f4 := h.produce(snd6)[0], h.produce(snd4)[0]
+	a := netip.MustParseAddr
+	ip := func(base []byte, src, dst string) []byte {
+		f := append([]byte(nil), base...)
+		setAddrs(t, f, a(src), a(dst))
+		return f
+	}
+	mac := func(base []byte, off int, m string) []byte {
+		f := append([]byte(nil), base...)
+		var b [6]byte
+		if _, err := fmt.Sscanf(m, "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]); err != nil {
+			t.Fatal(err)
+		}
+		copy(f[off:], b[:])
+		return f
+	}
+	const bad, group = "stamp_bad_source", "stamp_group_destination"
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  string
+	}{
+		{"IPv6 unicast", f6, ""},
+		{"IPv4 unicast", f4, ""},
+		{"IPv6 unspecified source", ip(f6, "::", "2001:db8:b::2"), bad},
+		{"IPv6 loopback source", ip(f6, "::1", "2001:db8:b::2"), bad},
+		{"IPv6 multicast source", ip(f6, "ff02::1", "2001:db8:b::2"), bad},
+		{"IPv4-mapped loopback source", ip(f6, "::ffff:127.0.0.1", "2001:db8:b::2"), bad},
+		{"IPv6 multicast destination", ip(f6, "2001:db8:a::2", "ff02::1"), group},
+		{"IPv4 unspecified source", ip(f4, "0.0.0.0", "192.0.2.1"), bad},
+		{"IPv4 loopback source", ip(f4, "127.0.0.1", "192.0.2.1"), bad},
+		{"IPv4 multicast source", ip(f4, "224.0.0.1", "192.0.2.1"), bad},
+		{"IPv4 broadcast source", ip(f4, "255.255.255.255", "192.0.2.1"), bad},
+		{"IPv4 directed broadcast source", ip(f4, "192.0.2.255", "192.0.2.1"), bad},
+		{"IPv4 multicast destination", ip(f4, "198.51.100.9", "224.0.0.251"), group},
+		{"IPv4 broadcast destination", ip(f4, "198.51.100.9", "255.255.255.255"), group},
+		{"IPv4 directed broadcast destination", ip(f4, "198.51.100.9", "192.0.2.255"), group},
+		{"broadcast MAC destination", mac(f4, 0, "ff:ff:ff:ff:ff:ff"), group},
+		{"IPv4 multicast MAC destination", mac(f4, 0, "01:00:5e:00:00:fb"), group},
+		{"IPv6 multicast MAC destination", mac(f6, 0, "33:33:00:00:00:01"), group},
+		{"group MAC source", mac(f6, 6, "ff:ff:ff:ff:ff:ff"), bad},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := h.run(c.frame, 0, rfl)
+			if r.dropped != c.want {
+				t.Fatalf("got %q, want %q", r.dropped, c.want)
+			}
+			if c.want == "" && (r.data[0]&1 != 0 || r.data[6]&1 != 0) {
+				t.Errorf("reply MACs %x", r.data[:12])
+			}
+		})
+	}
+	if got := h.StageCounter("refl", "reflected"); got != 2 {
+		t.Errorf("reflected %d, want 2", got)
+	}
+}
