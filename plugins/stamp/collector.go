@@ -195,9 +195,12 @@ func (c *collector) take(ctx *plugins.Context, s *txSession, p *packet.Packet, d
 	var r Record
 	// TLVs: structure first, then the HMAC TLV, then their content.
 	it := NewTLVIter(pay[lay.base:])
-	hmacAt := -1
+	hmacAt, misplaced := -1, false
 	for tv, ok := it.Next(); ok; tv, ok = it.Next() {
 		f := tv.Flags()
+		if hmacAt >= 0 && tv.Type() != TLVExtraPadding {
+			misplaced = true // only Extra Padding may follow the HMAC TLV (RFC 8972 §4.8)
+		}
 		if f&FlagU != 0 {
 			r.Flags |= RecTLVUnrecognized
 		}
@@ -227,9 +230,17 @@ func (c *collector) take(ctx *plugins.Context, s *txSession, p *packet.Packet, d
 	if it.Err() != nil {
 		return reasonTLVOverrun
 	}
-	if hmacAt >= 0 && s.rx.mac != nil && r.Flags&RecTLVIntegrity == 0 {
+	// A session that sends an HMAC TLV takes only replies whose HMAC TLV is
+	// there, last, and verifies: its flags (I included) and its values are
+	// the reflector's only then. One that does not send it still checks one
+	// that comes, when it has a key.
+	if hmacAt < 0 && s.hmacTLV >= 0 {
+		return reasonBadHMAC
+	}
+	if hmacAt >= 0 && s.rx.mac != nil {
 		tv := TLV(pay[hmacAt:])
-		if tv.Len() != HMACLen || !s.rx.mac.verify(pay[hmacAt+TLVHeaderLen:hmacAt+TLVHeaderLen+HMACLen], pay[:4], pay[lay.base:hmacAt]) {
+		if misplaced || tv.Len() != HMACLen ||
+			!s.rx.mac.verify(pay[hmacAt+TLVHeaderLen:hmacAt+TLVHeaderLen+HMACLen], pay[:4], pay[lay.base:hmacAt]) {
 			return reasonBadHMAC
 		}
 	}

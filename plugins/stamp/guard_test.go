@@ -194,3 +194,106 @@ reflector = "192.0.2.1"
 		t.Errorf("reflected %d, want 2", got)
 	}
 }
+
+// trimTail removes the last n octets of a frame's UDP payload.
+func trimTail(t testing.TB, f []byte, n int) []byte {
+	t.Helper()
+	_, l := payloadOf(t, f)
+	c := append([]byte(nil), f[:int(l.End)-n]...)
+	u := packet.UDP(c[l.L4:])
+	u.SetLength(u.Length() - uint16(n))
+	if l.IPVersion == 4 {
+		ip := packet.IPv4(c[l.L3:])
+		ip.SetTotalLength(ip.TotalLength() - uint16(n))
+		ip.SetChecksum(0)
+		ip.SetChecksum(ip.CalculateChecksum())
+	} else {
+		ip := packet.IPv6(c[l.L3:])
+		ip.SetPayloadLength(ip.PayloadLength() - uint16(n))
+	}
+	fixUDP(t, c)
+	return c
+}
+
+// A session that sends an HMAC TLV takes only replies whose HMAC TLV is
+// there and verifies, whatever their flags say; a failure at the reflector
+// comes back signed, with I set, and is a record that says so.
+func TestCollectorIntegrity(t *testing.T) {
+	key := writeKey(t, strings.Repeat("5c", 32))
+	for _, mode := range []struct{ name, snd, rfl string }{
+		{"authenticated", fmt.Sprintf("authenticated = true\nkey_file = %q\ntlvs = [\"timestamp_info\"]\n", key),
+			reflectorKeys + fmt.Sprintf("authenticated = true\nkey_file = %q\n", key)},
+		{"HMAC TLV", fmt.Sprintf("hmac_tlv = true\nkey_file = %q\ntlvs = [\"timestamp_info\"]\n", key),
+			reflectorKeys + fmt.Sprintf("key_file = %q\n", key)},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			ch := newChain(t, mode.snd, mode.rfl, "")
+			h := ch.h
+			reply := func(edit func(pay []byte)) []byte {
+				h.advance(10 * time.Millisecond)
+				f := endSRv6(t, h.produce(ch.snd)[0])
+				if edit != nil {
+					pay, _ := payloadOf(t, f)
+					edit(pay)
+					fixUDP(t, f)
+				}
+				rr := h.run(f, 0, ch.rfl)
+				if rr.dropped != "" {
+					t.Fatal(rr.dropped)
+				}
+				return endSRv6(t, rr.data)
+			}
+			_, lay := layouts(strings.HasPrefix(mode.name, "auth"))
+			hmacTLV := func(pay []byte) int { return lay.base + TLVHeaderLen + TimestampInfoLen }
+			for _, c := range []struct {
+				name  string
+				frame []byte
+				want  string
+				flags uint16
+			}{
+				{"genuine", reply(nil), "consumed", 0},
+				{"HMAC TLV stripped", trimTail(t, reply(nil), TLVHeaderLen+HMACLen), "stamp_bad_hmac", 0},
+				{"HMAC TLV wrong", func() []byte {
+					f := reply(nil)
+					pay, _ := payloadOf(t, f)
+					pay[hmacTLV(pay)+TLVHeaderLen] ^= 1
+					fixUDP(t, f)
+					return f
+				}(), "stamp_bad_hmac", 0},
+				{"HMAC TLV wrong, I set", func() []byte {
+					f := reply(nil)
+					pay, _ := payloadOf(t, f)
+					pay[lay.base] |= FlagI
+					pay[hmacTLV(pay)] |= FlagI
+					pay[hmacTLV(pay)+TLVHeaderLen] ^= 1
+					fixUDP(t, f)
+					return f
+				}(), "stamp_bad_hmac", 0},
+				{"I set after signing", func() []byte {
+					f := reply(nil)
+					pay, _ := payloadOf(t, f)
+					pay[lay.base] |= FlagI
+					fixUDP(t, f)
+					return f
+				}(), "stamp_bad_hmac", 0},
+				{"failed at the reflector", reply(func(pay []byte) {
+					s, _ := layouts(strings.HasPrefix(mode.name, "auth"))
+					pay[s.base+TLVHeaderLen+TimestampInfoLen+TLVHeaderLen] ^= 1
+				}), "consumed", RecTLVIntegrity},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					if got := h.run(c.frame, 1, ch.coll); got.dropped != c.want {
+						t.Fatalf("got %q, want %q", got.dropped, c.want)
+					}
+					if c.want != "consumed" {
+						return
+					}
+					recs := drain(ch.session(7))
+					if len(recs) != 1 || recs[0].Flags&(RecTLVIntegrity|RecTLVMalformed|RecTLVUnrecognized) != c.flags {
+						t.Errorf("records %+v, want TLV flags %#x", recs, c.flags)
+					}
+				})
+			}
+		})
+	}
+}

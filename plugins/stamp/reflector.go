@@ -706,7 +706,11 @@ func (r *reflector) tlvs(p *packet.Packet, l *packet.Layers, pay []byte, base in
 		for t, ok := it.Next(); ok; t, ok = it.Next() {
 			t.SetFlags(t.Flags()&^FlagU | FlagI)
 		}
-		out.hmac = -1
+		// The reply's HMAC TLV, in its place, is signed all the same: the
+		// sender then knows the I flags are the reflector's.
+		if misplaced || m == nil {
+			out.hmac = -1
+		}
 		return out
 	}
 	stateful := s != nil && s.cfg.Stateful
