@@ -38,7 +38,7 @@ var (
 )
 
 type collectorConfig struct {
-	Port        int    `toml:"port"`
+	Port        *int   `toml:"port"`
 	CheckSource *bool  `toml:"check_source"`
 	Report      string `toml:"report"`
 }
@@ -50,7 +50,7 @@ type collector struct {
 	name     string
 	reg      *Registry
 	inst     int
-	port     uint16
+	port     int // the one port replies come to; 0 any; -1 each session's src_port
 	checkSrc bool
 	report   *reportSink
 
@@ -59,6 +59,7 @@ type collector struct {
 	cache                                    sessionCache[txSession]
 	ctab                                     *txTable
 	uoff                                     int64
+	ports                                    [1 << 10]uint64 // bit p: a session's src_port is p (port -1)
 }
 
 // reportSink is where a collector stage's instances write their summaries.
@@ -68,14 +69,17 @@ type reportSink struct {
 }
 
 func newCollector(s *plugins.Setup) (plugins.Stage, error) {
-	c := collectorConfig{Port: DefaultPort}
+	var c collectorConfig
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
 	}
-	if c.Port < 0 || c.Port > 65535 {
-		return nil, fmt.Errorf("stamp.collector: port %d is outside 0..65535", c.Port)
+	port := -1
+	if c.Port != nil {
+		if port = *c.Port; port < 0 || port > 65535 {
+			return nil, fmt.Errorf("stamp.collector: port %d is outside 0..65535", port)
+		}
 	}
-	st := &collector{name: s.Name, reg: registryOf(s), inst: s.Lcore, port: uint16(c.Port),
+	st := &collector{name: s.Name, reg: registryOf(s), inst: s.Lcore, port: port,
 		checkSrc: c.CheckSource == nil || *c.CheckSource,
 		cRecords: s.Counters.New("records", "reflected test packets measured"),
 		cDup:     s.Counters.New("duplicates", "replies with a sequence number seen before"),
@@ -106,12 +110,30 @@ func ssidOf(pay []byte) (uint16, bool) {
 	return 0, false
 }
 
-// Process takes replies.
+// follows reports whether dst is a port replies come to.
+func (c *collector) follows(dst uint16) bool {
+	switch c.port {
+	case -1:
+		return c.ports[dst>>6]&(1<<(dst&63)) != 0
+	case 0:
+		return true
+	}
+	return int(dst) == c.port
+}
+
+// Process takes replies: reflected packets to a session's sender. Test
+// packets (a reflector's business), and replies to other addresses (one
+// this node's reflector made), pass.
 func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 	t := c.reg.tx.Load()
 	if t != c.ctab {
 		c.ctab = t
 		c.cache.clear()
+		c.ports = [1 << 10]uint64{}
+		for _, s := range t.m {
+			p := s.cfg.SrcPort
+			c.ports[p>>6] |= 1 << (p & 63)
+		}
 	}
 	tai := 37
 	if st := ctx.Clock.Sync(); st.TAIOffset != 0 {
@@ -128,7 +150,8 @@ func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 		}
 		data := p.Data()
 		u := packet.UDP(data[l.L4:l.End])
-		if c.port != 0 && u.DstPort() != c.port {
+		dport := u.DstPort()
+		if !c.follows(dport) {
 			continue
 		}
 		if srh := l.SRH(data); srh != nil && srh.SegmentsLeft() > 0 {
@@ -140,14 +163,20 @@ func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 			continue
 		}
 		id, auth := ssidOf(pay)
+		if !reflected(pay, auth) {
+			continue // a test packet: a reflector's
+		}
 		s := c.cache.lookup(id)
 		if s == nil {
 			s = t.get(id)
 			c.cache.put(id, s)
 		}
-		if s == nil || s.cfg.Auth != auth {
+		if s == nil || s.cfg.Auth != auth || (c.port < 0 && dport != s.cfg.SrcPort) {
 			p.Drop(reasonUnknown)
 			continue
+		}
+		if !s.toSender(data, l) {
+			continue // a reply to another node's sender
 		}
 		if c.checkSrc && !s.fromReflector(data, l) {
 			p.Drop(reasonWrongSource)
@@ -164,6 +193,14 @@ func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 		ctx.Env.Free(h)
 		p.Consume()
 	}
+}
+
+// toSender checks that a reply is addressed to the session's source.
+func (s *txSession) toSender(data []byte, l *packet.Layers) bool {
+	if l.IPVersion == 4 {
+		return s.ipv4 && packet.IPv4(data[l.L3:l.End]).Dst() == s.src4
+	}
+	return !s.ipv4 && packet.IPv6(data[l.L3:l.End]).Dst() == s.src16
 }
 
 // fromReflector checks that a reply comes from the session's reflector.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/plugins"
 )
 
 // A reflector never answers a reflected packet: one that came back from a
@@ -195,6 +196,94 @@ reflector = "192.0.2.1"
 	}
 }
 
+// Two nodes that measure each other, each with a collector and a reflector
+// in one pipeline on the default port, in either order, and the same SSID
+// both ways: each collector takes its replies, each reflector answers the
+// other's requests, and neither takes what the other should.
+func TestCollectorAndReflectorOnePipeline(t *testing.T) {
+	node := func(t *testing.T, self, peer netip.Addr, forward string) (*harness, []stageRef) {
+		h := newHarness(t)
+		snd := h.MustBuildNamed("stamp.sender", "tx", fmt.Sprintf(`
+src = %q
+src_mac = "02:00:00:00:00:0a"
+dst_mac = "02:00:00:00:00:0e"
+[[sessions]]
+ssid = 7
+reflector = %q
+`, self, peer))
+		coll := h.MustBuildNamed("stamp.collector", "coll", "")
+		rfl := h.MustBuildNamed("stamp.reflector", "refl", fmt.Sprintf("forward = %q\n[[sessions]]\nssid = 7\n", forward))
+		return h, []stageRef{{"tx", snd}, {"coll", coll}, {"refl", rfl}}
+	}
+	for _, order := range []struct {
+		name    string
+		forward string
+		chain   func(st []stageRef) []stageRef
+	}{
+		{"collector first", "in", func(st []stageRef) []stageRef { return []stageRef{st[1], st[2]} }},
+		{"reflector first, down the chain", "", func(st []stageRef) []stageRef { return []stageRef{st[2], st[1]} }},
+	} {
+		t.Run(order.name, func(t *testing.T) {
+			ha, sa := node(t, addrS, addrR, order.forward)
+			hb, sb := node(t, addrR, addrS, order.forward)
+			// What leaves a node's chain (forwarded, or continued past its
+			// end) goes to the other.
+			through := func(h *harness, st []stageRef, f []byte) result {
+				var ps []plugins.Stage
+				for _, s := range order.chain(st) {
+					ps = append(ps, s.st)
+				}
+				return h.run(f, 0, ps...)
+			}
+			for i := 0; i < 5; i++ {
+				for _, dir := range []struct {
+					from, to *harness
+					fst, tst []stageRef
+					name     string
+				}{{ha, hb, sa, sb, "a→b"}, {hb, ha, sb, sa, "b→a"}} {
+					req := dir.from.produce(dir.fst[0].st)[0]
+					rep := through(dir.to, dir.tst, req)
+					if rep.dropped != "" {
+						t.Fatalf("%s: request at the reflector's node: %q", dir.name, rep.dropped)
+					}
+					if !reflected(payloadOfT(t, rep.data)) {
+						t.Fatalf("%s: the request left the peer unanswered", dir.name)
+					}
+					if got := through(dir.from, dir.fst, rep.data); got.dropped != "consumed" {
+						t.Fatalf("%s: reply at the sender's node: %q", dir.name, got.dropped)
+					}
+				}
+				ha.advance(time.Second)
+				hb.advance(time.Second)
+			}
+			for _, x := range []struct {
+				name string
+				h    *harness
+			}{{"a", ha}, {"b", hb}} {
+				if got := len(drain(x.h.registry().tx.Load().get(7))); got != 5 {
+					t.Errorf("node %s: %d records, want 5", x.name, got)
+				}
+				if got := x.h.StageCounter("refl", "reflected"); got != 5 {
+					t.Errorf("node %s: reflected %d, want 5", x.name, got)
+				}
+			}
+		})
+	}
+}
+
+type stageRef struct {
+	name string
+	st   plugins.Stage
+}
+
+// payloadOfT is a frame's STAMP payload and whether it is authenticated.
+func payloadOfT(t testing.TB, f []byte) ([]byte, bool) {
+	t.Helper()
+	pay, _ := payloadOf(t, f)
+	_, auth := ssidOf(pay)
+	return pay, auth
+}
+
 // trimTail removes the last n octets of a frame's UDP payload.
 func trimTail(t testing.TB, f []byte, n int) []byte {
 	t.Helper()
@@ -295,5 +384,77 @@ func TestCollectorIntegrity(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// The collector takes replies on the port the sender sends from, wherever
+// it was set: the sender stage, the session, the API, Init.
+func TestCollectorFollowsSenderPort(t *testing.T) {
+	for _, c := range []struct {
+		name, stage, session string
+		create               func(r *Registry) error
+		want                 uint16
+	}{
+		{name: "stage src_port", stage: "src_port = 50000\n", want: 50000},
+		{name: "session src_port", session: "src_port = 40000\n", want: 40000},
+		{name: "API src_port", create: func(r *Registry) error {
+			_, err := r.createSender(SenderSession{SSID: 9, Src: addrS, Reflector: addrR, SrcPort: 30000}, "", true)
+			return err
+		}, want: 30000},
+		{name: "Init port", create: func(r *Registry) error {
+			if err := r.initTx(initParams{port: 50000}, true); err != nil {
+				return err
+			}
+			_, err := r.createSender(SenderSession{SSID: 9, Src: addrS, Reflector: addrR}, "", true)
+			return err
+		}, want: 50000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			keys := fmt.Sprintf("src = %q\n%s", addrS, c.stage)
+			if c.create == nil {
+				keys += fmt.Sprintf("[[sessions]]\nssid = 9\nreflector = %q\n%s", addrR, c.session)
+			}
+			snd := h.MustBuildNamed("stamp.sender", "tx", keys)
+			rfl := h.MustBuildNamed("stamp.reflector", "refl", "[[sessions]]\nssid = 9\n")
+			coll := h.MustBuildNamed("stamp.collector", "coll", "")
+			if c.create != nil {
+				if err := c.create(h.registry()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f := h.produce(snd)[0]
+			_, l := payloadOf(t, f)
+			if got := packet.UDP(f[l.L4:]).SrcPort(); got != c.want {
+				t.Fatalf("test packet from port %d, want %d", got, c.want)
+			}
+			rr := h.run(f, 0, rfl)
+			if rr.dropped != "" {
+				t.Fatal(rr.dropped)
+			}
+			if got := h.run(rr.data, 1, coll); got.dropped != "consumed" {
+				t.Fatalf("collector: %q", got.dropped)
+			}
+			if n := len(drain(h.registry().tx.Load().get(9))); n != 1 {
+				t.Errorf("%d records", n)
+			}
+			// A reply to another port is not the session's.
+			other := append([]byte(nil), rr.data...)
+			_, l = payloadOf(t, other)
+			packet.UDP(other[l.L4:]).SetDstPort(c.want + 1)
+			fixUDP(t, other)
+			if got := h.run(other, 1, coll); got.dropped != "" {
+				t.Errorf("a reply to port %d: %q", c.want+1, got.dropped)
+			}
+		})
+	}
+	// A fixed port takes only that one.
+	h := newHarness(t)
+	snd := h.MustBuildNamed("stamp.sender", "tx", fmt.Sprintf("src = %q\nsrc_port = 50000\n[[sessions]]\nssid = 9\nreflector = %q\n", addrS, addrR))
+	rfl := h.MustBuildNamed("stamp.reflector", "refl", "[[sessions]]\nssid = 9\n")
+	coll := h.MustBuildNamed("stamp.collector", "coll", "port = 862\n")
+	rr := h.run(h.produce(snd)[0], 0, rfl)
+	if got := h.run(rr.data, 1, coll); got.dropped != "" {
+		t.Errorf("port = 862 took a reply to 50000: %q", got.dropped)
 	}
 }

@@ -20,9 +20,11 @@ import (
 )
 
 // The seed's SDN controller drives linerate unchanged: a Python client with
-// stubs generated from appliance/api/srv6pm (grpc_tools.protoc) runs Init,
-// Create, Start, Stop, GetStampSessionResults and Destroy against two
-// linerate processes, a Session-Sender and a Session-Reflector joined by a
+// stubs generated from appliance/api/srv6pm (grpc_tools.protoc) runs Init
+// (with the seed's sender UDP port, 50000), Create, Start,
+// GetStampSessionResults while running, Stop, GetStampSessionResults and
+// Destroy against two linerate processes with default STAMP stages (no
+// port set anywhere), a Session-Sender and a Session-Reflector joined by a
 // veth pair, and gets consistent T1..T4.
 func TestSeedController(t *testing.T) {
 	began := float64(time.Now().UnixNano()) / 1e9
@@ -149,7 +151,7 @@ forward = "in"
 	start("sender", senderCfg, sSock)
 	start("reflector", reflectorCfg, rSock)
 
-	cl := exec.Command(python, "testdata/seed_client.py", gen, sSock, rSock, sAddr, rAddr, "site-a")
+	cl := exec.Command(python, "testdata/seed_client.py", gen, sSock, rSock, sAddr, rAddr, "site-a", "50000")
 	out, err := cl.Output()
 	if err != nil {
 		t.Fatalf("seed client: %v: %s", err, stderrOf(err))
@@ -161,6 +163,10 @@ forward = "in"
 			SSID           uint32
 			T1, T2, T3, T4 float64
 		} `json:"results"`
+		Running map[string][]struct {
+			SSID           uint32
+			T1, T2, T3, T4 float64
+		} `json:"results_running"`
 		After1 int `json:"results_after_drain_1"`
 		After2 int `json:"results_after_drain_2"`
 	}
@@ -182,11 +188,12 @@ forward = "in"
 	}
 	for _, ssid := range []string{"1", "2"} {
 		rs := res.Results[ssid]
-		if len(rs) < 3 || res.Counters[ssid] != len(rs) {
-			t.Errorf("session %s: %d results, counter said %d", ssid, len(rs), res.Counters[ssid])
+		if len(res.Running[ssid]) < 1 || len(res.Running[ssid])+len(rs) < 3 || res.Counters[ssid] != len(rs) {
+			t.Errorf("session %s: %d results while running, %d after Stop (the counter said %d)", ssid,
+				len(res.Running[ssid]), len(rs), res.Counters[ssid])
 		}
 		now := float64(time.Now().UnixNano()) / 1e9
-		for i, r := range rs {
+		for i, r := range append(res.Running[ssid], rs...) {
 			// One clock on both sides: T1 < T2 ≤ T3 < T4, all within this
 			// test's run (a millisecond either side for the float seconds
 			// and the engines' wall offsets), however long a loaded machine

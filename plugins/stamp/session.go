@@ -105,6 +105,8 @@ type txSession struct {
 	finalDst  netip.Addr
 	replySrc  [16]byte // the address replies come from (the reflector)
 	replySrc4 [4]byte
+	src16     [16]byte // the address replies go to (the session's source)
+	src4      [4]byte
 
 	// Control → lcore. ctl holds the run generation (upper bits) and the
 	// running bit; Start bumps the generation, Stop clears the bit.
@@ -282,9 +284,9 @@ func buildTx(c SenderSession, d *senderDefaults) (*txSession, error) {
 		return nil, err
 	}
 	if c.Reflector.Is4() {
-		s.replySrc4 = c.Reflector.As4()
+		s.replySrc4, s.src4 = c.Reflector.As4(), c.Src.As4()
 	} else {
-		s.replySrc = c.Reflector.As16()
+		s.replySrc, s.src16 = c.Reflector.As16(), c.Src.As16()
 	}
 	return s, nil
 }
