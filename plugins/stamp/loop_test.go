@@ -165,3 +165,71 @@ ssid = 7
 		t.Errorf("a reflected %d and dropped %d, b reflected %d and dropped %d: want 0, 1, 1, 0", ra, da, rb, db)
 	}
 }
+
+// Two nodes measure each other over a veth pair with the same SSID both
+// ways, each with a collector, a reflector and a sender in one pipeline on
+// the default port: each gets its records, and nothing is dropped.
+func TestNodesMeasureEachOther(t *testing.T) {
+	ns := netns.New(t)
+	netns.Veth(t, ns, "lrma", ns, "lrmb")
+	ma, mb := ns.MAC(t, "lrma"), ns.MAC(t, "lrmb")
+	node := func(ifname string, self, peer netip.Addr, mac, peerMAC [6]byte) string {
+		return fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "p0"
+driver = "afpacket"
+interface = %q
+[[pipelines]]
+name = "node"
+rx = ["p0"]
+[[pipelines.stages]]
+kind = "stamp.collector"
+name = "collector"
+[[pipelines.stages]]
+kind = "stamp.reflector"
+name = "reflector"
+forward = "in"
+[[pipelines.stages.sessions]]
+ssid = 7
+[[pipelines.stages]]
+kind = "stamp.sender"
+name = "sender"
+src = %q
+src_mac = %q
+dst_mac = %q
+interval = "10ms"
+[[pipelines.stages.sessions]]
+ssid = 7
+reflector = %q
+[[pipelines.stages]]
+kind = "forward"
+port = "p0"
+`, ifname, self, net.HardwareAddr(mac[:]), net.HardwareAddr(peerMAC[:]), peer)
+	}
+	ea := startEngine(t, ns, "a", node("lrma", addrS, addrR, ma, mb))
+	eb := startEngine(t, ns, "b", node("lrmb", addrR, addrS, mb, ma))
+	const want = 50
+	waitFor(t, "records on both nodes", func() bool {
+		return stageCounter(ea, "collector", "records") >= want && stageCounter(eb, "collector", "records") >= want
+	})
+	for _, x := range []struct {
+		name string
+		e    *appliance.Engine
+	}{{"a", ea}, {"b", eb}} {
+		for _, st := range x.e.Snapshot().Stages {
+			if len(st.Drops) > 0 {
+				t.Errorf("node %s: %s dropped %+v", x.name, st.Name, st.Drops)
+			}
+		}
+		if r := stageCounter(x.e, "reflector", "reflected"); r < want {
+			t.Errorf("node %s reflected %d", x.name, r)
+		}
+		t.Logf("node %s: %d records, %d reflected", x.name, stageCounter(x.e, "collector", "records"),
+			stageCounter(x.e, "reflector", "reflected"))
+	}
+}
