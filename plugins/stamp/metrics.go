@@ -152,8 +152,11 @@ func (h *hist) stats() DelayStats {
 		P90: h.quantile(0.9), P99: h.quantile(0.99), Negative: h.neg}
 }
 
-// jitter tracks IPDV (RFC 3393: the difference of the delays of consecutive
-// packets) and the smoothed interarrival jitter of RFC 3550 §6.4.1 (J += (|D|−J)/16).
+// jitter tracks one delay's variation: IPDV as RFC 5481 §1.1 and RFC 3393
+// define it, the delay of sequence number s minus that of s−1, whatever
+// order the two arrived in; and the interarrival jitter of RFC 3550
+// §6.4.1, J += (|D| − J)/16, with D the difference of the delays of
+// consecutive arrivals.
 type jitter struct {
 	n      uint64
 	sumAbs int64
@@ -162,28 +165,33 @@ type jitter struct {
 	j16    int64 // the smoothed jitter × 16, so the update is integer
 }
 
-func (j *jitter) add(ipdv int64) {
-	a := ipdv
-	if a < 0 {
-		a = -a
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
 	}
+	return v
+}
+
+func (j *jitter) ipdv(v int64) {
+	a := abs64(v)
 	j.n++
 	j.sumAbs += a
 	if a > j.maxAbs {
 		j.maxAbs = a
 	}
-	j.last = ipdv
-	// J += (|D| − J)/16, kept as 16·J: 16J += |D| − J.
-	j.j16 += a - (j.j16+8)>>4
+	j.last = v
 }
+
+// smooth takes D of two consecutive arrivals: 16J += |D| − J.
+func (j *jitter) smooth(d int64) { j.j16 += abs64(d) - (j.j16+8)>>4 }
 
 // JitterStats summarise one direction's delay variation, in nanoseconds.
 type JitterStats struct {
-	N        uint64  // IPDV samples: pairs of consecutive sequence numbers
+	N        uint64  // IPDV samples: pairs of consecutive sequence numbers, both received
 	MeanAbs  int64   // mean |IPDV|
 	MaxAbs   int64   // largest |IPDV|
-	Last     int64   // the last IPDV, signed
-	Smoothed float64 // RFC 3550 style
+	Last     int64   // the last IPDV computed, signed
+	Smoothed float64 // RFC 3550 §6.4.1, over consecutive arrivals
 }
 
 func (j *jitter) stats() JitterStats {
@@ -214,9 +222,13 @@ type collectorState struct {
 	maxR     uint32
 	sAtMaxR  uint32
 	prevOK   bool
-	prevSeq  uint32
 	prev     [3]int64 // forward, backward, rtt of the previous arrival
 	jit      [3]jitter
+	// The delays of the last ipdvSpan sequence numbers, at s mod ipdvSpan:
+	// the IPDV of a pair is computed when its second packet arrives, in
+	// whichever order they come. Valid for a received s within ipdvSpan of
+	// maxSeq.
+	delays [ipdvSpan][3]int64
 	rtt      hist
 	fwd      hist
 	bwd      hist
@@ -238,6 +250,15 @@ func (c *collectorState) reset() {
 
 // windowLen is how far back duplicates are told from reordered packets.
 const windowLen = 16 * 64
+
+// ipdvSpan is how far apart in sequence a packet and its neighbour can
+// arrive and still make an IPDV pair (256 sequence numbers).
+const ipdvSpan = 256
+
+// kept reports whether sequence s arrived and its delays are still kept.
+func (c *collectorState) kept(s uint32) bool {
+	return c.maxSeq-s < ipdvSpan && c.window[s%windowLen/64]&(1<<(s%64)) != 0
+}
 
 // seen marks seq and reports whether it was already marked; it also keeps
 // maxSeq and classifies reordering. The window is a ring of bits indexed by
@@ -302,12 +323,30 @@ func (c *collectorState) add(r *Record, stateful bool) uint16 {
 	c.rtt.record(rtt)
 	c.fwd.record(fwd)
 	c.bwd.record(bwd)
-	if c.prevOK && r.Seq == c.prevSeq+1 {
-		c.jit[dirFwd].add(fwd - c.prev[dirFwd])
-		c.jit[dirBwd].add(bwd - c.prev[dirBwd])
-		c.jit[dirRTT].add(rtt - c.prev[dirRTT])
+	d := [3]int64{fwd, bwd, rtt}
+	if c.prevOK {
+		for k := range c.jit {
+			c.jit[k].smooth(d[k] - c.prev[k])
+		}
 	}
-	c.prevOK, c.prevSeq, c.prev = true, r.Seq, [3]int64{fwd, bwd, rtt}
+	c.prevOK, c.prev = true, d
+	// IPDV by sequence number (RFC 5481): the pairs (s−1, s) and (s, s+1),
+	// whichever of them waited for this packet.
+	if s := r.Seq; c.maxSeq-s < ipdvSpan {
+		c.delays[s%ipdvSpan] = d
+		if c.kept(s - 1) {
+			p := &c.delays[(s-1)%ipdvSpan]
+			for k := range c.jit {
+				c.jit[k].ipdv(d[k] - p[k])
+			}
+		}
+		if c.kept(s + 1) {
+			n := &c.delays[(s+1)%ipdvSpan]
+			for k := range c.jit {
+				c.jit[k].ipdv(n[k] - d[k])
+			}
+		}
+	}
 	if stateful {
 		switch {
 		case !c.haveR:

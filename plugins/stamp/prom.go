@@ -39,8 +39,8 @@ var (
 		delay: prometheus.NewDesc("linerate_stamp_session_delay_seconds",
 			"Delay by direction (round_trip without the reflector's residence time, forward, backward), quantiles from a histogram within 0.8%.", ssidDirL, nil),
 		delayMax: prometheus.NewDesc("linerate_stamp_session_delay_max_seconds", "Largest delay by direction.", ssidDirL, nil),
-		ipdv:     prometheus.NewDesc("linerate_stamp_session_ipdv_mean_abs_seconds", "Mean absolute IP packet delay variation (RFC 3393) by direction.", ssidDirL, nil),
-		jitter:   prometheus.NewDesc("linerate_stamp_session_jitter_seconds", "Smoothed jitter (RFC 3550 style) by direction.", ssidDirL, nil),
+		ipdv:     prometheus.NewDesc("linerate_stamp_session_ipdv_mean_abs_seconds", "Mean absolute IP packet delay variation, by sequence number (RFC 5481), per direction.", ssidDirL, nil),
+		jitter:   prometheus.NewDesc("linerate_stamp_session_jitter_seconds", "Interarrival jitter (RFC 3550 §6.4.1), per direction.", ssidDirL, nil),
 	}
 )
 
