@@ -366,7 +366,7 @@ type Metrics struct {
 	SSID           uint16
 	Running        bool
 	Sent           uint64 // test packets sent in this run
-	Answered       uint64 // sequence numbers up to the highest answered
+	Answered       uint64 // test packets up to the highest sequence number answered: Received + LostRoundTrip
 	Received       uint64 // distinct replies
 	Duplicates     uint64
 	Reordered      uint64

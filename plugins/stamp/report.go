@@ -7,10 +7,11 @@ import (
 )
 
 // WriteReport prints a session's metrics: per direction, delay percentiles,
-// jitter and loss.
+// jitter and loss. "answered" is Metrics.Answered, as in the API: the test
+// packets up to the highest sequence number answered, each received or lost.
 func WriteReport(w io.Writer, title string, m *Metrics) {
-	fmt.Fprintf(w, "%s\n  sent %d, answered %d (%d duplicates, %d reordered, %d in flight)\n",
-		title, m.Sent, m.Received, m.Duplicates, m.Reordered, m.InFlight)
+	fmt.Fprintf(w, "%s\n  sent %d, answered %d (%d received, %d lost), %d in flight, %d duplicates, %d reordered\n",
+		title, m.Sent, m.Answered, m.Received, m.LostRoundTrip, m.InFlight, m.Duplicates, m.Reordered)
 	rate := func(n int64, of uint64) string {
 		if of == 0 {
 			return "-"

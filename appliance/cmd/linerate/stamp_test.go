@@ -64,7 +64,13 @@ port = "s1"
 // stampCLI runs `linerate stamp …` against an engine serving stampLoop.
 func stampCLI(t *testing.T) func(args ...string) (int, string, string) {
 	t.Helper()
-	sock := enginetest.Serve(t, enginetest.Start(t, stampLoop, appliance.Options{}))
+	return stampCLIWith(t, stampLoop)
+}
+
+// stampCLIWith runs `linerate stamp …` against an engine serving cfg.
+func stampCLIWith(t *testing.T, cfg string) func(args ...string) (int, string, string) {
+	t.Helper()
+	sock := enginetest.Serve(t, enginetest.Start(t, cfg, appliance.Options{}))
 	return func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		// The control flag goes after the command's own arguments too.
@@ -137,5 +143,44 @@ func TestStampCLI(t *testing.T) {
 	}
 	if code, out, _ := run("results", "--help"); code != 0 || !strings.Contains(out, "--records") && !strings.Contains(out, "-records") {
 		t.Errorf("help: %d %s", code, out)
+	}
+}
+
+// "answered" is one number in the CLI and in the API: the test packets up
+// to the highest sequence number answered, each received or lost.
+func TestStampAnswered(t *testing.T) {
+	// Every fourth test packet is lost on the way out: of 20, 3, 7, 11 and
+	// 15 are lost and answered (a later one was), 19 is in flight.
+	cfg := strings.Replace(stampLoop, "kind = \"link\"\ndelay = \"1ms\"\n[[pipelines.stages]]\nkind = \"forward\"\nport = \"s0\"",
+		"kind = \"link\"\ndelay = \"1ms\"\nloss_pattern = \"0001\"\n[[pipelines.stages]]\nkind = \"forward\"\nport = \"s0\"", 1)
+	if cfg == stampLoop {
+		t.Fatal("no forward link to make lossy")
+	}
+	run := stampCLIWith(t, cfg)
+	if code, out, errs := run("create", "sender", "--ssid", "3", "--reflector", "2001:db8:b::2", "--count", "20", "--start"); code != 0 {
+		t.Fatalf("create: %d %s %s", code, out, errs)
+	}
+	var res struct {
+		Metrics struct {
+			Sent, Answered, Received, LostRoundTrip, InFlight string
+		} `json:"metrics"`
+	}
+	for deadline := time.Now().Add(20 * time.Second); res.Metrics.Received != "15"; time.Sleep(20 * time.Millisecond) {
+		code, out, errs := run("results", "3", "--metrics-only", "--json")
+		if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+			t.Fatalf("results --json: %d %s %s", code, out, errs)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics %+v", res.Metrics)
+		}
+	}
+	m := res.Metrics
+	if m.Sent != "20" || m.Answered != "19" || m.LostRoundTrip != "4" || m.InFlight != "1" {
+		t.Errorf("API metrics %+v", m)
+	}
+	code, out, errs := run("results", "3", "--metrics-only")
+	want := "sent 20, answered 19 (15 received, 4 lost), 1 in flight"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("results: %d %s\n%s\nwant %q", code, errs, out, want)
 	}
 }
