@@ -229,11 +229,11 @@ type collectorState struct {
 	// whichever order they come. Valid for a received s within ipdvSpan of
 	// maxSeq.
 	delays [ipdvSpan][3]int64
-	rtt      hist
-	fwd      hist
-	bwd      hist
-	lastT4   int64
-	first    int64
+	rtt    hist
+	fwd    hist
+	bwd    hist
+	lastT4 int64
+	first  int64
 }
 
 // Directions for jit and prev.
