@@ -40,9 +40,14 @@ type Info struct {
 	TxQueues int
 	MTU      int
 	MAC      [6]byte
-	// TimestampSource says where rx timestamps come from: "engine", "hardware",
-	// "file", "kernel".
+	// TimestampSource says where rx timestamps come from: "engine" (the
+	// lcore's clock when it takes the burst), "kernel" (the kernel's
+	// software stamp), "hardware" (the NIC's), "file" (a capture's record
+	// times). A port whose source is not "engine" sets RxTime itself.
 	TimestampSource string
+	// TimestampDetail says, for people, where on the receive path the stamp
+	// is taken and how far from the wire it can be.
+	TimestampDetail string
 	// OwnPoolOnly: the port can transmit only buffers of its own pool (DPDK, AF_XDP);
 	// the engine copies others, and counts the copy.
 	OwnPoolOnly bool

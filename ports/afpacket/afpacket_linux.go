@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/ports"
 )
@@ -48,6 +49,7 @@ type config struct {
 	Promiscuous  bool          `toml:"promiscuous"`
 	QdiscBypass  bool          `toml:"qdisc_bypass"`
 	TxRing       bool          `toml:"tx_ring"`
+	RxTimestamp  string        `toml:"rx_timestamp"`
 }
 
 // Options open an afpacket port without a config file.
@@ -65,18 +67,23 @@ type Options struct {
 	Promiscuous  bool
 	QdiscBypass  bool
 	NoTxRing     bool
+	// RxTimestamp is auto (the default), hardware, kernel or engine. Kernel
+	// and hardware stamps need Clock, the engine's, to be the host's.
+	RxTimestamp string
+	Clock       clock.Clock
 }
 
 // DefaultOptions are the config file's defaults.
 func DefaultOptions() Options {
 	return Options{RxQueues: 1, TxQueues: 1, BlockSize: DefaultBlockSize, Blocks: DefaultBlocks,
-		BlockTimeout: DefaultBlockTimeout, Fanout: "hash", Promiscuous: true, QdiscBypass: true}
+		BlockTimeout: DefaultBlockTimeout, Fanout: "hash", Promiscuous: true, QdiscBypass: true,
+		RxTimestamp: TimestampAuto}
 }
 
 func open(s *ports.Setup) (ports.Port, error) {
 	d := DefaultOptions()
 	c := config{BlockSize: d.BlockSize, Blocks: d.Blocks, BlockTimeout: d.BlockTimeout, Fanout: d.Fanout,
-		Promiscuous: d.Promiscuous, QdiscBypass: d.QdiscBypass, TxRing: true}
+		Promiscuous: d.Promiscuous, QdiscBypass: d.QdiscBypass, TxRing: true, RxTimestamp: d.RxTimestamp}
 	where := s.Name
 	if s.Config != nil {
 		if err := s.Config.Decode(&c); err != nil {
@@ -86,7 +93,8 @@ func open(s *ports.Setup) (ports.Port, error) {
 	}
 	o := Options{Name: s.Name, Interface: c.Interface, Pool: s.Pool, RxQueues: s.RxQueues, TxQueues: s.TxQueues,
 		BlockSize: c.BlockSize, Blocks: c.Blocks, FrameSize: c.FrameSize, BlockTimeout: c.BlockTimeout,
-		Fanout: c.Fanout, Promiscuous: c.Promiscuous, QdiscBypass: c.QdiscBypass, NoTxRing: !c.TxRing}
+		Fanout: c.Fanout, Promiscuous: c.Promiscuous, QdiscBypass: c.QdiscBypass, NoTxRing: !c.TxRing,
+		RxTimestamp: c.RxTimestamp, Clock: s.Clock}
 	if err := o.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -118,6 +126,11 @@ func (o *Options) check() error {
 	if _, ok := fanoutModes[o.Fanout]; !ok {
 		return fmt.Errorf("fanout %q is not one of hash, lb, cpu, rollover, rnd, qm", o.Fanout)
 	}
+	switch o.RxTimestamp {
+	case TimestampAuto, TimestampHardware, TimestampKernel, TimestampEngine:
+	default:
+		return fmt.Errorf("rx_timestamp %q is not auto, hardware, kernel or engine", o.RxTimestamp)
+	}
 	return nil
 }
 
@@ -132,6 +145,9 @@ type Port struct {
 	dataRoom int
 	rx       []*rxQueue
 	tx       []*txQueue
+	ts       *timestamps // nil: the engine stamps
+	tsSource string
+	ctlFD    int // for the interface's ioctls, in its namespace
 
 	statsMu sync.Mutex
 	kstats  unix.TpacketStatsV3 // summed: the kernel resets its counters on each read
@@ -162,6 +178,9 @@ func New(o Options) (*Port, error) {
 	if o.Fanout == "" {
 		o.Fanout = d.Fanout
 	}
+	if o.RxTimestamp == "" {
+		o.RxTimestamp = d.RxTimestamp
+	}
 	if err := o.check(); err != nil {
 		return nil, fmt.Errorf("port %q: %w", o.Name, err)
 	}
@@ -173,8 +192,16 @@ func New(o Options) (*Port, error) {
 		return nil, fmt.Errorf("port %q: %w", o.Name, err)
 	}
 	p := &Port{name: o.Name, ifname: o.Interface, ifindex: ifc.Index, mtu: ifc.MTU, pool: o.Pool,
-		dataRoom: o.Pool.DataRoom()}
+		dataRoom: o.Pool.DataRoom(), ctlFD: -1}
 	copy(p.mac[:], ifc.HardwareAddr)
+	// Protocol 0: a socket that receives nothing, for ioctls.
+	if p.ctlFD, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0); err != nil {
+		return nil, fmt.Errorf("port %q: socket: %w", o.Name, err)
+	}
+	if p.ts, p.tsSource, err = setupTimestamps(o.RxTimestamp, o.Interface, o.Clock, p.ctlFD); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("port %q: %w", o.Name, err)
+	}
 	if o.FrameSize == 0 {
 		o.FrameSize = frameSizeFor(ifc.MTU, o.BlockSize)
 	}
@@ -184,7 +211,7 @@ func New(o Options) (*Port, error) {
 	}
 	groupID := -1
 	for i := 0; i < o.RxQueues; i++ {
-		q, id, err := openRx(p.ifindex, &o, o.Pool.Headroom(), fanout, groupID)
+		q, id, err := openRx(p.ifindex, &o, o.Pool.Headroom(), fanout, groupID, p.ts)
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("port %q: %s rx queue %d: %w", o.Name, o.Interface, i, err)
@@ -219,8 +246,10 @@ func (p *Port) Pool() packet.Pool { return p.pool }
 
 // Info describes the port. LinkUp is read from the interface now.
 func (p *Port) Info() ports.Info {
+	detail := map[string]string{TimestampHardware: detailHardware, TimestampKernel: detailKernel,
+		TimestampEngine: detailEngine}[p.tsSource]
 	return ports.Info{Driver: "afpacket", RxQueues: len(p.rx), TxQueues: len(p.tx), MTU: p.mtu, MAC: p.mac,
-		TimestampSource: "engine", LinkUp: p.linkUp()}
+		TimestampSource: p.tsSource, TimestampDetail: detail, LinkUp: p.linkUp()}
 }
 
 func (p *Port) linkUp() bool {
@@ -299,12 +328,16 @@ func (p *Port) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
-	var errs []error
+	errs := []error{p.ts.close()}
 	for _, q := range p.rx {
 		errs = append(errs, q.close())
 	}
 	for _, q := range p.tx {
 		errs = append(errs, q.close())
+	}
+	if p.ctlFD >= 0 {
+		errs = append(errs, unix.Close(p.ctlFD))
+		p.ctlFD = -1
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("port %q: close: %w", p.name, err)

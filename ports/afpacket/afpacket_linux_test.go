@@ -15,6 +15,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/sys/unix"
 
+	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/netns"
 	"github.com/linerate/linerate/internal/porttest"
@@ -602,15 +603,21 @@ func TestInfo(t *testing.T) {
 	}
 }
 
-// TestNoAllocs sends bursts through one port and receives them on another;
-// neither side allocates.
+// TestNoAllocs sends bursts through one port and receives them on another,
+// which takes the kernel's rx stamps; neither side allocates.
 func TestNoAllocs(t *testing.T) {
 	l := newLink(t, 0)
 	pool := porttest.Pool(t, 512, 2048)
 	a := l.open(t, smallRing("a", pool))
 	ob := smallRing("b", pool)
 	ob.Interface = "lrb"
+	clk := clock.NewSystem()
+	t.Cleanup(clk.Close)
+	ob.Clock = clk
 	bp := l.open(t, ob)
+	if src := bp.Info().TimestampSource; src != TimestampKernel {
+		t.Fatalf("timestamp source %q", src)
+	}
 	frame := mkFrame(plain, 1, 200)
 	var tx, rx packet.Burst
 	allocs := testing.AllocsPerRun(50, func() {

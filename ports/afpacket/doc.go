@@ -13,6 +13,7 @@
 //	promiscuous   = true
 //	qdisc_bypass  = true     # transmit straight to the driver, past the qdisc
 //	tx_ring       = true     # false: one write(2) per packet instead of a tx ring
+//	rx_timestamp  = "auto"   # auto | hardware | kernel | engine
 //
 // Receive copies each frame out of the kernel's ring into a buffer of the port's
 // pool and gives the block back as soon as its last frame is copied: the ring is
@@ -20,8 +21,15 @@
 // A VLAN tag the kernel took out of the frame (TP_STATUS_VLAN_VALID) is put
 // back, so the engine sees the frame as it was on the wire.
 //
-// Rx timestamps: tpacket3_hdr's tp_sec/tp_nsec are CLOCK_REALTIME, not the
-// engine's monotonic clock, and converting each one would cost more than it
-// tells; RxTime is left for the engine to stamp per burst, and Info reports the
-// timestamp source "engine".
+// Rx timestamps: each frame's RxTime is the kernel's stamp of it, the
+// ring's tp_sec/tp_nsec, on the engine's clock: CLOCK_REALTIME less the
+// clock's Unix offset, read once per burst. SO_TIMESTAMPING asks for the
+// software stamp taken as the frame enters the stack (rather than when the
+// ring is written), and, where the NIC stamps every frame (ethtool -T:
+// raw hardware receive, a PHC, HWTSTAMP_FILTER_ALL), for the NIC's own:
+// PACKET_TIMESTAMP, SIOCSHWTSTAMP, and the PHC mapped onto the engine clock
+// every 100 ms (ports/internal/devclock). The engine's own stamp, taken when
+// the lcore polls, lags the kernel's by up to block_timeout: about a
+// millisecond. Info says which (kernel, hardware or engine) and how far from
+// the wire each can be.
 package afpacket

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/ports/internal/devclock"
 )
 
 // Layout of the TPACKET_V3 ring, from <linux/if_packet.h>.
@@ -48,18 +49,19 @@ type rxQueue struct {
 	off       uint32 // offset of the next frame in the open block
 	left      uint32 // frames not yet read in the open block; 0 = no block open
 	spare     packet.Burst
+	ts        *timestamps // nil: the engine stamps
 
 	packets, bytes, tooBig, truncated, csumNotReady uint64
 	pub                                             queueCounters
 	_                                               [64]byte
 }
 
-func openRx(ifindex int, o *Options, reserve, fanout, groupID int) (q *rxQueue, id int, err error) {
+func openRx(ifindex int, o *Options, reserve, fanout, groupID int, ts *timestamps) (q *rxQueue, id int, err error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, fmt.Errorf("socket: %w", err)
 	}
-	q = &rxQueue{fd: fd, blockSize: uint32(o.BlockSize), blocks: o.Blocks}
+	q = &rxQueue{fd: fd, blockSize: uint32(o.BlockSize), blocks: o.Blocks, ts: ts}
 	defer func() {
 		if err != nil {
 			q.close()
@@ -77,6 +79,11 @@ func openRx(ifindex int, o *Options, reserve, fanout, groupID int) (q *rxQueue, 
 	// It costs ring space: each frame in a block takes reserve bytes more.
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_RESERVE, reserve); err != nil {
 		return nil, 0, fmt.Errorf("PACKET_RESERVE %d: %w", reserve, err)
+	}
+	if ts != nil {
+		if err := ts.enable(fd); err != nil {
+			return nil, 0, err
+		}
 	}
 	// What this host sends on the interface (our tx queues included) is not
 	// received traffic. Frames are also filtered on sll_pkttype, for kernels
@@ -185,6 +192,12 @@ func (q *rxQueue) burst(pool packet.Pool, dataRoom, queue int, b *packet.Burst) 
 	room := b.Room()
 	start, got, n := b.N, 0, 0
 	var bytes uint64
+	// The kernel's stamps: CLOCK_REALTIME, or the PHC's time for the NIC's.
+	var off int64
+	var hw *devclock.Map
+	if q.ts != nil {
+		off, hw = q.ts.clk.UnixOffset(), q.ts.hw.Load()
+	}
 	for n < room {
 		if q.left == 0 && !q.openBlock() {
 			break
@@ -249,6 +262,15 @@ func (q *rxQueue) burst(pool packet.Pool, dataRoom, queue int, b *packet.Burst) 
 			copy(d, frame)
 		}
 		pk.InQueue = uint16(queue)
+		pk.RxTime = 0 // the engine's, unless the kernel stamped it
+		if t := int64(h.Sec)*1e9 + int64(h.Nsec); q.ts != nil && t != 0 {
+			if status&unix.TP_STATUS_TS_RAW_HARDWARE != 0 && hw != nil {
+				pk.RxTime = hw.Mono(t)
+				pk.SetFlag(packet.FlagHWTimestamp)
+			} else {
+				pk.RxTime = t - off
+			}
+		}
 		if status&unix.TP_STATUS_CSUMNOTREADY != 0 {
 			q.csumNotReady++
 		}
@@ -260,6 +282,16 @@ func (q *rxQueue) burst(pool packet.Pool, dataRoom, queue int, b *packet.Burst) 
 		q.spare.N = copy(q.spare.H[:], b.H[start+n:start+got])
 		pool.Free(&q.spare)
 		b.N = start + n
+	}
+	if q.ts != nil && n > 0 {
+		// A stamp is never later than now: a step of the wall clock since
+		// the engine last read its offset would make it so.
+		now := q.ts.clk.Now()
+		for i := start; i < start+n; i++ {
+			if pk := b.H[i].P(); pk.RxTime > now {
+				pk.RxTime = now
+			}
+		}
 	}
 	q.packets += uint64(n)
 	q.bytes += bytes

@@ -131,7 +131,9 @@ func (p *Port) RxQueues() int     { return len(p.rx) }
 // Info describes the port.
 func (p *Port) Info() ports.Info {
 	return ports.Info{Driver: "mem", RxQueues: len(p.rx), TxQueues: len(p.tx), MTU: p.mtu,
-		TimestampSource: "engine", LinkUp: p.joined}
+		TimestampSource: "engine", LinkUp: p.joined,
+		TimestampDetail: "the engine clock when the receiving lcore takes the burst from the link's ring: " +
+			"its next poll after the sending lcore's transmit; no wire"}
 }
 
 // RxBurst drains the rings that feed rx queue q.
@@ -225,7 +227,8 @@ func (n *Null) Pool() packet.Pool              { return n.pool }
 func (n *Null) Close() error                   { return nil }
 func (n *Null) RxBurst(int, *packet.Burst) int { return 0 }
 func (n *Null) Info() ports.Info {
-	return ports.Info{Driver: "null", RxQueues: 1, TxQueues: len(n.tx), TimestampSource: "engine", LinkUp: true}
+	return ports.Info{Driver: "null", RxQueues: 1, TxQueues: len(n.tx), TimestampSource: "engine", LinkUp: true,
+		TimestampDetail: "none: a null port receives nothing"}
 }
 
 // TxBurst frees the whole burst.

@@ -250,12 +250,13 @@ func (p *Port) Info() ports.Info {
 	if p.rd != nil {
 		rxq = 1
 	}
-	src := "engine"
+	src, detail := "engine", "the engine clock when the lcore reads the records, not the capture's times"
 	if p.timing == TimingFile {
-		src = "file"
+		src, detail = "file", "the capture's record times, replayed on the engine clock: as far from the "+
+			"wire as the capture's own stamps were"
 	}
 	return ports.Info{Driver: "pcap", RxQueues: rxq, TxQueues: p.txQueues, MTU: p.mtu,
-		TimestampSource: src, LinkUp: true}
+		TimestampSource: src, TimestampDetail: detail, LinkUp: true}
 }
 
 // Start takes the engine clock. In file timing the first record is due at the

@@ -202,7 +202,9 @@ func (p *Port) Pool() packet.Pool { return p.pool }
 // Info describes the port. MAC is the kernel side's address.
 func (p *Port) Info() ports.Info {
 	return ports.Info{Driver: "tap", RxQueues: len(p.rx), TxQueues: len(p.tx), MTU: p.mtu, MAC: p.mac,
-		TimestampSource: "engine", LinkUp: p.linkUp()}
+		TimestampSource: "engine", LinkUp: p.linkUp(),
+		TimestampDetail: "the engine clock when the lcore reads the frame from the TAP device: after the " +
+			"host kernel queued it, up to one poll of the lcore later"}
 }
 
 func (p *Port) linkUp() bool {
