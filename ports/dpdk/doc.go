@@ -76,5 +76,7 @@
 // together with rx_linearized, rx_multiseg_dropped, rx_foreign_copied and
 // rx_foreign_dropped. Info.TimestampSource is "hardware" when the PMD offers
 // RTE_ETH_RX_OFFLOAD_TIMESTAMP and its clock can be read (rte_eth_read_clock, to
-// map device ticks onto the engine clock), "engine" otherwise.
+// map device ticks onto the engine clock, ports/internal/devclock), "engine"
+// otherwise: the engine clock read once per burst in the C rx pass.
+// Info.TimestampDetail says how far from the wire each can be.
 package dpdk

@@ -33,6 +33,7 @@ import (
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/ports"
+	"github.com/linerate/linerate/ports/internal/devclock"
 )
 
 func init() { ports.Register("dpdk", open) }
@@ -48,6 +49,16 @@ const (
 	TimestampAuto     = "auto"
 	TimestampHardware = "hardware"
 	TimestampEngine   = "engine"
+)
+
+// What Info says of each source: where the stamp is taken, and how far from
+// the wire it can be.
+const (
+	detailHardware = "the PMD's rx timestamp (RTE_ETH_RX_OFFLOAD_TIMESTAMP), its device clock mapped " +
+		"onto the engine clock every second: at the NIC, nanoseconds from the wire, plus the mapping's " +
+		"error (half a rte_eth_read_clock bracket)"
+	detailEngine = "the engine clock (CLOCK_MONOTONIC) read once per rx burst in the driver's C pass: " +
+		"as late as one poll of the lcore after the PMD had the frame"
 )
 
 // portConfig is the driver's table in a [[ports]] entry.
@@ -195,6 +206,7 @@ type Port struct {
 	info    ports.Info
 	clk     clock.Clock
 	log     *slog.Logger
+	devMap  *devclock.Map // the device clock's mapping, when the PMD stamps
 
 	statsMu    sync.Mutex
 	xnames     []string
@@ -394,7 +406,7 @@ func (p *Port) open(o *Options) error {
 		mtu = C.uint16_t(o.MTU)
 	}
 	p.info = ports.Info{Driver: "dpdk/" + driver, RxQueues: o.RxQueues, TxQueues: o.TxQueues, MTU: int(mtu),
-		TimestampSource: TimestampEngine, OwnPoolOnly: true}
+		TimestampSource: TimestampEngine, TimestampDetail: detailEngine, OwnPoolOnly: true}
 	for i := range p.info.MAC {
 		p.info.MAC[i] = byte(mac.addr_bytes[i])
 	}
@@ -408,7 +420,7 @@ func (p *Port) open(o *Options) error {
 			for _, rq := range p.rxq {
 				rq.ts_on = 1
 			}
-			p.info.TimestampSource = TimestampHardware
+			p.info.TimestampSource, p.info.TimestampDetail = TimestampHardware, detailHardware
 			p.stopCalib, p.calibDone = make(chan struct{}), make(chan struct{})
 			go p.recalibrate()
 		}
@@ -424,35 +436,47 @@ func cbool(b bool) C.int {
 	return 0
 }
 
-// calibrate maps the device clock onto the engine clock from two readings 10 ms
-// apart, each bracketed by engine clock reads.
+// calibrate maps the device clock onto the engine clock. The first time it
+// takes two readings 10 ms apart; then each call adds one, and the rate is
+// measured over the last devclock.Baseline of them, so that the jitter of
+// one reading weighs less and less.
 func (p *Port) calibrate() error {
-	read := func() (uint64, int64, error) {
-		var c C.uint64_t
-		m0 := p.clk.Now()
-		rc := C.lr_read_clock(C.uint16_t(p.id), &c)
-		m1 := p.clk.Now()
-		if rc != 0 {
-			return 0, 0, errnoErr("rte_eth_read_clock", rc)
+	read := func() (devclock.Point, error) {
+		return devclock.Read(func() (int64, error) {
+			var c C.uint64_t
+			if rc := C.lr_read_clock(C.uint16_t(p.id), &c); rc != 0 {
+				return 0, errnoErr("rte_eth_read_clock", rc)
+			}
+			return int64(c), nil
+		}, p.clk.Now)
+	}
+	m := p.devMap
+	if m == nil {
+		p0, err := read()
+		if err != nil {
+			return err
 		}
-		return uint64(c), (m0 + m1) / 2, nil
+		time.Sleep(10 * time.Millisecond)
+		p1, err := read()
+		if err != nil {
+			return err
+		}
+		if p1.Dev <= p0.Dev || p1.Mono <= p0.Mono {
+			return errors.New("the device clock does not advance")
+		}
+		m = devclock.Next(devclock.Next(nil, p0, 1), p1, 1)
+	} else {
+		pt, err := read()
+		if err != nil {
+			return err
+		}
+		m = devclock.Next(m, pt, m.Rate)
 	}
-	c0, m0, err := read()
-	if err != nil {
-		return err
-	}
-	time.Sleep(10 * time.Millisecond)
-	c1, m1, err := read()
-	if err != nil {
-		return err
-	}
-	if c1 <= c0 || m1 <= m0 {
-		return errors.New("the device clock does not advance")
-	}
-	mul := (uint64(m1-m0) << 32) / (c1 - c0)
+	mul := uint64(m.Rate * (1 << 32))
 	for _, rq := range p.rxq {
-		C.lr_rxq_set_conv(rq, C.uint64_t(c1), C.int64_t(m1), C.uint64_t(mul))
+		C.lr_rxq_set_conv(rq, C.uint64_t(m.Dev0), C.int64_t(m.Mono0), C.uint64_t(mul))
 	}
+	p.devMap = m
 	return nil
 }
 
