@@ -96,6 +96,36 @@ func TestReflectorDefaultRateLimit(t *testing.T) {
 	}
 }
 
+// The per-source bucket runs on arrival times: test packets that came at
+// 500 a second are all answered, even when the lcore takes three bursts of
+// them at once, late.
+func TestReflectorRateLimitArrivals(t *testing.T) {
+	h := newHarness(t)
+	snd := h.MustBuildNamed("stamp.sender", "tx", senderKeys(""))
+	rfl := h.MustBuildNamed("stamp.reflector", "refl", "[[sessions]]\nssid = 7\n")
+	f := endSRv6(t, h.produce(snd)[0])
+	var bursts []*packet.Burst
+	for k := 0; k < 3; k++ {
+		b := &packet.Burst{}
+		for i := 0; i < packet.MaxBurst; i++ {
+			h.advance(2 * time.Millisecond)
+			b.Push(h.Pkt(f, 0))
+		}
+		bursts = append(bursts, b)
+	}
+	answered := 0
+	for _, b := range bursts {
+		for _, r := range h.runBurst(b, rfl) {
+			if r.dropped == "" {
+				answered++
+			}
+		}
+	}
+	if answered != 3*packet.MaxBurst {
+		t.Errorf("%d of %d answered", answered, 3*packet.MaxBurst)
+	}
+}
+
 // setAddrs edits a frame's IP source and destination and fixes its
 // checksums.
 func setAddrs(t testing.TB, f []byte, src, dst netip.Addr) {

@@ -45,8 +45,10 @@ func (l *srcLimiter) allow(a [16]byte, now int64) bool {
 	for i := uint64(0); i < limProbe; i++ {
 		s := &l.slots[(h+i)&l.mask]
 		if s.used && s.addr == a {
-			s.tokens = min(l.burst, s.tokens+float64(now-s.last)*l.perNs)
-			s.last = now
+			if now > s.last { // arrival times from two queues may cross
+				s.tokens = min(l.burst, s.tokens+float64(now-s.last)*l.perNs)
+				s.last = now
+			}
 			if s.tokens < 1 {
 				return false
 			}

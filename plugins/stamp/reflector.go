@@ -395,7 +395,9 @@ func (r *reflector) Process(ctx *plugins.Context, b *packet.Burst) {
 				continue
 			}
 		}
-		if r.limiter != nil && !r.limiter.allow(src, ctx.Now) {
+		// The bucket runs on arrival times: a burst the lcore took late
+		// is not a burst the source sent.
+		if r.limiter != nil && !r.limiter.allow(src, p.RxTime) {
 			p.Drop(reasonRateLimited)
 			continue
 		}

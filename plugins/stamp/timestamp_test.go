@@ -124,6 +124,7 @@ rx = ["r0"]
 kind = "stamp.reflector"
 addresses = [%q]
 forward = "in"
+rate_limit = "0"
 [[pipelines.stages.sessions]]
 ssid = 5
 `, addrR))
@@ -143,7 +144,7 @@ ssid = 5
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
-		time.Sleep(2 * time.Millisecond) // under the reflector's default 1000 pps a source
+		time.Sleep(2 * time.Millisecond)
 	}
 	t2 := map[uint32]int64{}
 	defer func() {
