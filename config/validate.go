@@ -182,6 +182,7 @@ func (v *validator) ports() {
 	seen := map[string]string{}
 	ifids := map[uint32]string{}
 	addrs := map[netip.Addr]string{}
+	nets := map[netip.Prefix]string{}
 	for i, p := range v.f.Ports {
 		at := "ports[" + strconv.Itoa(i) + "]"
 		v.name(at+".name", p.Name, "", seen)
@@ -206,13 +207,13 @@ func (v *validator) ports() {
 			v.errorf(at+".mtu", "%d needs data_room ≥ %d (MTU + %d for Ethernet, VLAN tags and FCS); pool %q has %d",
 				p.MTU, p.MTU+frameOverhead, frameOverhead, pool.Name, pool.DataRoom)
 		}
-		v.routedPort(at, p, ifids, addrs)
+		v.routedPort(at, p, ifids, addrs, nets)
 	}
 }
 
 // routedPort checks a port's routed-mode keys: a unicast MAC, unicast
 // addresses that no other port has, and an interface id no other port has.
-func (v *validator) routedPort(at string, p Port, ifids map[uint32]string, addrs map[netip.Addr]string) {
+func (v *validator) routedPort(at string, p Port, ifids map[uint32]string, addrs map[netip.Addr]string, nets map[netip.Prefix]string) {
 	if p.MAC[0]&1 != 0 {
 		v.errorf(at+".mac", "%s is a multicast address; a port's own address must be unicast", p.MAC)
 	}
@@ -235,56 +236,41 @@ func (v *validator) routedPort(at string, p Port, ifids map[uint32]string, addrs
 		}
 		if prev, dup := addrs[ip]; dup {
 			v.errorf(aat, "%s is already an address of %s", ip, prev)
+			continue
 		}
 		addrs[ip] = at
-	}
-}
-
-// onLink reports whether a is inside a prefix of some port's addresses.
-func (v *validator) onLink(a netip.Addr) bool {
-	for _, p := range v.f.Ports {
-		for _, ia := range p.Addresses {
-			if ia.Masked().Contains(a) {
-				return true
+		// A prefix is one link: on two ports, the connected route would
+		// send its hosts out of one of them only.
+		if connected(a.Prefix) {
+			if prev, dup := nets[a.Masked()]; dup && prev != at {
+				v.errorf(aat, "%s: prefix %s is already on %s; a prefix belongs to one port's link", a, a.Masked(), prev)
 			}
+			nets[a.Masked()] = at
 		}
 	}
-	return false
 }
 
 func (v *validator) routes() {
 	seen := map[netip.Prefix]string{}
 	for i, r := range v.f.Routes {
 		at := "routes[" + strconv.Itoa(i) + "]"
-		if !r.Prefix.IsValid() {
-			v.errorf(at+".prefix", `missing: the destination, e.g. prefix = "2001:db8:2::/48"`)
-			continue
-		}
-		if prev, dup := seen[r.Prefix.Prefix]; dup {
-			v.errorf(at+".prefix", "%s is already routed by %s", r.Prefix, prev)
-		}
-		seen[r.Prefix.Prefix] = at
-		if r.Port != "" {
-			if _, ok := v.f.Port(r.Port); !ok {
-				v.errorf(at+".port", "no port %q", r.Port)
+		if r.Prefix.IsValid() {
+			if prev, dup := seen[r.Prefix.Prefix]; dup {
+				v.errorf(at+".prefix", "%s is already routed by %s", r.Prefix, prev)
 			}
+			seen[r.Prefix.Prefix] = at
 		}
-		via := r.Via.Addr
-		switch {
-		case !via.IsValid():
-			if r.Port == "" {
-				v.errorf(at, "needs a next hop: via = \"address\", or port = \"name\" for an on-link prefix")
-			}
-		case via.Is4() != r.Prefix.Addr().Is4():
-			v.errorf(at+".via", "%s is not of the prefix's address family (%s)", via, r.Prefix)
-		case via.IsUnspecified() || via.IsMulticast() || via.IsLoopback():
-			v.errorf(at+".via", "%s: a next hop must be a unicast address", via)
-		case via.IsLinkLocalUnicast() && r.Port == "":
-			v.errorf(at+".via", "%s is link-local: name the port it is on with port = \"name\"", via)
-		case r.Port == "" && !via.IsLinkLocalUnicast() && !v.onLink(via):
-			v.errorf(at+".via", "%s is on no port's prefix: name the port with port = \"name\", or give a port an address on its link", via)
+		if key, err := CheckRoute(v.f.Ports, r.Prefix.Prefix, r.Via.Addr, r.Port); err != nil {
+			v.errorf(keyPath(at, key), "%v", err)
 		}
 	}
+}
+
+func keyPath(at, key string) string {
+	if key == "" {
+		return at
+	}
+	return at + "." + key
 }
 
 func (v *validator) neighbors() {
@@ -315,10 +301,16 @@ func (v *validator) neighbors() {
 			v.errorf(at+".port", "no port %q", n.Port)
 		}
 		k := key{n.Port, a}
-		if prev, dup := seen[k]; dup && a.IsValid() {
+		prev, dup := seen[k]
+		if dup && a.IsValid() {
 			v.errorf(at+".address", "%s on port %q is already set by %s", a, n.Port, prev)
 		}
 		seen[k] = at
+		if _, ok := v.f.Port(n.Port); ok && !dup && a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() {
+			if key, err := CheckNeighbor(v.f.Ports, a, n.Port); err != nil && key != "port" {
+				v.errorf(keyPath(at, key), "%v", err)
+			}
+		}
 	}
 }
 

@@ -428,8 +428,11 @@ func (x *AddRouteRequest) GetReplace() bool {
 }
 
 type AddRouteReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Route         *RouteEntry            `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Route *RouteEntry            `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	// The request had replace set and a static route of the prefix was there:
+	// route took its place.
+	Replaced      bool `protobuf:"varint,2,opt,name=replaced,proto3" json:"replaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -469,6 +472,13 @@ func (x *AddRouteReply) GetRoute() *RouteEntry {
 		return x.Route
 	}
 	return nil
+}
+
+func (x *AddRouteReply) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
+	}
+	return false
 }
 
 type DeleteRouteRequest struct {
@@ -1100,9 +1110,10 @@ const file_appliance_api_route_proto_rawDesc = "" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x10\n" +
 	"\x03via\x18\x02 \x01(\tR\x03via\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\tR\x04port\x12\x18\n" +
-	"\areplace\x18\x04 \x01(\bR\areplace\">\n" +
+	"\areplace\x18\x04 \x01(\bR\areplace\"Z\n" +
 	"\rAddRouteReply\x12-\n" +
-	"\x05route\x18\x01 \x01(\v2\x17.linerate.v1.RouteEntryR\x05route\",\n" +
+	"\x05route\x18\x01 \x01(\v2\x17.linerate.v1.RouteEntryR\x05route\x12\x1a\n" +
+	"\breplaced\x18\x02 \x01(\bR\breplaced\",\n" +
 	"\x12DeleteRouteRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"\x12\n" +
 	"\x10DeleteRouteReply\"\xc2\x01\n" +

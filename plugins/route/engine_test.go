@@ -209,15 +209,52 @@ func TestControlAPI(t *testing.T) {
 		code string
 	}{
 		{&api.AddRouteRequest{Prefix: "2001:db8:100::/48", Via: "2001:db8:2::3"}, "AlreadyExists"},
-		{&api.AddRouteRequest{Prefix: "2001:db8:1::/64", Via: "2001:db8:2::3", Replace: true}, "AlreadyExists"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:1::/64", Via: "2001:db8:2::3", Replace: true}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:1::/64", Port: "r1"}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:2::1/128", Port: "r1", Replace: true}, "InvalidArgument"},
 		{&api.AddRouteRequest{Prefix: "2001:db8:200::1/48", Via: "2001:db8:2::3"}, "InvalidArgument"},
 		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Via: "2001:db8:9::3"}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Via: "fe80::1"}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Via: "192.0.2.9"}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "10.0.0.0/8", Via: "2001:db8:2::3", Port: "r1"}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Via: "2001:db8:2::1"}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Via: "fe80::ff:fe00:201", Port: "r1"}, "InvalidArgument"},
+		{&api.AddRouteRequest{Prefix: "fe80::/64", Port: "r1"}, "InvalidArgument"},
 		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Port: "nope"}, "NotFound"},
 	} {
 		_, err := rc.AddRoute(ctx, c.req)
 		if got := fmt.Sprint(statusCode(err)); got != c.code {
 			t.Errorf("AddRoute %v: %v, want %s", c.req, err, c.code)
 		}
+	}
+	// The reasons are clear.
+	for _, c := range []struct {
+		req  *api.AddRouteRequest
+		want string
+	}{
+		{&api.AddRouteRequest{Prefix: "2001:db8:1::/64", Via: "2001:db8:2::3", Replace: true},
+			`2001:db8:1::/64 is connected: port "r0" has 2001:db8:1::1/64 on it; connected routes come from the ports' addresses and cannot be added, replaced or deleted`},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Via: "fe80::1"}, "next hop fe80::1 is link-local: name the port it is on"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Via: "192.0.2.9"},
+			"next hop 192.0.2.9 is IPv4 but prefix 2001:db8:200::/48 is IPv6: a next hop is of its prefix's family"},
+		{&api.AddRouteRequest{Prefix: "2001:db8:200::/48", Via: "fe80::ff:fe00:201", Port: "r1"},
+			`next hop fe80::ff:fe00:201 is port "r1"'s own address: a next hop is another node on the link`},
+	} {
+		if _, err := rc.AddRoute(ctx, c.req); status.Convert(err).Message() != c.want {
+			t.Errorf("AddRoute %v: %v\nwant %s", c.req, err, c.want)
+		}
+	}
+	// A static on-link route is static, and can be deleted.
+	if r, err := rc.AddRoute(ctx, &api.AddRouteRequest{Prefix: "2001:db8:300::/48", Port: "r1"}); err != nil ||
+		r.Route.Kind != "static" || !r.Route.Static || r.Replaced {
+		t.Errorf("on-link static route: %v %v", r, err)
+	}
+	if r, err := rc.AddRoute(ctx, &api.AddRouteRequest{Prefix: "2001:db8:300::/48", Via: "2001:db8:2::2", Replace: true}); err != nil ||
+		!r.Replaced {
+		t.Errorf("replace: %v %v", r, err)
+	}
+	if _, err := rc.DeleteRoute(ctx, &api.DeleteRouteRequest{Prefix: "2001:db8:300::/48"}); err != nil {
+		t.Error(err)
 	}
 	if _, err := rc.DeleteRoute(ctx, &api.DeleteRouteRequest{Prefix: "2001:db8:1::/64"}); statusCode(err) != "InvalidArgument" {
 		t.Errorf("deleted a connected route: %v", err)
@@ -252,6 +289,17 @@ func TestControlAPI(t *testing.T) {
 	}
 	if _, err := rc.AddNeighbor(ctx, &api.AddNeighborRequest{Address: "192.0.2.9", Mac: "01:00:00:00:01:09", Port: "r0"}); statusCode(err) != "InvalidArgument" {
 		t.Errorf("multicast MAC: %v", err)
+	}
+	for _, a := range []string{"198.51.100.9", "2001:db8:2::9", "192.0.2.1", "fe80::ff:fe00:101"} {
+		if _, err := rc.AddNeighbor(ctx, &api.AddNeighborRequest{Address: a, Mac: "02:00:00:00:01:09", Port: "r0"}); statusCode(err) != "InvalidArgument" {
+			t.Errorf("neighbour %s on r0: %v", a, err)
+		}
+	}
+	if _, err := rc.AddNeighbor(ctx, &api.AddNeighborRequest{Address: "fe80::9", Mac: "02:00:00:00:01:09", Port: "r0"}); err != nil {
+		t.Errorf("a link-local neighbour: %v", err)
+	}
+	if _, err := rc.DeleteNeighbor(ctx, &api.DeleteNeighborRequest{Address: "fe80::9", Port: "r0"}); err != nil {
+		t.Error(err)
 	}
 	ns, _ = rc.ListNeighbors(ctx, &api.ListNeighborsRequest{})
 	if len(ns.Neighbors) != 2 || ns.Created-ns.Removed != 2 {

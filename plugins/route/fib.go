@@ -42,6 +42,16 @@ type Route struct {
 	Static bool       // from [[routes]] or the API, so it can be deleted
 }
 
+// Label is what the control plane calls the route: "local", "connected"
+// (from a port's address) or "static" (from [[routes]] or the API, on-link
+// ones included: they can be deleted, connected ones cannot).
+func (r Route) Label() string {
+	if r.Static {
+		return "static"
+	}
+	return r.Kind.String()
+}
+
 // NextHop is what a lookup gives: where to send and whom to resolve.
 type NextHop struct {
 	Kind Kind

@@ -113,6 +113,7 @@ type Routed struct {
 	mu     sync.Mutex // control-plane changes of the static routes
 	conn   []Route    // local and connected routes, from the ports
 	static []Route
+	links  []config.Port // the ports' names and addresses, for config's route rules
 
 	params               Params
 	paramsFrom           string
@@ -138,13 +139,18 @@ func Shared(s *plugins.Setup) (*Routed, error) {
 
 // Errors of the route table's control.
 var (
-	ErrNoPort     = errors.New("no such port")
-	ErrNotOnLink  = errors.New("next hop is on no port's prefix")
-	ErrExists     = errors.New("prefix already routed")
-	ErrNotFound   = errors.New("no such route")
-	ErrNotStatic  = errors.New("route is not static")
-	ErrBadAddress = errors.New("bad address")
+	ErrNoPort    = config.ErrNoPort
+	ErrExists    = errors.New("prefix already routed")
+	ErrNotFound  = errors.New("no such route")
+	ErrNotStatic = errors.New("route is not static")
 )
+
+// BadInput is a route or neighbour that breaks routed mode's rules
+// (config.CheckRoute, config.CheckNeighbor): the caller's fault.
+type BadInput struct{ Err error }
+
+func (e *BadInput) Error() string { return e.Err.Error() }
+func (e *BadInput) Unwrap() error { return e.Err }
 
 func newRouted(s *plugins.Setup) *Routed {
 	rt := &Routed{Clock: s.Clock, params: DefaultParams, ICMPErrors: NewLimiter(1000, 50), Learn: NewLimiter(1000, 100),
@@ -180,6 +186,11 @@ func newRouted(s *plugins.Setup) *Routed {
 			}
 		}
 		rt.Ports[pi.ID] = p
+		link := config.Port{Name: p.Name}
+		for _, a := range p.Addrs {
+			link.Addresses = append(link.Addresses, config.IfAddr{Prefix: a})
+		}
+		rt.links = append(rt.links, link)
 	}
 	seen := map[netip.Prefix]bool{}
 	for _, p := range rt.Ports {
@@ -216,8 +227,8 @@ func newRouted(s *plugins.Setup) *Routed {
 		return rt
 	}
 	for _, n := range s.Neighbors {
-		if rt.PortByName(n.Port) == nil {
-			rt.err = fmt.Errorf("%sneighbour %s: %w %q", at(n.Where()), n.Address, ErrNoPort, n.Port)
+		if err := rt.CheckNeighbor(n.Address.Addr, n.Port); err != nil {
+			rt.err = fmt.Errorf("%sneighbour %s: %w", at(n.Where()), n.Address, err)
 			return rt
 		}
 	}
@@ -253,43 +264,57 @@ func (rt *Routed) Port(id uint16) *Port {
 
 // staticRoute checks a static route and finds its port.
 func (rt *Routed) staticRoute(prefix netip.Prefix, via netip.Addr, port string) (Route, error) {
-	if !prefix.IsValid() {
-		return Route{}, fmt.Errorf("%w: prefix", ErrBadAddress)
+	if _, err := config.CheckRoute(rt.links, prefix, via, port); err != nil {
+		if errors.Is(err, ErrNoPort) {
+			return Route{}, err
+		}
+		return Route{}, &BadInput{err}
 	}
 	r := Route{Prefix: prefix.Masked(), Kind: Connected, Static: true}
 	var p *Port
 	if port != "" {
-		if p = rt.PortByName(port); p == nil {
-			return Route{}, fmt.Errorf("%w %q", ErrNoPort, port)
-		}
+		p = rt.PortByName(port)
 	}
 	if via.IsValid() {
-		via = via.Unmap()
-		if via.Is4() != prefix.Addr().Is4() || via.IsMulticast() || via.IsUnspecified() {
-			return Route{}, fmt.Errorf("%w: next hop %s", ErrBadAddress, via)
-		}
-		r.Kind, r.Via = Gateway, via
+		r.Kind, r.Via = Gateway, via.Unmap()
 		if p == nil {
-			best := -1
-			for _, q := range rt.Ports {
-				if q == nil {
-					continue
-				}
-				for _, a := range q.Addrs {
-					if !a.Addr().IsLinkLocalUnicast() && a.Masked().Contains(via) && a.Bits() > best {
-						p, best = q, a.Bits()
-					}
-				}
-			}
-			if p == nil {
-				return Route{}, fmt.Errorf("%w: %s", ErrNotOnLink, via)
-			}
+			p = rt.linkOf(r.Via)
 		}
-	} else if p == nil {
-		return Route{}, fmt.Errorf("%w: an on-link route needs a port", ErrNoPort)
+	}
+	if p == nil { // CheckRoute made sure there is one
+		return Route{}, &BadInput{fmt.Errorf("no port for %s", prefix)}
 	}
 	r.Port = p.ID
 	return r, nil
+}
+
+// linkOf is the port with the longest prefix holding a.
+func (rt *Routed) linkOf(a netip.Addr) *Port {
+	var p *Port
+	best := -1
+	for _, q := range rt.Ports {
+		if q == nil {
+			continue
+		}
+		for _, pa := range q.Addrs {
+			if !pa.Addr().IsLinkLocalUnicast() && pa.Masked().Contains(a) && pa.Bits() > best {
+				p, best = q, pa.Bits()
+			}
+		}
+	}
+	return p
+}
+
+// CheckNeighbor checks a static neighbour: on a port's link, not one of
+// linerate's own addresses.
+func (rt *Routed) CheckNeighbor(addr netip.Addr, port string) error {
+	if _, err := config.CheckNeighbor(rt.links, addr, port); err != nil {
+		if errors.Is(err, ErrNoPort) {
+			return err
+		}
+		return &BadInput{err}
+	}
+	return nil
 }
 
 // publish builds a FIB from the connected and static routes and publishes it.
@@ -306,20 +331,19 @@ func (rt *Routed) publish() error {
 func (rt *Routed) FIB() *FIB { return rt.fib.Load() }
 
 // AddRoute adds a static route (replacing a static one for the same prefix
-// when replace) and publishes the new table. Lcores see it from their next
-// burst; no packet is dropped for the change.
-func (rt *Routed) AddRoute(prefix netip.Prefix, via netip.Addr, port string, replace bool) (Route, error) {
+// when replace, and saying so) and publishes the new table. Lcores see it from
+// their next burst; no packet is dropped for the change.
+func (rt *Routed) AddRoute(prefix netip.Prefix, via netip.Addr, port string, replace bool) (r Route, replaced bool, err error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	r, err := rt.staticRoute(prefix, via, port)
-	if err != nil {
-		return Route{}, err
+	if r, err = rt.staticRoute(prefix, via, port); err != nil {
+		return Route{}, false, err
 	}
 	old := slices.Clone(rt.static)
 	i := slices.IndexFunc(rt.static, func(s Route) bool { return s.Prefix == r.Prefix })
 	switch {
 	case i >= 0 && !replace:
-		return Route{}, fmt.Errorf("%s: %w", r.Prefix, ErrExists)
+		return Route{}, false, fmt.Errorf("%s: %w; replace it to change it", r.Prefix, ErrExists)
 	case i >= 0:
 		rt.static[i] = r
 	default:
@@ -327,13 +351,13 @@ func (rt *Routed) AddRoute(prefix netip.Prefix, via netip.Addr, port string, rep
 	}
 	if err := rt.publish(); err != nil {
 		rt.static = old
-		return Route{}, fmt.Errorf("%s: %w", r.Prefix, ErrExists)
+		return Route{}, false, err
 	}
 	rt.routesAdd.Add(1)
 	if i >= 0 {
 		rt.routesDel.Add(1)
 	}
-	return r, nil
+	return r, i >= 0, nil
 }
 
 // DeleteRoute removes a static route and publishes the new table.

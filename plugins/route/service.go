@@ -63,7 +63,7 @@ func (s *service) Interfaces(context.Context, *api.InterfacesRequest) (*api.Inte
 }
 
 func (s *service) routeEntry(rt *Routed, r Route) *api.RouteEntry {
-	e := &api.RouteEntry{Prefix: r.Prefix.String(), Kind: r.Kind.String(), Static: r.Static}
+	e := &api.RouteEntry{Prefix: r.Prefix.String(), Kind: r.Label(), Static: r.Static}
 	if p := rt.Port(r.Port); p != nil {
 		e.Port = p.Name
 	}
@@ -111,12 +111,13 @@ func parseAddr(what, s string) (netip.Addr, error) {
 // grpcError gives the table's errors their codes.
 func grpcError(err error) error {
 	code := codes.Internal
+	var bad *BadInput
 	switch {
 	case errors.Is(err, ErrNoPort), errors.Is(err, ErrNotFound):
 		code = codes.NotFound
 	case errors.Is(err, ErrExists):
 		code = codes.AlreadyExists
-	case errors.Is(err, ErrNotOnLink), errors.Is(err, ErrBadAddress), errors.Is(err, ErrNotStatic):
+	case errors.As(err, &bad), errors.Is(err, ErrNotStatic):
 		code = codes.InvalidArgument
 	}
 	return status.Error(code, err.Error())
@@ -137,12 +138,12 @@ func (s *service) AddRoute(_ context.Context, req *api.AddRouteRequest) (*api.Ad
 			return nil, err
 		}
 	}
-	r, err := rt.AddRoute(p, via, req.Port, req.Replace)
+	r, replaced, err := rt.AddRoute(p, via, req.Port, req.Replace)
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	s.host.Synchronize()
-	return &api.AddRouteReply{Route: s.routeEntry(rt, r)}, nil
+	return &api.AddRouteReply{Route: s.routeEntry(rt, r), Replaced: replaced}, nil
 }
 
 func (s *service) DeleteRoute(_ context.Context, req *api.DeleteRouteRequest) (*api.DeleteRouteReply, error) {
@@ -231,6 +232,9 @@ func (s *service) AddNeighbor(_ context.Context, req *api.AddNeighborRequest) (*
 	hw, err := net.ParseMAC(req.Mac)
 	if err != nil || len(hw) != 6 || hw[0]&1 != 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "mac %q: want a unicast Ethernet address such as 02:00:00:00:00:01", req.Mac)
+	}
+	if err := rt.CheckNeighbor(netip.AddrFrom16(a).Unmap(), p.Name); err != nil {
+		return nil, grpcError(err)
 	}
 	if !rt.Neighbors().SetStatic(p.ID, a, packet.MAC(hw), rt.Clock.Now()) {
 		return nil, status.Errorf(codes.ResourceExhausted, "no room for %s: its bucket holds only static entries", req.Address)

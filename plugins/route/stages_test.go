@@ -593,9 +593,10 @@ func TestRoutedSetupErrors(t *testing.T) {
 		want   string
 	}{
 		{"route to a connected prefix", []config.Route{{Prefix: config.Prefix{Prefix: netip.MustParsePrefix("2001:db8:1::/64")}, Port: "eth1"}},
-			"route", "", "route 2001:db8:1::/64: prefix already in the table"},
+			"route", "", `route 2001:db8:1::/64: 2001:db8:1::/64 is connected: port "eth0" has 2001:db8:1::1/64 on it; ` +
+				"connected routes come from the ports' addresses and cannot be added, replaced or deleted"},
 		{"via on no link", []config.Route{{Prefix: config.Prefix{Prefix: netip.MustParsePrefix("2001:db8:9::/48")}, Via: config.Addr{Addr: netip.MustParseAddr("2001:db8:7::1")}}},
-			"route", "", "route 2001:db8:9::/48: next hop is on no port's prefix: 2001:db8:7::1"},
+			"route", "", "route 2001:db8:9::/48: next hop 2001:db8:7::1 is on no port's prefix: name the port, or give a port an address on its link"},
 		{"tiny table", nil, "neighbor", "max_entries = 4", "max_entries 4: want 8 to 16777216"},
 		{"negative hold", nil, "route", "hold = -1", "hold -1: want 0 to 65536 packets"},
 		{"unknown punt port", nil, "punt", `port = "tap9"`, `punt: no port "tap9"`},
