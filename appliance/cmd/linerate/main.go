@@ -3,6 +3,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -109,4 +110,45 @@ func fail(format string, a ...any) int {
 	}
 	fmt.Fprint(os.Stderr, "linerate: "+msg)
 	return 1
+}
+
+// parseFlags reads fs's flags wherever they stand among args, as users expect
+// ("route get ADDR --control X" as well as "route --control X get ADDR"), and
+// returns the other arguments in order. A "--" ends the flags: what follows it
+// is all arguments. Every command parses its flags here.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return rest, nil
+		}
+		if k := len(args) - len(left); k > 0 && args[k-1] == "--" && !isFlagValue(fs, args, k-1) {
+			return append(rest, left...), nil
+		}
+		// flag stopped at an argument: keep it and read on.
+		rest = append(rest, left[0])
+		args = left[1:]
+	}
+}
+
+// isFlagValue reports whether args[i] is the value of the flag before it
+// ("--stage --" names a stage "--"), not the end of the flags.
+func isFlagValue(fs *flag.FlagSet, args []string, i int) bool {
+	if i == 0 {
+		return false
+	}
+	name, ok := strings.CutPrefix(args[i-1], "-")
+	if !ok || strings.Contains(name, "=") {
+		return false
+	}
+	f := fs.Lookup(strings.TrimPrefix(name, "-"))
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
 }

@@ -20,24 +20,28 @@ import (
 	"github.com/linerate/linerate/appliance/api"
 )
 
-const routeUsage = `Usage: linerate route [flags] [list | get ADDRESS | add PREFIX [via ADDRESS] [dev PORT] [replace] | del PREFIX]
+const routeUsage = `Usage: linerate route [list | get ADDRESS | add PREFIX [via ADDRESS] [dev PORT]
+                      | replace PREFIX [via ADDRESS] [dev PORT] | del PREFIX] [flags]
 
 Show or change a running appliance's route table (routed mode, docs/routing.md).
 With no command, or list: the routed ports and their addresses, then every
 route. get: the route and the next hop a packet to ADDRESS takes. add: a static
-route, through a next hop (via) or on the link of a port (dev); replace
-replaces a static route of the same prefix. del: a static route. Changes take
-effect at once and drop no packet.
+route, through a next hop (via) or on the link of a port (dev). replace: the
+same, taking the place of a static route of that prefix if there is one. del:
+a static route. Changes take effect at once and drop no packet. Flags may come
+anywhere.
 
 Flags:
 `
 
-const neighborUsage = `Usage: linerate neighbor [flags] [list [dev PORT] | add ADDRESS lladdr MAC dev PORT | del ADDRESS dev PORT]
+const neighborUsage = `Usage: linerate neighbor [list [dev PORT] | add ADDRESS lladdr MAC dev PORT
+                         | del ADDRESS dev PORT] [flags]
 
 Show or change a running appliance's neighbour cache (routed mode,
 docs/routing.md). With no command, or list: every entry with its state
 (INCOMPLETE, REACHABLE, STALE, PROBE, STATIC), MAC, age and probes, then the
-cache's size and counters. add: a static entry. del: any entry.
+cache's size and counters. add: a static entry. del: any entry. Flags may
+come anywhere.
 
 Flags:
 `
@@ -100,13 +104,14 @@ func (c *client) parse(args []string) (rest []string, code int, done bool) {
 		c.printUsage(c.stdout)
 		return nil, 0, true
 	}
-	if err := c.fs.Parse(args); err != nil {
+	rest, err := parseFlags(c.fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, 0, true
 		}
 		return nil, 2, true
 	}
-	return c.fs.Args(), 0, false
+	return rest, 0, false
 }
 
 func (c *client) failf(format string, a ...any) int {
@@ -204,7 +209,7 @@ func runRoute(args []string, stdout, stderr io.Writer) int {
 		req = &api.LookupRequest{Address: rest[0]}
 	case "add", "replace":
 		if len(rest) < 1 {
-			return c.usageError("add needs a prefix")
+			return c.usageError("%s needs a prefix", verb)
 		}
 		kv, err := words(rest[1:], []string{"via", "dev"}, []string{"replace"})
 		if err != nil {
@@ -243,7 +248,11 @@ func runRoute(args []string, stdout, stderr io.Writer) int {
 		if *c.asJSON {
 			return c.printJSON(rep)
 		}
-		fmt.Fprintf(stdout, "added %s\n", routeLine(rep.Route))
+		done := "added"
+		if rep.Replaced {
+			done = "replaced"
+		}
+		fmt.Fprintf(stdout, "%s %s\n", done, routeLine(rep.Route))
 		return 0
 	case *api.DeleteRouteRequest:
 		if _, err := rc.DeleteRoute(ctx, r); err != nil {

@@ -77,13 +77,31 @@ func TestRouteCommand(t *testing.T) {
 	if code, _, errs = cli(routeCmd, c, "add", "2001:db8:100::/48", "via", "2001:db8:2::3"); code != 1 || !strings.Contains(errs, "already routed") {
 		t.Errorf("add twice: %d %s", code, errs)
 	}
-	if code, _, errs = cli(routeCmd, c, "add", "2001:db8:100::/48", "via", "2001:db8:2::3", "replace"); code != 0 {
-		t.Errorf("replace: %d %s", code, errs)
+	if code, out, errs = cli(routeCmd, c, "add", "2001:db8:100::/48", "via", "2001:db8:2::4", "replace"); code != 0 ||
+		strings.TrimSpace(out) != "replaced 2001:db8:100::/48 via 2001:db8:2::4 dev r1 (static)" {
+		t.Errorf("add … replace: %d %q %s", code, out, errs)
 	}
-	code, out, _ = cli(routeCmd, c, "get", "2001:db8:100::7")
+	if code, out, errs = cli(routeCmd, c, "replace", "2001:db8:100::/48", "via", "2001:db8:2::3"); code != 0 ||
+		strings.TrimSpace(out) != "replaced 2001:db8:100::/48 via 2001:db8:2::3 dev r1 (static)" {
+		t.Errorf("replace: %d %q %s", code, out, errs)
+	}
+	// replace adds what is not there yet, and says so.
+	if code, out, errs = cli(routeCmd, c, "replace", "2001:db8:300::/48", "dev", "r1"); code != 0 ||
+		strings.TrimSpace(out) != "added 2001:db8:300::/48 dev r1 (static)" {
+		t.Errorf("replace of a new prefix: %d %q %s", code, out, errs)
+	}
+	// A static on-link route is static, like any route that can be deleted.
+	if code, out, _ = cli(routeCmd, c); !hasRow(out, "2001:db8:300::/48", "static", "r1", "-") {
+		t.Errorf("an on-link static route in the list: %d\n%s", code, out)
+	}
+	if code, out, _ = cli(routeCmd, c, "del", "2001:db8:300::/48"); code != 0 {
+		t.Errorf("del on-link: %d %s", code, out)
+	}
+	// Flags after the arguments, as users write them.
+	code, out, errs = cli(routeCmd, "get", "2001:db8:100::7", c, "--timeout", "5s")
 	if code != 0 || !strings.Contains(out, "route     2001:db8:100::/48 via 2001:db8:2::3 dev r1 (static)") ||
 		!strings.Contains(out, "neighbour none yet") {
-		t.Errorf("get: %d\n%s", code, out)
+		t.Errorf("get: %d\n%s%s", code, out, errs)
 	}
 	code, out, _ = cli(routeCmd, c, "--json", "get", "2001:db8:2::2")
 	// protojson varies its spacing on purpose.
@@ -98,8 +116,23 @@ func TestRouteCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, %s", bad, code, errs)
 		}
 	}
-	if code, out, _ := cli(routeCmd, "--help"); code != 0 || !strings.Contains(out, "Usage: linerate route") {
-		t.Errorf("--help: %d", code)
+	if code, out, _ := cli(routeCmd, "--help"); code != 0 || !strings.Contains(out, "Usage: linerate route") ||
+		!strings.Contains(out, "| replace PREFIX [via ADDRESS] [dev PORT]") {
+		t.Errorf("--help: %d\n%s", code, out)
+	}
+	// Bad input is refused with the reason.
+	for _, bad := range []struct{ args, want []string }{
+		{[]string{"add", "2001:db8:200::/48", "via", "fe80::1"}, []string{"next hop fe80::1 is link-local: name the port it is on"}},
+		{[]string{"add", "2001:db8:200::/48", "via", "192.0.2.7"}, []string{"next hop 192.0.2.7 is IPv4 but prefix 2001:db8:200::/48 is IPv6"}},
+		{[]string{"replace", "2001:db8:1::/64", "via", "2001:db8:2::2"}, []string{"2001:db8:1::/64 is connected", "cannot be added, replaced or deleted"}},
+		{[]string{"add", "2001:db8:200::/48", "via", "2001:db8:2::1"}, []string{`next hop 2001:db8:2::1 is port "r1"'s own address`}},
+	} {
+		code, _, errs := cli(routeCmd, append(bad.args, c)...)
+		for _, w := range bad.want {
+			if code != 1 || !strings.Contains(errs, w) {
+				t.Errorf("%v: exit %d, %s; want %q", bad.args, code, errs, w)
+			}
+		}
 	}
 	if code, _, errs := cli(routeCmd, "--control=unix:/nonexistent/x.sock", "--timeout=200ms"); code != 1 || !strings.Contains(errs, "cannot reach") {
 		t.Errorf("no appliance: %d %s", code, errs)
@@ -129,6 +162,10 @@ func TestNeighborCommand(t *testing.T) {
 	}
 	if code, _, errs := cli(neighborCmd, c, "add", "192.0.2.9", "dev", "r0"); code != 2 || !strings.Contains(errs, "lladdr") {
 		t.Errorf("no lladdr: %d %s", code, errs)
+	}
+	if code, _, errs := cli(neighborCmd, "add", "2001:db8:9::9", "lladdr", "02:00:00:00:01:09", "dev", "r0", c); code != 1 ||
+		!strings.Contains(errs, `2001:db8:9::9 is outside the IPv6 prefixes of port "r0" (2001:db8:1::/64)`) {
+		t.Errorf("a neighbour off the port's link: %d %s", code, errs)
 	}
 	if code, _, _ := cli(neighborCmd, c, "del", "192.0.2.9", "dev", "r0"); code != 0 {
 		t.Errorf("del: %d", code)

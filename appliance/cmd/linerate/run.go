@@ -61,10 +61,16 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(fs.Output(), "linerate run: unexpected argument %q (a config file is -c FILE)\n\n", rest[0])
+		fs.Usage()
 		return 2
 	}
 	log, err := newLogger(*logLevel)
@@ -426,16 +432,17 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if *cfgPath == "" && fs.NArg() == 1 {
-		*cfgPath = fs.Arg(0)
+	if *cfgPath == "" && len(rest) == 1 {
+		*cfgPath, rest = rest[0], nil
 	}
-	if *cfgPath == "" {
+	if *cfgPath == "" || len(rest) > 0 {
 		fs.Usage()
 		return 2
 	}

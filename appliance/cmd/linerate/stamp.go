@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,20 +84,14 @@ func (c *stampClient) parse(args []string, synopsis string) ([]string, int, bool
 		c.usage(c.stdout, synopsis)
 		return nil, 0, false
 	}
-	var rest []string
-	for {
-		if err := c.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, 0, false
-			}
-			return nil, 2, false
+	rest, err := parseFlags(c.fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0, false
 		}
-		if c.fs.NArg() == 0 {
-			return rest, 0, true
-		}
-		rest = append(rest, c.fs.Arg(0))
-		args = c.fs.Args()[1:]
+		return nil, 2, false
 	}
+	return rest, 0, true
 }
 
 func (c *stampClient) failf(format string, a ...any) int {
@@ -156,6 +151,20 @@ func (c *stampClient) printJSON(m proto.Message) {
 }
 
 func runStamp(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && strings.HasPrefix(args[0], "-") && !wantsHelp(args[:1]) {
+		// Flags before the command: the ones every command has, read on
+		// after the command's own arguments.
+		c := newStampClient("", stdout, stderr)
+		c.fs.Usage = func() { fmt.Fprint(stderr, stampUsage) }
+		if err := c.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		lead := args[:len(args)-c.fs.NArg()]
+		args = append(slices.Clone(c.fs.Args()), lead...)
+	}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, stampUsage)
 		return 2

@@ -75,14 +75,15 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		printUsage(stdout, fs)
 		return 0
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "linerate status: unexpected argument %q\n", fs.Arg(0))
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "linerate status: unexpected argument %q\n", rest[0])
 		fs.Usage()
 		return 2
 	}
