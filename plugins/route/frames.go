@@ -36,6 +36,19 @@ func alloc(p *Port, n int) (packet.Handle, []byte, bool) {
 	return h, d, true
 }
 
+// addressedTo reports whether frame d is for a port with MAC mac: to that MAC,
+// or to a group (multicast, broadcast). Routed ports are promiscuous (a
+// configured MAC differs from the NIC's), so frames between other hosts on
+// the link reach the stages too; they are no business of a router's. A zero
+// mac (a port routed mode gave none) takes every frame.
+func addressedTo(mac packet.MAC, d []byte) bool {
+	if len(d) < ethLen || mac == (packet.MAC{}) {
+		return true
+	}
+	dm := packet.Ethernet(d).Dst()
+	return dm[0]&1 != 0 || dm == mac
+}
+
 // putEth writes an untagged Ethernet header.
 func putEth(d []byte, dst, src packet.MAC, typ uint16) {
 	e := packet.Ethernet(d)

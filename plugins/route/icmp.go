@@ -67,6 +67,10 @@ func (c *icmp) Process(ctx *plugins.Context, b *packet.Burst) {
 		if len(d) < ethLen+packet.IPv4MinLen+packet.ICMPv4MinLen {
 			continue
 		}
+		if in := c.rt.Port(p.InPort); in != nil && !addressedTo(in.MAC, d) {
+			p.Drop(reasonNotForUs) // another host's frame
+			continue
+		}
 		switch binary.BigEndian.Uint16(d[12:]) {
 		case packet.EtherTypeIPv6:
 			c.echo6(ctx, fib, p, d)

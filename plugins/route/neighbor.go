@@ -122,12 +122,20 @@ func (n *neighbor) Process(ctx *plugins.Context, b *packet.Burst) {
 		}
 		switch binary.BigEndian.Uint16(d[12:]) {
 		case packet.EtherTypeARP:
+			if !addressedTo(n.ports[p.InPort].MAC, d) {
+				p.Drop(reasonNotForUs) // another host's reply teaches us nothing
+				continue
+			}
 			n.arp(ctx, p, d)
 		case packet.EtherTypeIPv6:
 			// NDP comes straight after the IPv6 header: a hop limit of 255 and
 			// no extension headers is what a valid one looks like.
 			if len(d) >= ethLen+packet.IPv6Len+packet.ICMPv6MinLen && d[ethLen+6] == packet.ProtocolICMPv6 {
 				if t := d[ethLen+packet.IPv6Len]; t >= packet.ICMPv6RouterSolicit && t <= packet.ICMPv6Redirect {
+					if !addressedTo(n.ports[p.InPort].MAC, d) {
+						p.Drop(reasonNotForUs)
+						continue
+					}
 					n.ndp(ctx, p, d)
 				}
 			}

@@ -30,6 +30,7 @@ type punt struct {
 	rewrite bool
 	dst     packet.MAC
 	src     packet.MAC
+	macs    []packet.MAC // each input port's own, by port id
 	punted  *stats.Counter
 }
 
@@ -51,6 +52,12 @@ func newPunt(s *plugins.Setup) (plugins.Stage, error) {
 		p.port, p.has, p.name = pi.ID, true, pi.Name
 		p.dst, p.src = pi.DriverMAC, pi.MAC
 	}
+	for _, pi := range s.Ports.All() {
+		if int(pi.ID) >= len(p.macs) {
+			p.macs = append(p.macs, make([]packet.MAC, int(pi.ID)+1-len(p.macs))...)
+		}
+		p.macs[pi.ID] = pi.MAC
+	}
 	return p, nil
 }
 
@@ -70,6 +77,10 @@ func (s *punt) Process(ctx *plugins.Context, b *packet.Burst) {
 			p.Drop(reasonPuntNoPort)
 		case p.InPort == s.port:
 			p.Drop(reasonPuntLoop)
+		case s.rewrite && int(p.InPort) < len(s.macs) && !addressedTo(s.macs[p.InPort], p.Data()):
+			// Readdressed to the host, another host's frame would be taken
+			// as the host's own.
+			p.Drop(reasonNotForUs)
 		default:
 			if d := p.Data(); s.rewrite && len(d) >= ethLen {
 				e := packet.Ethernet(d)

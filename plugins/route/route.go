@@ -133,6 +133,14 @@ func (f *forwarder) port(id uint16) *Port {
 }
 
 func (f *forwarder) route(ctx *plugins.Context, fib *FIB, p *packet.Packet) {
+	d := p.Data()
+	in := f.port(p.InPort)
+	// Another host's frame, whatever it carries (VLAN-tagged, non-IP): not
+	// routed, nor passed on for punt to readdress to the host.
+	if in != nil && !addressedTo(in.MAC, d) {
+		p.Drop(reasonNotForUs)
+		return
+	}
 	l, err := p.ParseLayers()
 	if l.VLANs != 0 || l.IPVersion == 0 && (err == nil || l.EtherType != packet.EtherTypeIPv6 && l.EtherType != packet.EtherTypeIPv4) {
 		return // not routed: for the stages after
@@ -143,16 +151,8 @@ func (f *forwarder) route(ctx *plugins.Context, fib *FIB, p *packet.Packet) {
 	}
 	// A fault past the IP header (a first fragment's UDP length, an odd
 	// extension header) is the destination's business, not a router's.
-	d := p.Data()
-	in := f.port(p.InPort)
-	e := packet.Ethernet(d)
-	if in != nil {
-		if dm := e.Dst(); dm[0]&1 != 0 {
-			return
-		} else if dm != in.MAC {
-			p.Drop(reasonNotForUs)
-			return
-		}
+	if packet.Ethernet(d).Dst()[0]&1 != 0 {
+		return // multicast and broadcast: for the stages after
 	}
 	if l.IPVersion == 6 {
 		f.route6(ctx, fib, p, in, d, l)

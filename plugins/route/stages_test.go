@@ -524,6 +524,56 @@ func TestRoutePassesOn(t *testing.T) {
 	o.Free()
 }
 
+// TestOtherHostsFrames: a routed port is promiscuous, so frames between other
+// hosts on its link reach the stages. Whatever they carry (VLAN-tagged, not
+// IP, ARP, ND, an Echo Request to our address), they are dropped as
+// route_not_for_us: never answered, learnt from, routed, or punted to the
+// host readdressed as its own. The same frames to linerate's MAC go on.
+func TestOtherHostsFrames(t *testing.T) {
+	h := newHarness(t)
+	chain := []plugins.Stage{h.build("neighbor", ""), h.build("icmp", ""), h.build("route", ""), h.build("punt", `port = "tap0"`)}
+	other := packet.MAC{2, 9, 9, 9, 9, 9}
+	frames := func(dst packet.MAC) [][]byte {
+		vlan := serialize(t, eth(host1, dst, layers.EthernetTypeDot1Q),
+			&layers.Dot1Q{VLANIdentifier: 7, Type: layers.EthernetTypeIPv6},
+			&layers.IPv6{Version: 6, NextHeader: layers.IPProtocolNoNextHeader, HopLimit: 64, SrcIP: ip("2001:db8:1::2"), DstIP: ip("2001:db8:1::1")})
+		nonIP := append(serialize(t, eth(host1, dst, layers.EthernetType(0x88b5))), make([]byte, 46)...)
+		arpReply := serialize(t, eth(host1, dst, layers.EthernetTypeARP), &layers.ARP{AddrType: layers.LinkTypeEthernet,
+			Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: layers.ARPReply,
+			SourceHwAddress: host1[:], SourceProtAddress: ip("192.0.2.2").To4(), DstHwAddress: dst[:], DstProtAddress: ip("192.0.2.1").To4()})
+		na := naFrame(t, host1, dst, "2001:db8:1::2", "2001:db8:1::1", "2001:db8:1::2", 0x20)
+		ip4 := &layers.IPv4{Version: 4, IHL: 5, TTL: 9, Protocol: layers.IPProtocolICMPv4, SrcIP: ip("192.0.2.2"), DstIP: ip("192.0.2.1")}
+		echo := serialize(t, eth(host1, dst, layers.EthernetTypeIPv4), ip4,
+			&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(packet.ICMPv4Echo, 0), Id: 9, Seq: 4}, gopacket.Payload("hello4"))
+		return [][]byte{vlan, nonIP, arpReply, na, echo}
+	}
+	o := h.run(port0, frames(other), chain...)
+	if o.Dropped["route_not_for_us"] != 5 || len(o.Forwarded)+len(o.Continued) != 0 {
+		t.Errorf("another host's frames: %+v", o)
+	}
+	if h.routed().Neighbors().Len() != 0 {
+		t.Error("learnt from another host's frames")
+	}
+	o.Free()
+	// To linerate: the tagged and the non-IP frames are punted, addressed to
+	// the host; ARP and ND are taken, the echo answered.
+	o = h.run(port0, frames(mac0), chain...)
+	// (The echo reply leaves at icmp, the punted frames at punt.)
+	if len(o.Dropped) != 0 || len(o.Forwarded) != 3 || o.Forwarded[0].Port != port0 || o.Forwarded[1].Port != portT ||
+		o.Forwarded[2].Port != portT {
+		t.Fatalf("linerate's frames: %+v", o)
+	}
+	if e := packet.Ethernet(o.Forwarded[1].H.P().Data()); e.Dst() != macTHost || e.Src() != macT {
+		t.Errorf("punted %v → %v", e.Src(), e.Dst())
+	}
+	o.Free()
+	// punt alone (no route stage before it) readdresses only what is ours.
+	o = h.run(port0, frames(other)[:2], chain[3])
+	if o.Dropped["route_not_for_us"] != 2 {
+		t.Errorf("punt alone: %+v", o)
+	}
+}
+
 func TestICMPEcho(t *testing.T) {
 	h := newHarness(t)
 	c := h.build("icmp", "")
