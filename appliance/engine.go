@@ -259,9 +259,13 @@ func (e *Engine) openPorts() error {
 		}
 		pe := &portEntry{id: uint16(i), name: pc.Name, driver: pc.Driver, pool: pool, poolID: pool.ID(), cfgPort: pc}
 		name := pc.Name
+		mtu := 0 // left out: the device keeps its own
+		if pc.MTUSet() {
+			mtu = pc.MTU
+		}
 		s := &ports.Setup{Name: pc.Name, Config: pc.Table, Pool: pool, RxQueues: pc.RxQueues, TxQueues: txq,
 			Clock: e.clock, Log: e.log.With("port", pc.Name), DryRun: e.opt.DryRun, Section: e.section,
-			Lcores: e.rt.lcoreCPUs, MTU: pc.MTU,
+			Lcores: e.rt.lcoreCPUs, MTU: mtu,
 			Warn: func(msg string) { e.driverWarnings = append(e.driverWarnings, fmt.Sprintf("port %q: %s", name, msg)) }}
 		if err := knownDriver(pc); err != nil {
 			return err

@@ -84,7 +84,7 @@ type Port struct {
 	Pool     string `toml:"pool"`      // pool name, default "default"
 	RxQueues int    `toml:"rx_queues"` // default 1
 	TxQueues int    `toml:"tx_queues"` // default 0 = one per lcore (engine decides)
-	MTU      int    `toml:"mtu"`       // default 1500 (68..9216)
+	MTU      int    `toml:"mtu"`       // default 1500 (68..9216); see MTUSet
 	// Routed mode (docs/routing.md): the port's own Ethernet address (default:
 	// the driver's), its IPv6 and IPv4 addresses with their on-link prefix
 	// lengths, and its interface id (IOAM if_id; default its position + 1).
@@ -92,7 +92,14 @@ type Port struct {
 	Addresses []IfAddr `toml:"addresses"`
 	IfID      uint32   `toml:"ifid"`
 	Table
+
+	mtuDefault bool // Defaults filled MTU in
 }
+
+// MTUSet reports whether the file sets mtu. A driver with a device of its own
+// (afpacket, tap, dpdk) applies a set MTU to the device, and otherwise keeps
+// the device's.
+func (p Port) MTUSet() bool { return !p.mtuDefault }
 
 // Route is a static route: packets to Prefix go to the next hop Via, out of
 // Port. Without Via the prefix is on-link on Port; without Port, Via must be on

@@ -38,7 +38,7 @@ const (
 //	pools[].headroom    320
 //	ports[].pool        "default"
 //	ports[].rx_queues   1
-//	ports[].mtu         1500
+//	ports[].mtu         1500 (Port.MTUSet says it was left out)
 //	ports[].ifid        the port's position in [[ports]] + 1
 //	stages[].name       "kind#i", i the stage's position in its pipeline
 //
@@ -98,7 +98,7 @@ func (f *File) Defaults() {
 			p.RxQueues = defaultRxQueues
 		}
 		if f.unset(at+"mtu", p.MTU == 0) {
-			p.MTU = defaultMTU
+			p.MTU, p.mtuDefault = defaultMTU, true
 		}
 		if f.unset(at+"ifid", p.IfID == 0) {
 			p.IfID = uint32(i + 1)

@@ -123,8 +123,10 @@ type Setup struct {
 	// Lcores are the CPUs the engine runs lcores on, for drivers whose runtime
 	// must know them (DPDK's EAL core list).
 	Lcores []int
-	// MTU is the port's mtu key (the config's default when unset), for drivers
-	// that set the device's MTU.
+	// MTU is the port's mtu key, 0 when the file leaves it out. A driver with a
+	// device sets the device's MTU to it (and puts the old one back at Close),
+	// or refuses it; with 0 it keeps the device's. The engine takes Info's
+	// MTU, or the config's default when Info has none.
 	MTU int
 	// Warn reports something `linerate validate` should print without failing (a
 	// NIC without hugepages or vfio-pci). Nil when nobody listens.

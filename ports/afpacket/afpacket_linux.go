@@ -16,6 +16,7 @@ import (
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/ports"
+	"github.com/linerate/linerate/ports/internal/netdev"
 )
 
 func init() { ports.Register("afpacket", open) }
@@ -71,6 +72,9 @@ type Options struct {
 	// and hardware stamps need Clock, the engine's, to be the host's.
 	RxTimestamp string
 	Clock       clock.Clock
+	// MTU, when not zero, is set on the interface while the port is open, and
+	// the interface's own put back at Close; zero keeps the interface's.
+	MTU int
 }
 
 // DefaultOptions are the config file's defaults.
@@ -94,7 +98,7 @@ func open(s *ports.Setup) (ports.Port, error) {
 	o := Options{Name: s.Name, Interface: c.Interface, Pool: s.Pool, RxQueues: s.RxQueues, TxQueues: s.TxQueues,
 		BlockSize: c.BlockSize, Blocks: c.Blocks, FrameSize: c.FrameSize, BlockTimeout: c.BlockTimeout,
 		Fanout: c.Fanout, Promiscuous: c.Promiscuous, QdiscBypass: c.QdiscBypass, NoTxRing: !c.TxRing,
-		RxTimestamp: c.RxTimestamp, Clock: s.Clock}
+		RxTimestamp: c.RxTimestamp, Clock: s.Clock, MTU: s.MTU}
 	if err := o.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -122,6 +126,8 @@ func (o *Options) check() error {
 		return fmt.Errorf("block_timeout %v is outside 1ms..1m", o.BlockTimeout)
 	case o.RxQueues < 0 || o.TxQueues < 0 || o.RxQueues > 1024 || o.TxQueues > 1024:
 		return fmt.Errorf("queues %d rx, %d tx: outside 0..1024", o.RxQueues, o.TxQueues)
+	case o.MTU < 0 || o.MTU > 65535:
+		return fmt.Errorf("mtu %d is outside 0..65535", o.MTU)
 	}
 	if _, ok := fanoutModes[o.Fanout]; !ok {
 		return fmt.Errorf("fanout %q is not one of hash, lb, cpu, rollover, rnd, qm", o.Fanout)
@@ -147,7 +153,8 @@ type Port struct {
 	tx       []*txQueue
 	ts       *timestamps // nil: the engine stamps
 	tsSource string
-	ctlFD    int // for the interface's ioctls, in its namespace
+	ctlFD    int           // for the interface's ioctls, in its namespace
+	saved    *netdev.Saved // the interface's MTU before mtu was set
 
 	statsMu sync.Mutex
 	kstats  unix.TpacketStatsV3 // summed: the kernel resets its counters on each read
@@ -202,8 +209,20 @@ func New(o Options) (*Port, error) {
 		p.Close()
 		return nil, fmt.Errorf("port %q: %w", o.Name, err)
 	}
+	if o.MTU > 0 && o.MTU != ifc.MTU {
+		// The kernel then holds the link to it both ways: it refuses larger
+		// frames from the tx ring, and drops larger ones a peer delivers.
+		if p.saved, err = netdev.Keep(o.Interface); err == nil {
+			err = p.saved.Set(o.MTU)
+		}
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("port %q: mtu %d: %w", o.Name, o.MTU, err)
+		}
+		p.mtu = o.MTU
+	}
 	if o.FrameSize == 0 {
-		o.FrameSize = frameSizeFor(ifc.MTU, o.BlockSize)
+		o.FrameSize = frameSizeFor(p.mtu, o.BlockSize)
 	}
 	fanout := -1
 	if o.RxQueues > 1 {
@@ -339,6 +358,7 @@ func (p *Port) Close() error {
 		errs = append(errs, unix.Close(p.ctlFD))
 		p.ctlFD = -1
 	}
+	errs = append(errs, p.saved.Restore())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("port %q: close: %w", p.name, err)
 	}

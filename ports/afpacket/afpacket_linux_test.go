@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -783,5 +784,81 @@ func BenchmarkVeth(b *testing.B) {
 			b.ReportMetric(float64(got)/b.Elapsed().Seconds()/1e6, "Mpps")
 			b.ReportMetric(float64(sent-got), "lost")
 		})
+	}
+}
+
+// ifMTU is an interface's MTU in the link's namespace.
+func (l *link) ifMTU(t *testing.T, name string) int {
+	t.Helper()
+	var mtu int
+	if err := l.ns.Do(func() error {
+		ifc, err := net.InterfaceByName(name)
+		if err == nil {
+			mtu = ifc.MTU
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return mtu
+}
+
+// TestMTU: the mtu key is the interface's while the port is open (the kernel
+// holds the link to it: a larger frame from the peer never arrives), and the
+// interface gets its own back at Close. Left out, the interface's MTU is the
+// port's.
+func TestMTU(t *testing.T) {
+	l := newLink(t, 0)
+	pool := porttest.Pool(t, 64, 2048)
+	cfg := porttest.Config(`interface = "lra"`)
+	open := func(mtu int) (ports.Port, error) {
+		var p ports.Port
+		err := l.ns.Do(func() (err error) {
+			p, err = ports.Open("afpacket", &ports.Setup{Name: "p", Config: cfg, Pool: pool, RxQueues: 1, TxQueues: 1, MTU: mtu})
+			return err
+		})
+		return p, err
+	}
+	p, err := open(1400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.ifMTU(t, "lra"); got != 1400 || p.Info().MTU != 1400 {
+		t.Errorf("interface MTU %d, port's %d; want 1400", got, p.Info().MTU)
+	}
+	raw := l.raw(t, "lrb")
+	l.ns.IP(t, "link", "set", "lrb", "mtu", "1500")
+	// Over the port's MTU: the kernel drops it (veth refuses it at the peer's
+	// transmit, ENOBUFS).
+	_, _ = unix.Write(raw.fd, mkFrame(plain, 1, 14+1448))
+	raw.send(t, mkFrame(plain, 2, 14+1400))
+	got := pollRx(t, p.(*Port), 1, 10*time.Second)
+	if len(got[0]) != 1 || seqOf(got[0][0]) != 2 {
+		t.Errorf("received %d frames (seq %d), want the one that fits", len(got[0]), seqOf(got[0][0]))
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.ifMTU(t, "lra"); got != 1500 {
+		t.Errorf("after Close the interface's MTU is %d, want its own 1500 back", got)
+	}
+	// Left out: the interface's, untouched.
+	l.ns.IP(t, "link", "set", "lra", "mtu", "2000")
+	if p, err = open(0); err != nil {
+		t.Fatal(err)
+	}
+	if p.Info().MTU != 2000 {
+		t.Errorf("port MTU %d, want the interface's 2000", p.Info().MTU)
+	}
+	p.Close()
+	if got := l.ifMTU(t, "lra"); got != 2000 {
+		t.Errorf("interface MTU %d after a port without mtu", got)
+	}
+	// One the device refuses: a clear error, and the interface as it was.
+	if _, err := open(60); err == nil || !strings.Contains(err.Error(), "mtu 60: set lra's MTU to 60 (it is 2000)") {
+		t.Errorf("mtu 60: %v", err)
+	}
+	if got := l.ifMTU(t, "lra"); got != 2000 {
+		t.Errorf("interface MTU %d after a refused mtu", got)
 	}
 }

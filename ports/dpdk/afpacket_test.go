@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -134,4 +135,47 @@ func echoRequest(id, seq uint16, payload []byte) []byte {
 	copy(m[8:], payload)
 	binary.BigEndian.PutUint16(m[2:], ^packet.Checksum(m, 0))
 	return m
+}
+
+// TestAFPacketMTU: a net_af_packet port changes its kernel interface's MTU
+// with its own, and Close puts the interface's back. Without mtu the
+// interface keeps what it has.
+func TestAFPacketMTU(t *testing.T) {
+	requireEAL(t)
+	ns := netns.New(t)
+	netns.Veth(t, ns, "lrma", ns, "lrmb")
+	ifMTU := func() int {
+		var mtu int
+		if err := ns.Do(func() error {
+			ifc, err := net.InterfaceByName("lrma")
+			if err == nil {
+				mtu = ifc.MTU
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return mtu
+	}
+	for _, c := range []struct{ set, open, after int }{{1400, 1400, 1500}, {0, 2000, 2000}} {
+		if c.set == 0 {
+			ns.IP(t, "link", "set", "lrma", "mtu", "2000")
+		}
+		var p *Port
+		if err := ns.Do(func() (err error) {
+			p, err = Open(Options{Name: "m", Device: vdev("net_af_packet") + ",iface=lrma", MTU: c.set})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := ifMTU(); got != c.open {
+			t.Errorf("mtu %d: the interface's MTU is %d while the port is open, want %d", c.set, got, c.open)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := ifMTU(); got != c.after {
+			t.Errorf("mtu %d: the interface's MTU is %d after Close, want %d", c.set, got, c.after)
+		}
+	}
 }

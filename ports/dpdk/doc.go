@@ -60,7 +60,8 @@
 //	data_room   = 2048             # bytes after the 128-byte headroom
 //
 // Driver "dpdk" keys (in a [[ports]] table; rx_queues, tx_queues and mtu are the
-// common port keys):
+// common port keys; a set mtu goes to the device, and a kernel interface under
+// the PMD gets its own MTU back at Close):
 //
 //	device       = "0000:03:00.0"  # or a vdev: "net_null0", "net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap"
 //	rx_desc      = 1024            # descriptors per rx queue

@@ -34,6 +34,7 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/ports"
 	"github.com/linerate/linerate/ports/internal/devclock"
+	"github.com/linerate/linerate/ports/internal/netdev"
 )
 
 func init() { ports.Register("dpdk", open) }
@@ -202,7 +203,8 @@ type Port struct {
 	rxq     []*C.struct_lr_rxq
 	rxqAddr []C.uintptr_t // the same as integers (C memory): a *C.struct_lr_rxq would cost a cgo pointer check a burst
 	ntx     int
-	created bool // a vdev this port made, removed again at Close
+	created bool          // a vdev this port made, removed again at Close
+	saved   *netdev.Saved // the kernel interface's MTU before the port opened
 	info    ports.Info
 	clk     clock.Clock
 	log     *slog.Logger
@@ -309,6 +311,15 @@ func (p *Port) open(o *Options) error {
 	var di C.struct_lr_devinfo
 	if rc := C.lr_dev_info(id, &di); rc != 0 {
 		return errnoErr("rte_eth_dev_info_get", rc)
+	}
+	// A PMD over a kernel interface (net_af_packet, net_tap, a bifurcated
+	// NIC) changes that interface's MTU with the port's: Close puts it back.
+	if di.if_index != 0 {
+		if s, err := netdev.KeepIndex(int(di.if_index)); err == nil {
+			p.saved = s
+		} else if o.MTU > 0 {
+			o.Log.Warn("dpdk: the kernel interface's MTU cannot be read, and will not be put back at close", "port", o.Name, "err", err)
+		}
 	}
 	driver := C.GoString(&di.driver[0])
 	if o.RxQueues > int(di.max_rxq) || o.TxQueues > int(di.max_txq) {
@@ -672,6 +683,10 @@ func (p *Port) release() error {
 		if rc := C.rte_eth_dev_stop(id); rc != 0 && rc != -C.ENOTSUP {
 			errs = append(errs, errnoErr("rte_eth_dev_stop", rc))
 		}
+		if err := p.saved.Restore(); err != nil {
+			errs = append(errs, err)
+		}
+		p.saved = nil
 		if rc := C.rte_eth_dev_close(id); rc != 0 {
 			errs = append(errs, errnoErr("rte_eth_dev_close", rc))
 		}

@@ -6,6 +6,9 @@
 //	peer      = "m1"   # what is sent on this port is received on m1; "" = itself
 //	ring_size = 4096   # slots per tx queue
 //
+// The common mtu key is the port's MTU as the stages see it (routed mode's
+// Packet Too Big, IOAM's room); there is no device to set it on.
+//
 // Each tx queue owns one single-producer/single-consumer ring; rx queue r of the
 // peer drains the rings of tx queues q with q mod rx_queues == r, so every ring
 // keeps exactly one producer and one consumer.
@@ -59,6 +62,7 @@ type Options struct {
 	RxQueues int
 	TxQueues int
 	RingSize int
+	MTU      int // 0: the engine's default
 }
 
 // New opens a mem port. Join it (or call Connect) before use.
@@ -75,7 +79,7 @@ func New(o Options) (*Port, error) {
 	if o.RingSize < packet.MaxBurst || o.RingSize > 1<<20 {
 		return nil, fmt.Errorf("port %q: ring_size %d is outside %d..%d", o.Name, o.RingSize, packet.MaxBurst, 1<<20)
 	}
-	p := &Port{name: o.Name, peerName: o.Peer, pool: o.Pool,
+	p := &Port{name: o.Name, peerName: o.Peer, pool: o.Pool, mtu: o.MTU,
 		rx: make([][]*ring.Handles, o.RxQueues), rxq: make([]queueStats, o.RxQueues), txq: make([]queueStats, o.TxQueues)}
 	if p.peerName == "" {
 		p.peerName = o.Name
@@ -93,7 +97,7 @@ func open(s *ports.Setup) (ports.Port, error) {
 			return nil, err
 		}
 	}
-	o := Options{Name: s.Name, Pool: s.Pool, RxQueues: s.RxQueues, TxQueues: s.TxQueues, RingSize: c.RingSize}
+	o := Options{Name: s.Name, Pool: s.Pool, RxQueues: s.RxQueues, TxQueues: s.TxQueues, RingSize: c.RingSize, MTU: s.MTU}
 	if c.Peer != nil {
 		o.Peer = *c.Peer
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/ports"
+	"github.com/linerate/linerate/ports/internal/netdev"
 )
 
 func init() { ports.Register("tap", open) }
@@ -42,6 +43,9 @@ type Options struct {
 	RxQueues  int // 1 when zero
 	TxQueues  int // 1 when zero
 	Down      bool
+	// MTU, when not zero, is set on the device; the old one is put back at
+	// Close for a device that outlives the port (a persistent TAP).
+	MTU int
 }
 
 func open(s *ports.Setup) (ports.Port, error) {
@@ -54,7 +58,7 @@ func open(s *ports.Setup) (ports.Port, error) {
 		where = s.Config.Where()
 	}
 	o := Options{Name: s.Name, Interface: c.Interface, Pool: s.Pool, RxQueues: s.RxQueues, TxQueues: s.TxQueues,
-		Down: c.Up != nil && !*c.Up}
+		Down: c.Up != nil && !*c.Up, MTU: s.MTU}
 	if err := o.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -72,6 +76,8 @@ func (o *Options) check() error {
 		return fmt.Errorf("interface name %q is longer than %d bytes", o.Interface, unix.IFNAMSIZ-1)
 	case o.RxQueues < 0 || o.TxQueues < 0 || o.RxQueues > 256 || o.TxQueues > 1024:
 		return fmt.Errorf("queues %d rx, %d tx: outside 1..256 rx, 1..1024 tx", o.RxQueues, o.TxQueues)
+	case o.MTU < 0 || o.MTU > 65535:
+		return fmt.Errorf("mtu %d is outside 0..65535", o.MTU)
 	}
 	return nil
 }
@@ -87,6 +93,7 @@ type Port struct {
 	tx     []txQueue
 	mtu    int
 	mac    [6]byte
+	saved  *netdev.Saved // the device's MTU before mtu was set
 	closed atomic.Bool
 }
 
@@ -157,15 +164,16 @@ func New(o Options) (*Port, error) {
 	for i := 0; i < o.TxQueues; i++ {
 		p.tx = append(p.tx, txQueue{fd: p.fds[i%len(p.fds)]})
 	}
-	if err := p.setup(!o.Down); err != nil {
+	if err := p.setup(!o.Down, o.MTU); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("port %q: %s: %w", o.Name, o.Interface, err)
 	}
 	return p, nil
 }
 
-// setup reads the device's MTU and MAC, and brings it up.
-func (p *Port) setup(up bool) error {
+// setup reads the device's MTU (setting mtu first when it is not zero) and
+// MAC, and brings it up.
+func (p *Port) setup(up bool, mtu int) error {
 	s := p.ctl
 	ifr, err := unix.NewIfreq(p.ifname)
 	if err != nil {
@@ -175,6 +183,15 @@ func (p *Port) setup(up bool) error {
 		return fmt.Errorf("SIOCGIFMTU: %w", err)
 	}
 	p.mtu = int(ifr.Uint32())
+	if mtu > 0 && mtu != p.mtu {
+		if p.saved, err = netdev.Keep(p.ifname); err == nil {
+			err = p.saved.Set(mtu)
+		}
+		if err != nil {
+			return fmt.Errorf("mtu %d: %w", mtu, err)
+		}
+		p.mtu = mtu
+	}
 	ifr, _ = unix.NewIfreq(p.ifname)
 	if err := unix.IoctlIfreq(s, unix.SIOCGIFHWADDR, ifr); err != nil {
 		return fmt.Errorf("SIOCGIFHWADDR: %w", err)
@@ -329,6 +346,11 @@ func (p *Port) Close() error {
 			packet.FreeOne(h)
 			p.rx[i].spare = 0
 		}
+	}
+	// While the device is surely there: one that outlives the port keeps
+	// what it had.
+	if err := p.saved.Restore(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, fd := range append(p.fds, p.ctl) {
 		if err := unix.Close(fd); err != nil {
