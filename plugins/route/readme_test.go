@@ -36,11 +36,11 @@ func TestReadme(t *testing.T) {
 		cfg     any
 		reasons []packet.Reason
 	}{
-		{"neighbor", neighborConfig{}, []packet.Reason{reasonNDInvalid, reasonNDNotOurs, reasonNDRateLimit}},
+		{"neighbor", neighborConfig{}, []packet.Reason{reasonNDInvalid, reasonNDNotOurs, reasonNDRateLimit, reasonNotForUs}},
 		{"route", routeConfig{}, []packet.Reason{reasonNoRoute, reasonHopLimit, reasonUnresolved, reasonTooBig, reasonNotForUs,
 			reasonScope, reasonBadChecksum, packet.ReasonMalformed, packet.ReasonNoBuffer, packet.ReasonTooBig, packet.ReasonNoPort}},
-		{"icmp", icmpConfig{}, []packet.Reason{reasonEchoRateLimit}},
-		{"punt", puntConfig{}, []packet.Reason{reasonPuntNoPort, reasonPuntLoop}},
+		{"icmp", icmpConfig{}, []packet.Reason{reasonEchoRateLimit, reasonNotForUs}},
+		{"punt", puntConfig{}, []packet.Reason{reasonPuntNoPort, reasonPuntLoop, reasonNotForUs}},
 	} {
 		t.Run(c.kind, func(t *testing.T) {
 			s := doc[c.kind]

@@ -14,7 +14,7 @@ var (
 	reasonNoRoute     = packet.RegisterReason("route_no_route")     // no route to the destination
 	reasonHopLimit    = packet.RegisterReason("route_hop_limit")    // hop limit or TTL expired
 	reasonUnresolved  = packet.RegisterReason("route_unresolved")   // next hop unresolved, hold queue full
-	reasonTooBig      = packet.RegisterReason("route_too_big")      // larger than the output port's MTU
+	reasonTooBig      = packet.RegisterReason("route_too_big")      // larger than the output port's MTU, and not to be fragmented
 	reasonNotForUs    = packet.RegisterReason("route_not_for_us")   // a unicast frame to another MAC
 	reasonScope       = packet.RegisterReason("route_scope")        // a link-local address, not forwarded
 	reasonBadChecksum = packet.RegisterReason("route_bad_checksum") // IPv4 header checksum
@@ -53,6 +53,7 @@ type forwarder struct {
 
 	forwarded, local, held6, released, expired *stats.Counter
 	resolutions                                *stats.Counter
+	fragmented, fragments, fragFailed          *stats.Counter
 	routesAdded, routesRemoved                 *stats.Counter
 	errs                                       *ErrorSender
 }
@@ -94,6 +95,9 @@ func newForwarder(s *plugins.Setup) (plugins.Stage, error) {
 	f.expired = cs.New("hold_expired", "held packets freed: their next hop did not resolve in hold_time")
 	f.resolutions = cs.New("resolutions", "next hops this stage started resolving")
 	f.errs = newErrorSender(rt, cs)
+	f.fragmented = cs.New("fragmented", "IPv4 packets without Don't Fragment split to fit the output port's MTU")
+	f.fragments = cs.New("fragments", "the fragments those made")
+	f.fragFailed = cs.New("fragments_failed", "packets dropped half fragmented: no buffer in the output port's pool")
 	if f.report {
 		f.routesAdded = cs.New("routes_added", "static routes added at run time or replaced")
 		f.routesRemoved = cs.New("routes_removed", "static routes deleted at run time or replaced")
@@ -247,9 +251,12 @@ func (f *forwarder) route4(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 		p.Drop(packet.ReasonNoPort)
 		return
 	}
-	if out.MTU > 0 && int(ip.TotalLength()) > out.MTU {
-		// linerate does not fragment: DF or not, the sender hears the MTU.
-		f.icmpError(ctx, in, d, l, packet.ICMPv4DstUnreachable, packet.ICMPv4FragNeeded, uint32(out.MTU))
+	if out.MTU > 0 && int(ip.TotalLength()) > out.MTU && (ip.Flags()&packet.IPv4FlagDontFragment != 0 || out.MTU < minMTU4) {
+		// Don't Fragment: the sender hears the MTU (RFC 1191). Without it
+		// the packet is fragmented on its way out.
+		if out.MTU >= minMTU4 {
+			f.icmpError(ctx, in, d, l, packet.ICMPv4DstUnreachable, packet.ICMPv4FragNeeded, uint32(out.MTU))
+		}
 		p.Drop(reasonTooBig)
 		return
 	}
@@ -266,8 +273,30 @@ func (f *forwarder) route4(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 	e := packet.Ethernet(d)
 	e.SetDst(mac)
 	e.SetSrc(out.MAC)
+	if !f.fits4(ctx, p, out, int(l.L3)) {
+		p.Drop(packet.ReasonNoBuffer)
+		return
+	}
 	f.forwarded.Inc()
 	p.Forward(out.ID)
+}
+
+// fits4 fragments a routed IPv4 packet larger than out's MTU; the packet
+// itself becomes the first fragment. False means out's pool had no buffer for
+// a fragment: the caller drops p.
+func (f *forwarder) fits4(ctx *plugins.Context, p *packet.Packet, out *Port, l3 int) bool {
+	if out.MTU == 0 || int(packet.IPv4(p.Data()[l3:]).TotalLength()) <= out.MTU {
+		return true
+	}
+	n, ok := f.fragment(ctx, p, out, l3)
+	f.fragments.Add(uint64(n - 1))
+	if !ok {
+		f.fragFailed.Inc()
+		return false
+	}
+	f.fragments.Inc()
+	f.fragmented.Inc()
+	return true
 }
 
 // resolve gives the link-layer address of next on out, starting resolution
@@ -380,6 +409,10 @@ func (f *forwarder) release(ctx *plugins.Context, e heldPacket, mac packet.MAC) 
 	eth := packet.Ethernet(d)
 	eth.SetDst(mac)
 	eth.SetSrc(out.MAC)
+	if l.IPVersion == 4 && !f.fits4(ctx, p, out, int(l.L3)) {
+		ctx.Env.Free(e.h) // counted in fragments_failed
+		return
+	}
 	if ctx.Emit(e.h, e.port) {
 		f.released.Inc()
 		f.forwarded.Inc()
