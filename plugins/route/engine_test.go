@@ -313,3 +313,25 @@ func statusCode(err error) string {
 	}
 	return status.Code(err).String()
 }
+
+// TestMemMTU: a mem port has no device; its mtu key is the port's MTU, as
+// routed mode and linerate status see it.
+func TestMemMTU(t *testing.T) {
+	cfg := strings.Replace(memRouter(1), "name = \"r1\"\ndriver = \"mem\"\n", "name = \"r1\"\ndriver = \"mem\"\nmtu = 1400\n", 1)
+	e := enginetest.New(t, cfg, appliance.Options{})
+	rc := api.NewRoutingClient(enginetest.Dial(t, e))
+	ifs, err := rc.Interfaces(context.Background(), &api.InterfacesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtus := map[string]int32{}
+	for _, i := range ifs.Interfaces {
+		mtus[i.Port] = i.Mtu
+	}
+	if mtus["r0"] != 1500 || mtus["r1"] != 1400 {
+		t.Errorf("routed MTUs %v, want r0's default 1500 and r1's 1400", mtus)
+	}
+	if st := e.Status(); st.Ports[2].Name != "r1" || st.Ports[2].MTU != 1400 {
+		t.Errorf("status of r1: %+v", st.Ports[2])
+	}
+}
