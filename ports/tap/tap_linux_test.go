@@ -263,10 +263,14 @@ func TestPersistentDevice(t *testing.T) {
 	ns.IP(t, "addr", "add", "192.0.2.2/24", "dev", "lrtap0")
 	ns.IP(t, "link", "set", "lrtap0", "up")
 	ns.IP(t, "route", "add", "198.51.100.0/24", "via", "192.0.2.1", "dev", "lrtap0")
+	ns.Sysctl(t, [][2]string{{"ipv6/conf/lrtap0/disable_ipv6", "0"}})
+	ns.IP(t, "-6", "addr", "add", "fd00::2/64", "dev", "lrtap0", "nodad")
+	ns.IP(t, "-6", "route", "add", "2001:db8:2::/48", "via", "fd00::1", "dev", "lrtap0")
 	kernelSide := func() string {
 		t.Helper()
 		var out []byte
-		for _, args := range [][]string{{"-4", "addr", "show", "dev", "lrtap0"}, {"-4", "route", "show", "dev", "lrtap0"}} {
+		for _, args := range [][]string{{"addr", "show", "dev", "lrtap0"}, {"-4", "route", "show", "dev", "lrtap0"},
+			{"-6", "route", "show", "dev", "lrtap0"}} {
 			o, err := exec.Command("ip", append([]string{"-n", ns.Name()}, args...)...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("ip %v: %v: %s", args, err, o)
@@ -305,7 +309,8 @@ func TestPersistentDevice(t *testing.T) {
 			t.Errorf("round %d: device MTU %d after Close, want its own 1500", round, got)
 		}
 		side := kernelSide()
-		if !strings.Contains(side, "inet 192.0.2.2/24") || !strings.Contains(side, "198.51.100.0/24 via 192.0.2.1") {
+		if !strings.Contains(side, "inet 192.0.2.2/24") || !strings.Contains(side, "198.51.100.0/24 via 192.0.2.1") ||
+			!strings.Contains(side, "inet6 fd00::2/64") || !strings.Contains(side, "2001:db8:2::/48 via fd00::1") {
 			t.Errorf("round %d: the kernel side after Close:\n%s", round, side)
 		}
 	}
