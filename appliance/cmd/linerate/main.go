@@ -60,7 +60,8 @@ Commands:
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(os.Stderr, `
-Run 'linerate <command> --help' for a command's flags.
+Run 'linerate <command> --help' for a command's flags; they may come before or
+after its arguments.
 'linerate run' with no config runs the embedded lab for as long as --duration says.
 `)
 }
