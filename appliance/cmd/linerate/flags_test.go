@@ -47,6 +47,8 @@ func TestParseFlags(t *testing.T) {
 func TestCommandsTakeFlagsAnywhere(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "ok.toml")
 	if err := os.WriteFile(cfg, []byte(`version = 1
+[engine]
+pin = false
 [control]
 listen = ""
 [[ports]]
