@@ -281,7 +281,10 @@ func TestPersistentDevice(t *testing.T) {
 	}
 	for round := range 2 {
 		var p *Port
-		if err := ns.Do(func() (err error) { p, err = New(Options{Name: "tap", Interface: "lrtap0", Pool: pool, MTU: 1400}); return err }); err != nil {
+		if err := ns.Do(func() (err error) {
+			p, err = New(Options{Name: "tap", Interface: "lrtap0", Pool: pool, MTU: 1400})
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if got := devMTU(t, ns, "lrtap0"); got != 1400 {
