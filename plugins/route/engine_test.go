@@ -20,7 +20,8 @@ import (
 
 // memRouter: a generator behind mem port h0 sends to 2001:db8:100::/48 through
 // a linerate router (r0, r1) to a sink behind h1; the next hops on r1's link
-// are static neighbours.
+// are static neighbours. The rings towards the router and the sink hold all
+// that is sent, so a starved lcore costs no packet.
 func memRouter(count int) string {
 	return fmt.Sprintf(`version = 1
 [engine]
@@ -37,18 +38,19 @@ addresses = ["2001:db8:1::1/64", "192.0.2.1/24"]
 name = "h0"
 driver = "mem"
 peer = "r0"
-ring_size = 16384
+ring_size = 32768
 [[ports]]
 name = "r1"
 driver = "mem"
 peer = "h1"
+ring_size = 32768
 mac = "02:00:00:00:02:01"
 addresses = ["2001:db8:2::1/64"]
 [[ports]]
 name = "h1"
 driver = "mem"
 peer = "r1"
-ring_size = 16384
+ring_size = 32768
 
 [[routes]]
 prefix = "2001:db8:100::/48"
