@@ -35,6 +35,9 @@ type Options struct {
 	// DryRun builds every stage and checks every key but opens no port and starts
 	// nothing: `linerate validate`.
 	DryRun bool
+	// Offline, with DryRun, checks the config alone and nothing of this host
+	// (interfaces, devices, files): `linerate validate --offline`.
+	Offline bool
 	// Manual runs no lcore goroutines: the caller drives the loops with Step, in
 	// virtual time (simulations).
 	Manual  bool
@@ -264,7 +267,7 @@ func (e *Engine) openPorts() error {
 			mtu = pc.MTU
 		}
 		s := &ports.Setup{Name: pc.Name, Config: pc.Table, Pool: pool, RxQueues: pc.RxQueues, TxQueues: txq,
-			Clock: e.clock, Log: e.log.With("port", pc.Name), DryRun: e.opt.DryRun, Section: e.section,
+			Clock: e.clock, Log: e.log.With("port", pc.Name), DryRun: e.opt.DryRun, Offline: e.opt.Offline, Section: e.section,
 			Lcores: e.rt.lcoreCPUs, MTU: mtu,
 			Warn: func(msg string) { e.driverWarnings = append(e.driverWarnings, fmt.Sprintf("port %q: %s", name, msg)) }}
 		if err := knownDriver(pc); err != nil {
@@ -1017,6 +1020,11 @@ func located(err error, where, what string) error {
 	var ce *config.Error
 	if errors.As(err, &ce) && ce.Line > 0 {
 		return err
+	}
+	if strings.HasPrefix(err.Error(), what+": ") {
+		// A driver's constructor names its port, for callers without an
+		// engine.
+		return fmt.Errorf("%s: %w", where, err)
 	}
 	return fmt.Errorf("%s: %s: %w", where, what, err)
 }

@@ -117,6 +117,10 @@ type Setup struct {
 	// DryRun asks the driver only to decode and check its keys (linerate validate):
 	// it opens nothing and returns a nil Port.
 	DryRun bool
+	// Offline, with DryRun, checks the keys alone, nothing of this host (its
+	// interfaces, devices, files): for a config meant for another machine
+	// (linerate validate --offline).
+	Offline bool
 	// Section returns a top-level table of the config file that belongs to the
 	// driver's runtime, such as [dpdk]; an empty Config when the file has none.
 	Section func(name string) Config

@@ -88,24 +88,37 @@ func open(s *ports.Setup) (ports.Port, error) {
 	d := DefaultOptions()
 	c := config{BlockSize: d.BlockSize, Blocks: d.Blocks, BlockTimeout: d.BlockTimeout, Fanout: d.Fanout,
 		Promiscuous: d.Promiscuous, QdiscBypass: d.QdiscBypass, TxRing: true, RxTimestamp: d.RxTimestamp}
-	where := s.Name
 	if s.Config != nil {
 		if err := s.Config.Decode(&c); err != nil {
 			return nil, err
 		}
-		where = s.Config.Where()
 	}
 	o := Options{Name: s.Name, Interface: c.Interface, Pool: s.Pool, RxQueues: s.RxQueues, TxQueues: s.TxQueues,
 		BlockSize: c.BlockSize, Blocks: c.Blocks, FrameSize: c.FrameSize, BlockTimeout: c.BlockTimeout,
 		Fanout: c.Fanout, Promiscuous: c.Promiscuous, QdiscBypass: c.QdiscBypass, NoTxRing: !c.TxRing,
 		RxTimestamp: c.RxTimestamp, Clock: s.Clock, MTU: s.MTU}
 	if err := o.check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, err
 	}
 	if s.DryRun {
+		if !s.Offline {
+			if _, err := findInterface(o.Interface); err != nil {
+				return nil, err
+			}
+		}
 		return nil, nil
 	}
 	return New(o)
+}
+
+// findInterface finds an interface in the calling thread's network
+// namespace, with an error that names it.
+func findInterface(name string) (*net.Interface, error) {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("interface %q: no such network interface here (ip link lists them)", name)
+	}
+	return ifc, nil
 }
 
 func (o *Options) check() error {
@@ -194,7 +207,7 @@ func New(o Options) (*Port, error) {
 	if o.Pool == nil {
 		return nil, fmt.Errorf("port %q: no pool", o.Name)
 	}
-	ifc, err := net.InterfaceByName(o.Interface)
+	ifc, err := findInterface(o.Interface)
 	if err != nil {
 		return nil, fmt.Errorf("port %q: %w", o.Name, err)
 	}

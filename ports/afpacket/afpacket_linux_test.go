@@ -679,9 +679,19 @@ fanout = "lb"
 promiscuous = false
 qdisc_bypass = false
 tx_ring = false`
-	p, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: porttest.Config(good), Pool: pool, DryRun: true})
+	// Offline, the keys alone; otherwise the interface must be here, and the
+	// error names it (linerate validate, with and without --offline).
+	p, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: porttest.Config(good), Pool: pool, DryRun: true, Offline: true})
 	if err != nil || p != nil {
-		t.Errorf("dry run: %v, %v", p, err)
+		t.Errorf("offline dry run: %v, %v", p, err)
+	}
+	_, err = ports.Open("afpacket", &ports.Setup{Name: "p", Config: porttest.Config(good), Pool: pool, DryRun: true})
+	if want := `interface "lra": no such network interface here`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("dry run of a missing interface: %v, want %q", err, want)
+	}
+	lo := strings.Replace(good, `"lra"`, `"lo"`, 1)
+	if _, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: porttest.Config(lo), Pool: pool, DryRun: true}); err != nil {
+		t.Errorf("dry run on lo: %v", err)
 	}
 	if _, err := ports.Open("afpacket", &ports.Setup{Name: "p", Config: porttest.Config(`interface = "lr-nonexistent"`), Pool: pool, RxQueues: 1, TxQueues: 1}); err == nil {
 		t.Error("opened a missing interface")

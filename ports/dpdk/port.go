@@ -151,12 +151,10 @@ func IsPCI(device string) bool {
 
 func open(s *ports.Setup) (ports.Port, error) {
 	var c portConfig
-	where := s.Name
 	if s.Config != nil {
 		if err := s.Config.Decode(&c); err != nil {
 			return nil, err
 		}
-		where = s.Config.Where()
 	}
 	var e EAL
 	if s.Section != nil {
@@ -175,7 +173,7 @@ func open(s *ports.Setup) (ports.Port, error) {
 	o.NoPromisc = c.Promiscuous != nil && !*c.Promiscuous
 	o.defaults()
 	if err := o.check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, err
 	}
 	warn := s.Warn
 	if warn == nil {

@@ -137,28 +137,26 @@ func open(s *ports.Setup) (ports.Port, error) {
 			return nil, err
 		}
 	}
-	where := s.Name
 	if s.Config != nil {
-		where = s.Config.Where()
 	}
 	switch Timing(c.Timing) {
 	case "", TimingFlat, TimingFile:
 	default:
-		return nil, fmt.Errorf("%s: timing %q is not \"flat\" or \"file\"", where, c.Timing)
+		return nil, fmt.Errorf("timing %q is not \"flat\" or \"file\"", c.Timing)
 	}
 	if c.Snaplen < 0 || c.Snaplen > MaxRecord {
-		return nil, fmt.Errorf("%s: snaplen %d is outside 1..%d", where, c.Snaplen, MaxRecord)
+		return nil, fmt.Errorf("snaplen %d is outside 1..%d", c.Snaplen, MaxRecord)
 	}
 	if c.RxFile == "" && (c.Loop || c.Timing != "") {
-		return nil, fmt.Errorf("%s: loop and timing need an rx_file", where)
+		return nil, errors.New("loop and timing need an rx_file")
 	}
 	if s.RxQueues > 1 {
-		return nil, fmt.Errorf("%s: a file is one stream: rx_queues must be 1, not %d", where, s.RxQueues)
+		return nil, fmt.Errorf("a file is one stream: rx_queues must be 1, not %d", s.RxQueues)
 	}
 	if s.DryRun {
-		if c.RxFile != "" {
+		if c.RxFile != "" && !s.Offline {
 			if _, err := os.Stat(c.RxFile); err != nil {
-				return nil, fmt.Errorf("%s: rx_file: %w", where, err)
+				return nil, fmt.Errorf("rx_file: %w", err)
 			}
 		}
 		return nil, nil

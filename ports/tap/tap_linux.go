@@ -50,17 +50,15 @@ type Options struct {
 
 func open(s *ports.Setup) (ports.Port, error) {
 	c := tapConfig{}
-	where := s.Name
 	if s.Config != nil {
 		if err := s.Config.Decode(&c); err != nil {
 			return nil, err
 		}
-		where = s.Config.Where()
 	}
 	o := Options{Name: s.Name, Interface: c.Interface, Pool: s.Pool, RxQueues: s.RxQueues, TxQueues: s.TxQueues,
 		Down: c.Up != nil && !*c.Up, MTU: s.MTU}
 	if err := o.check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, err
 	}
 	if s.DryRun {
 		return nil, nil

@@ -203,8 +203,8 @@ func TestConfig(t *testing.T) {
 		return tb
 	}
 	for _, c := range []struct{ doc, err string }{
-		{``, "t.toml: interface is required: the TAP device's name"},
-		{`interface = "a-name-far-too-long"`, `t.toml: interface name "a-name-far-too-long" is longer than 15 bytes`},
+		{``, "interface is required: the TAP device's name"},
+		{`interface = "a-name-far-too-long"`, `interface name "a-name-far-too-long" is longer than 15 bytes`},
 		{`interface = "x"` + "\nmtu = 9000", `t.toml:2: mtu: unknown key`},
 	} {
 		_, err := ports.Open("tap", &ports.Setup{Name: "p", Config: tab(c.doc), Pool: pool, RxQueues: 1, TxQueues: 1, DryRun: true})

@@ -421,12 +421,15 @@ func dur(ns uint64) string { return time.Duration(ns).Round(100 * time.Nanosecon
 func cmdValidate(args []string) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	cfgPath := fs.String("c", "", "config `file` to check (required)")
+	offline := fs.Bool("offline", false, "check the file alone, nothing of this host (for a config meant for another machine)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: linerate validate -c FILE
+		fmt.Fprintf(fs.Output(), `Usage: linerate validate -c FILE [--offline]
 
 Checks a config without running it: TOML syntax, unknown keys, types and values
 (each error names the file, line and key), then builds every stage and checks
-every port's keys without opening anything. Exits 0 when the config is good.
+every port's keys without opening anything. It also checks that this host has
+what the config names (interfaces, capture and key files), unless --offline.
+Exits 0 when the config is good.
 
 Flags:
 `)
@@ -451,7 +454,7 @@ Flags:
 		return fail("%v", err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := appliance.New(cfg, appliance.Options{Log: quiet, DryRun: true})
+	eng, err := appliance.New(cfg, appliance.Options{Log: quiet, DryRun: true, Offline: *offline})
 	if err != nil {
 		return fail("%v", err)
 	}
