@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -286,4 +289,232 @@ func stripComments(s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// docStep is a command line a doc shows, with the output it shows after it.
+type docStep struct {
+	where string
+	cmd   string
+	want  []string
+}
+
+// docSteps reads the linerate command lines of the docs, file by file: the
+// lines of ```sh blocks that start with "linerate ", and in any block the
+// lines after "$ " with the output shown below them.
+func docSteps(t *testing.T) map[string][]docStep {
+	out := map[string][]docStep{}
+	for _, b := range mdBlocks(t) {
+		lines := strings.Split(strings.TrimRight(b.text, "\n"), "\n")
+		for i := 0; i < len(lines); i++ {
+			l := lines[i]
+			where := fmt.Sprintf("%s:%d", b.file, b.line+i)
+			switch {
+			case strings.HasPrefix(l, "$ linerate "):
+				s := docStep{where: where, cmd: strings.TrimPrefix(l, "$ ")}
+				for i+1 < len(lines) && !strings.HasPrefix(lines[i+1], "$ ") {
+					i++
+					s.want = append(s.want, lines[i])
+				}
+				out[b.file] = append(out[b.file], s)
+			case b.lang == "sh" && strings.HasPrefix(l, "linerate "):
+				for strings.HasSuffix(l, `\`) && i+1 < len(lines) {
+					i++
+					l = strings.TrimSuffix(l, `\`) + " " + strings.TrimSpace(lines[i])
+				}
+				out[b.file] = append(out[b.file], docStep{where: where, cmd: l})
+			}
+		}
+	}
+	return out
+}
+
+// TestDocsCommands runs every linerate command line the docs show, as a user
+// would type it, with a binary built from this tree: in a directory of its
+// own, with LINERATE_CONTROL pointing at an appliance the test runs for the
+// doc (the lab for docs/stamp.md; routing.md's router, on mem ports, for
+// docs/routing.md). A command that runs until interrupted (run, stamp watch)
+// gets SIGINT after a few seconds and must then exit cleanly. Where the doc
+// shows output, one line must be what the command prints, a table's header
+// must be its header, and an error must be the command's error.
+func TestDocsCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds linerate and runs the docs' commands")
+	}
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "linerate"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := docSteps(t)
+	files := make([]string, 0, len(steps))
+	for f := range steps {
+		files = append(files, f)
+	}
+	slices.Sort(files)
+	ran := 0
+	for _, file := range files {
+		t.Run(file, func(t *testing.T) {
+			dir := t.TempDir()
+			// The docs name files of the repository by their paths from its top.
+			if err := os.Symlink(filepath.Join(root, "docs"), filepath.Join(dir, "docs")); err != nil {
+				t.Fatal(err)
+			}
+			sock := "unix:" + filepath.Join(dir, "ctl.sock")
+			env := append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LINERATE_CONTROL="+sock)
+			if cfg := docAppliance(t, file, root); cfg != "" {
+				startAppliance(t, filepath.Join(bin, "linerate"), dir, env, cfg, sock)
+			}
+			host := strings.NewReplacer("unix:/run/linerate/linerate.sock", sock,
+				"/etc/linerate/", filepath.Join(dir, "etc")+"/")
+			for _, s := range steps[file] {
+				runStep(t, dir, env, s, host.Replace(s.cmd))
+				ran++
+			}
+		})
+	}
+	if ran < 15 {
+		t.Errorf("only %d command lines found in the docs", ran)
+	}
+}
+
+// docAppliance is the config of the appliance a doc's commands talk to, or "".
+func docAppliance(t *testing.T, file, root string) string {
+	switch file {
+	case "docs/stamp.md":
+		return string(config.Lab())
+	case "docs/routing.md":
+		// The doc's router, with mem ports in place of its NICs and TAP (which
+		// has no host side to readdress frames to), on whatever CPU there is.
+		for _, b := range mdBlocks(t) {
+			if b.file == file && b.lang == "toml" {
+				cfg := regexp.MustCompile(`driver = "(afpacket|tap)"`).ReplaceAllString(b.text, `driver = "mem"`)
+				cfg = regexp.MustCompile(`(?m)^interface = .*\n`).ReplaceAllString(cfg, "")
+				cfg = regexp.MustCompile(`(?m)^lcores = \[.*\]`).ReplaceAllString(cfg, "lcores = [0]")
+				cfg = strings.Replace(cfg, `port = "tap0"`, "port = \"tap0\"\nrewrite_mac = false", 1)
+				return strings.Replace(cfg, "[engine]\n", "[engine]\npin = false\n", 1)
+			}
+		}
+		t.Fatalf("%s has no config", file)
+	}
+	return ""
+}
+
+// startAppliance runs linerate with cfg until the test ends, once its control
+// socket answers.
+func startAppliance(t *testing.T, bin, dir string, env []string, cfg, sock string) {
+	t.Helper()
+	path := filepath.Join(dir, "appliance.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-c", path, "--live=false")
+	cmd.Dir, cmd.Env = dir, env
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("the appliance exited with %v:\n%s", err, out.String())
+			}
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			t.Errorf("the appliance did not stop on SIGINT:\n%s", out.String())
+		}
+	})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st := exec.Command(bin, "status")
+		st.Env = env
+		if st.Run() == nil {
+			return
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the appliance exited: %v\n%s", err, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the appliance's control API did not answer on %s within a minute:\n%s", sock, out.String())
+		}
+	}
+}
+
+// runStep runs one documented command line through the shell and holds it to
+// what the doc shows.
+func runStep(t *testing.T, dir string, env []string, s docStep, line string) {
+	t.Helper()
+	// What runs until interrupted gets a few seconds, then ^C: the shell
+	// execs it, so the signal reaches linerate itself.
+	endless := (strings.Contains(line, "linerate run") && !strings.Contains(line, "--duration")) ||
+		strings.Contains(line, "stamp watch")
+	sh := line
+	if endless {
+		sh = "exec " + line
+	}
+	cmd := exec.Command("sh", "-c", sh)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	if endless {
+		select {
+		case err = <-done:
+		case <-time.After(3 * time.Second):
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			err = <-done
+		}
+	} else {
+		select {
+		case err = <-done:
+		case <-time.After(2 * time.Minute):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			t.Errorf("%s: %s did not end within 2 minutes", s.where, line)
+			return
+		}
+	}
+	wantErr := len(s.want) > 0 && strings.HasPrefix(s.want[0], "linerate")
+	got := strings.TrimRight(stdout.String(), "\n")
+	if wantErr {
+		got = strings.TrimRight(stderr.String(), "\n")
+	}
+	switch {
+	case wantErr && err == nil:
+		t.Errorf("%s: %s succeeded; the doc shows an error:\n%s", s.where, line, s.want[0])
+	case !wantErr && err != nil:
+		t.Errorf("%s: %s: %v\nstdout:\n%s\nstderr:\n%s", s.where, line, err, stdout.String(), stderr.String())
+	case len(s.want) == 0:
+	default:
+		// The first line shown: whole, or up to an ellipsis; of a table,
+		// the column names (their widths follow the rows).
+		first, _, _ := strings.Cut(got, "\n")
+		want := s.want[0]
+		if len(s.want) > 1 && !wantErr {
+			if !slices.Equal(strings.Fields(first), strings.Fields(want)) {
+				t.Errorf("%s: %s printed the header\n%s\nthe doc shows\n%s", s.where, line, first, want)
+			}
+		} else if prefix, ok := strings.CutSuffix(want, "…"); ok {
+			if !strings.HasPrefix(first, prefix) {
+				t.Errorf("%s: %s printed\n%s\nthe doc shows\n%s", s.where, line, first, want)
+			}
+		} else if first != want {
+			t.Errorf("%s: %s printed\n%s\nthe doc shows\n%s", s.where, line, first, want)
+		}
+	}
 }

@@ -161,7 +161,13 @@ loop:
 
 // controlAddr is the control API address; an unprivileged user gets a socket in
 // their runtime directory instead of /run/linerate.
+//
+// LINERATE_CONTROL, when set, is the address for every command: where run
+// listens, whatever the config says, and where the clients dial by default.
 func controlAddr(cfg *config.File) string {
+	if addr := os.Getenv("LINERATE_CONTROL"); addr != "" {
+		return addr
+	}
 	return userAddr(cfg.Control.Listen, os.Geteuid(), os.Getenv("XDG_RUNTIME_DIR"))
 }
 
