@@ -91,7 +91,7 @@ func TestRoutingDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := appliance.New(cfg, appliance.Options{DryRun: true, Log: slog.New(slog.DiscardHandler)})
+	e, err := appliance.New(cfg, appliance.Options{DryRun: true, Offline: true, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
