@@ -327,14 +327,8 @@ func (e *Engine) openPorts() error {
 	return nil
 }
 
-// section hands a driver its top-level table.
-func (e *Engine) section(name string) ports.Config {
-	switch name {
-	case "dpdk":
-		return e.cfg.DPDK
-	}
-	return config.Table{}
-}
+// section hands a driver its top-level section (config.RegisterSection).
+func (e *Engine) section(name string) ports.Config { return e.cfg.Section(name) }
 
 func (e *Engine) lcoreByCPU(cpu int) *lcore {
 	for _, lc := range e.lcores {
@@ -472,7 +466,7 @@ func (e *Engine) buildStage(pl *pipeline, in *instance, k int, sc config.Stage) 
 			e.global[key] = v
 			return v
 		},
-		Routes: e.cfg.Routes, Neighbors: e.cfg.Neighbors,
+		Section: func(name string) plugins.Config { return e.cfg.Section(name) },
 		Shared: func(key string, mk func() any) any {
 			key = name + "/" + key
 			if v, ok := pl.shared[key]; ok {
@@ -1041,8 +1035,8 @@ func knownDriver(pc config.Port) error {
 		msg += fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	msg += "; this binary has " + strings.Join(have, ", ")
-	if pc.Driver == "dpdk" {
-		msg += " (the dpdk driver is in the build with -tags dpdk: make build-dpdk makes bin/linerate-dpdk)"
+	if where, ok := ports.Absent(pc.Driver); ok {
+		msg += "; " + where
 	}
 	return errors.New(msg)
 }

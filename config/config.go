@@ -33,15 +33,11 @@ type File struct {
 	Pools     []Pool     `toml:"pools"`
 	Ports     []Port     `toml:"ports"`
 	Pipelines []Pipeline `toml:"pipelines"`
-	// Routes and Neighbors are routed mode's static tables: [[routes]] and
-	// [[neighbors]] (docs/routing.md).
-	Routes    []Route    `toml:"routes"`
-	Neighbors []Neighbor `toml:"neighbors"`
-	// DPDK is the [dpdk] table: EAL arguments, memory, lcores. Its keys belong to
-	// the dpdk port driver, which decodes them (ports/dpdk, docs/dpdk.md).
-	DPDK Table `toml:"dpdk"`
 
 	doc *document // nil for a File built in code
+	// sections are the top-level keys that belong to drivers and plugins
+	// ([dpdk], [[routes]] …): see Section.
+	sections map[string]toml.Primitive
 }
 
 // Engine tunes the lcores and the Go runtime.
@@ -156,12 +152,19 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, syntaxError(name, data, err)
 	}
 	doc := &document{name: name, md: md, ix: buildIndex(data)}
-	f := &File{Path: name, doc: doc}
+	// The keys File has no field for are the sections' (or unknown).
+	var w struct {
+		File
+		Table
+	}
 	d := &decoder{doc: doc}
-	d.fields(top, "", reflect.ValueOf(f).Elem())
+	d.fields(top, "", reflect.ValueOf(&w).Elem())
+	f := &w.File
+	f.Path, f.doc = name, doc
 	f.Defaults()
+	serrs := f.checkSections(d, w.Table.keys)
 	errs := d.errs
-	if verr := f.validate(); verr != nil {
+	if verr := append(f.validate(), serrs...); verr != nil {
 		for _, e := range verr {
 			// A key that failed to decode holds its zero or default value;
 			// saying it is also invalid would only repeat the first error.
@@ -170,7 +173,7 @@ func Parse(name string, data []byte) (*File, error) {
 			}
 		}
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return f, nil

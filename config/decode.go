@@ -105,7 +105,7 @@ func (t Table) Decode(v any) error {
 	default:
 		return fmt.Errorf("config: cannot decode table %s into %T", t.path, v)
 	}
-	return d.errs.err()
+	return d.errs.Err()
 }
 
 // ParseTable parses data as a single table, for tests of drivers and stages:

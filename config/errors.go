@@ -63,9 +63,9 @@ func (es Errors) Unwrap() []error {
 	return out
 }
 
-// err sorts es by line (keeping the order of errors on one line) and returns it,
-// or nil when it is empty.
-func (es Errors) err() error {
+// Err sorts es by line (keeping the order of errors on one line) and returns
+// it, or nil when it is empty: what a check returns.
+func (es Errors) Err() error {
 	if len(es) == 0 {
 		return nil
 	}

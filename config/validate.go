@@ -27,7 +27,7 @@ const (
 // settings, unique names, references between pools, ports and pipelines, and
 // value ranges. Driver and stage keys are checked when their owners decode them.
 // It expects Defaults to have run. The error is Errors, sorted by line.
-func (f *File) Validate() error { return f.validate().err() }
+func (f *File) Validate() error { return f.validate().Err() }
 
 type validator struct {
 	f    *File
@@ -60,8 +60,6 @@ func (f *File) validate() Errors {
 	v.pools()
 	v.ports()
 	v.pipelines()
-	v.routes()
-	v.neighbors()
 	return v.errs
 }
 
@@ -250,70 +248,6 @@ func (v *validator) routedPort(at string, p Port, ifids map[uint32]string, addrs
 	}
 }
 
-func (v *validator) routes() {
-	seen := map[netip.Prefix]string{}
-	for i, r := range v.f.Routes {
-		at := "routes[" + strconv.Itoa(i) + "]"
-		if r.Prefix.IsValid() {
-			if prev, dup := seen[r.Prefix.Prefix]; dup {
-				v.errorf(at+".prefix", "%s is already routed by %s", r.Prefix, prev)
-			}
-			seen[r.Prefix.Prefix] = at
-		}
-		if key, err := CheckRoute(v.f.Ports, r.Prefix.Prefix, r.Via.Addr, r.Port); err != nil {
-			v.errorf(keyPath(at, key), "%v", err)
-		}
-	}
-}
-
-func keyPath(at, key string) string {
-	if key == "" {
-		return at
-	}
-	return at + "." + key
-}
-
-func (v *validator) neighbors() {
-	type key struct {
-		port string
-		addr netip.Addr
-	}
-	seen := map[key]string{}
-	for i, n := range v.f.Neighbors {
-		at := "neighbors[" + strconv.Itoa(i) + "]"
-		a := n.Address.Addr
-		switch {
-		case !a.IsValid():
-			v.errorf(at+".address", `missing: the neighbour's IP address, e.g. address = "2001:db8:1::2"`)
-		case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
-			v.errorf(at+".address", "%s: a neighbour's address must be unicast", a)
-		}
-		switch {
-		case n.MAC == MAC{}:
-			v.errorf(at+".mac", `missing: the neighbour's Ethernet address, e.g. mac = "02:00:00:00:00:02"`)
-		case n.MAC[0]&1 != 0:
-			v.errorf(at+".mac", "%s is a multicast address; a neighbour's address must be unicast", n.MAC)
-		}
-		switch _, ok := v.f.Port(n.Port); {
-		case n.Port == "":
-			v.errorf(at+".port", "missing: the port the neighbour is on")
-		case !ok:
-			v.errorf(at+".port", "no port %q", n.Port)
-		}
-		k := key{n.Port, a}
-		prev, dup := seen[k]
-		if dup && a.IsValid() {
-			v.errorf(at+".address", "%s on port %q is already set by %s", a, n.Port, prev)
-		}
-		seen[k] = at
-		if _, ok := v.f.Port(n.Port); ok && !dup && a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() {
-			if key, err := CheckNeighbor(v.f.Ports, a, n.Port); err != nil && key != "port" {
-				v.errorf(keyPath(at, key), "%v", err)
-			}
-		}
-	}
-}
-
 func (v *validator) poolNames() string {
 	var names []string
 	for _, p := range v.f.Pools {
@@ -417,4 +351,11 @@ func (v *validator) rx(at, s string, polled map[RxRef]string) {
 		}
 		polled[key] = at
 	}
+}
+
+// connected reports whether a port address gives a connected route: not a
+// link-local one (fe80::/64 is on every link and never routed), nor a host
+// route.
+func connected(a netip.Prefix) bool {
+	return !a.Addr().IsLinkLocalUnicast() && a.Bits() < a.Addr().BitLen()
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
-	"github.com/linerate/linerate/config"
 )
 
 // Stage processes bursts. Process works in place and never allocates. A packet it
@@ -190,10 +189,11 @@ type Setup struct {
 	// share, such as routed mode's route table and neighbour cache. Setup-time
 	// only.
 	Global func(key string, mk func() any) any
-	// Routes and Neighbors are the config file's static [[routes]] and
-	// [[neighbors]], for the routed-mode stages.
-	Routes    []config.Route
-	Neighbors []config.Neighbor
+	// Section is a top-level table of the config file that belongs to the
+	// stage's plugin ([[routes]] to routed mode): a Config holding that one
+	// key, empty when the file has none. The plugin registers it with
+	// config.RegisterSection, so the file was checked against it at parse.
+	Section func(name string) Config
 }
 
 // TickInterval is how often Ticker.Tick runs, at most.

@@ -224,6 +224,24 @@ func Open(driver string, s *Setup) (Port, error) {
 	return f(s)
 }
 
+var absent = map[string]string{}
+
+// RegisterAbsent names a driver this binary does not have, with where to get
+// it ("in the build with -tags dpdk"): what a config naming it is told.
+func RegisterAbsent(driver, where string) {
+	mu.Lock()
+	defer mu.Unlock()
+	absent[driver] = where
+}
+
+// Absent says where to get a driver this binary does not have, if known.
+func Absent(driver string) (string, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	w, ok := absent[driver]
+	return w, ok
+}
+
 // Drivers lists the registered drivers.
 func Drivers() []string {
 	mu.RLock()

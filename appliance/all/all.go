@@ -9,6 +9,7 @@ import (
 	_ "github.com/linerate/linerate/plugins/route" // neighbor, route, icmp, punt (routed mode)
 	_ "github.com/linerate/linerate/plugins/stamp" // stamp.sender, stamp.reflector, stamp.collector
 	_ "github.com/linerate/linerate/ports/afpacket"
+	_ "github.com/linerate/linerate/ports/dpdk" // with -tags dpdk; without, it says so
 	_ "github.com/linerate/linerate/ports/mem"
 	_ "github.com/linerate/linerate/ports/pcap"
 	_ "github.com/linerate/linerate/ports/tap"

@@ -37,10 +37,10 @@ type Harness struct {
 	Ports Ports
 	Ctx   plugins.Context
 	// What the stages' Setup says: the lcore they run on and how many run
-	// the chain (0 means 1), and the config's static routes and neighbours.
+	// the chain (0 means 1), and the config file's top-level sections, as
+	// TOML ([[routes]] …).
 	Lcore, NumLcores int
-	Routes           []config.Route
-	Neighbors        []config.Neighbor
+	Sections         string
 
 	started []plugins.Stage
 }
@@ -71,7 +71,16 @@ func (h *Harness) SetupNamed(kind, name, keys string) *plugins.Setup {
 	return &plugins.Setup{Kind: kind, Name: name, Config: tab, Ports: h.Ports, Lcore: h.Lcore,
 		NumLcores: max(h.NumLcores, 1), Clock: h.Clock, Log: slog.New(slog.DiscardHandler),
 		Counters: h.Counters(name), Histograms: h.Histograms(name), Pool: h.Pool,
-		Shared: h.Shared(name), Global: h.Global, Routes: h.Routes, Neighbors: h.Neighbors}
+		Shared: h.Shared(name), Global: h.Global, Section: h.section}
+}
+
+func (h *Harness) section(name string) plugins.Config {
+	h.T.Helper()
+	tab, err := config.ParseTable("sections.toml", []byte(h.Sections))
+	if err != nil {
+		h.T.Fatalf("ParseTable: %v", err)
+	}
+	return tab.Only(name)
 }
 
 // Build makes the stage kind#0 from TOML keys through the registry.

@@ -96,7 +96,9 @@ func TestRoutingDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = e.Close()
-	if len(cfg.Routes) != 3 || len(cfg.Neighbors) != 1 || len(cfg.Pipelines[0].Stages) != 4 {
-		t.Errorf("routes %d, neighbours %d", len(cfg.Routes), len(cfg.Neighbors))
+	routes, _ := staticRoutes(cfg.Section("routes"))
+	neighbors, _ := staticNeighbors(cfg.Section("neighbors"))
+	if len(routes) != 3 || len(neighbors) != 1 || len(cfg.Pipelines[0].Stages) != 4 {
+		t.Errorf("routes %d, neighbours %d", len(routes), len(neighbors))
 	}
 }

@@ -119,7 +119,7 @@ type Routed struct {
 	paramsFrom           string
 	tableOnce            sync.Once
 	table                *Table
-	staticNeighbors      []config.Neighbor
+	staticNeighbors      []StaticNeighbor
 	routesAdd, routesDel atomic.Uint64
 	ICMPErrors           *Limiter // every ICMP error any stage sends
 	Learn                *Limiter // neighbour entries made from unsolicited packets
@@ -139,7 +139,6 @@ func Shared(s *plugins.Setup) (*Routed, error) {
 
 // Errors of the route table's control.
 var (
-	ErrNoPort    = config.ErrNoPort
 	ErrExists    = errors.New("prefix already routed")
 	ErrNotFound  = errors.New("no such route")
 	ErrNotStatic = errors.New("route is not static")
@@ -214,10 +213,16 @@ func newRouted(s *plugins.Setup) *Routed {
 			}
 		}
 	}
-	for _, r := range s.Routes {
+	// The file's static tables; config.Parse held them to the rules already.
+	routes, err := staticRoutes(s.Section("routes"))
+	if err != nil {
+		rt.err = err
+		return rt
+	}
+	for i, r := range routes {
 		sr, err := rt.staticRoute(r.Prefix.Prefix, r.Via.Addr, r.Port)
 		if err != nil {
-			rt.err = fmt.Errorf("%sroute %s: %w", at(r.Where()), r.Prefix, err)
+			rt.err = fmt.Errorf("routes[%d]: route %s: %w", i, r.Prefix, err)
 			return rt
 		}
 		rt.static = append(rt.static, sr)
@@ -226,22 +231,19 @@ func newRouted(s *plugins.Setup) *Routed {
 		rt.err = err
 		return rt
 	}
-	for _, n := range s.Neighbors {
+	neighbors, err := staticNeighbors(s.Section("neighbors"))
+	if err != nil {
+		rt.err = err
+		return rt
+	}
+	for i, n := range neighbors {
 		if err := rt.CheckNeighbor(n.Address.Addr, n.Port); err != nil {
-			rt.err = fmt.Errorf("%sneighbour %s: %w", at(n.Where()), n.Address, err)
+			rt.err = fmt.Errorf("neighbors[%d]: neighbour %s: %w", i, n.Address, err)
 			return rt
 		}
 	}
-	rt.staticNeighbors = s.Neighbors
+	rt.staticNeighbors = neighbors
 	return rt
-}
-
-// at prefixes a message with a config position, when there is one.
-func at(where string) string {
-	if where == "" {
-		return ""
-	}
-	return where + ": "
 }
 
 // PortByName finds a port.
@@ -264,7 +266,7 @@ func (rt *Routed) Port(id uint16) *Port {
 
 // staticRoute checks a static route and finds its port.
 func (rt *Routed) staticRoute(prefix netip.Prefix, via netip.Addr, port string) (Route, error) {
-	if _, err := config.CheckRoute(rt.links, prefix, via, port); err != nil {
+	if _, err := CheckRoute(rt.links, prefix, via, port); err != nil {
 		if errors.Is(err, ErrNoPort) {
 			return Route{}, err
 		}
@@ -308,7 +310,7 @@ func (rt *Routed) linkOf(a netip.Addr) *Port {
 // CheckNeighbor checks a static neighbour: on a port's link, not one of
 // linerate's own addresses.
 func (rt *Routed) CheckNeighbor(addr netip.Addr, port string) error {
-	if _, err := config.CheckNeighbor(rt.links, addr, port); err != nil {
+	if _, err := CheckNeighbor(rt.links, addr, port); err != nil {
 		if errors.Is(err, ErrNoPort) {
 			return err
 		}

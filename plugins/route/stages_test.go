@@ -13,7 +13,6 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
@@ -637,23 +636,23 @@ func TestPunt(t *testing.T) {
 func TestRoutedSetupErrors(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		routes []config.Route
+		routes string
 		kind   string
 		keys   string
 		want   string
 	}{
-		{"route to a connected prefix", []config.Route{{Prefix: config.Prefix{Prefix: netip.MustParsePrefix("2001:db8:1::/64")}, Port: "eth1"}},
-			"route", "", `route 2001:db8:1::/64: 2001:db8:1::/64 is connected: port "eth0" has 2001:db8:1::1/64 on it; ` +
+		{"route to a connected prefix", "[[routes]]\nprefix = \"2001:db8:1::/64\"\nport = \"eth1\"\n",
+			"route", "", `routes[0]: route 2001:db8:1::/64: 2001:db8:1::/64 is connected: port "eth0" has 2001:db8:1::1/64 on it; ` +
 				"connected routes come from the ports' addresses and cannot be added, replaced or deleted"},
-		{"via on no link", []config.Route{{Prefix: config.Prefix{Prefix: netip.MustParsePrefix("2001:db8:9::/48")}, Via: config.Addr{Addr: netip.MustParseAddr("2001:db8:7::1")}}},
-			"route", "", "route 2001:db8:9::/48: next hop 2001:db8:7::1 is on no port's prefix: name the port, or give a port an address on its link"},
-		{"tiny table", nil, "neighbor", "max_entries = 4", "max_entries 4: want 8 to 16777216"},
-		{"negative hold", nil, "route", "hold = -1", "hold -1: want 0 to 65536 packets"},
-		{"unknown punt port", nil, "punt", `port = "tap9"`, `punt: no port "tap9"`},
+		{"via on no link", "[[routes]]\nprefix = \"2001:db8:9::/48\"\nvia = \"2001:db8:7::1\"\n",
+			"route", "", "routes[0]: route 2001:db8:9::/48: next hop 2001:db8:7::1 is on no port's prefix: name the port, or give a port an address on its link"},
+		{"tiny table", "", "neighbor", "max_entries = 4", "max_entries 4: want 8 to 16777216"},
+		{"negative hold", "", "route", "hold = -1", "hold -1: want 0 to 65536 packets"},
+		{"unknown punt port", "", "punt", `port = "tap9"`, `punt: no port "tap9"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.Routes = c.routes
+			h.Sections = c.routes
 			k, _ := plugins.Lookup(c.kind)
 			_, err := k.New(h.Setup(c.kind, c.keys))
 			if err == nil || err.Error() != c.want {

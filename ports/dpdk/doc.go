@@ -1,7 +1,8 @@
 // Package dpdk is the DPDK datapath: linerate's own thin cgo layer over DPDK
 // 22.11 (Debian's libdpdk, found with pkg-config). It is built only with
-// `-tags dpdk`; without the tag the package is this comment and nothing else, so
-// the default build needs no system package.
+// `-tags dpdk`; without the tag the package only tells a config that names the
+// driver, or a [dpdk] table, which build has it, so the default build needs no
+// system package.
 //
 // Any ethdev can be a port: a PCI device bound to vfio-pci, or a vdev string
 // (net_null, net_ring, net_pcap, net_af_packet, net_af_xdp, net_tap, net_memif).

@@ -158,14 +158,10 @@ func open(s *ports.Setup) (ports.Port, error) {
 	}
 	var e EAL
 	if s.Section != nil {
-		if sec := s.Section("dpdk"); sec != nil {
-			if err := sec.Decode(&e); err != nil {
-				return nil, err
-			}
+		var err error
+		if e, err = decodeEAL(s.Section("dpdk")); err != nil {
+			return nil, err
 		}
-	}
-	if err := e.withDefaults().check(); err != nil {
-		return nil, fmt.Errorf("[dpdk]: %w", err)
 	}
 	o := Options{Name: s.Name, Device: c.Device, RxQueues: s.RxQueues, TxQueues: s.TxQueues, RxDesc: c.RxDesc,
 		TxDesc: c.TxDesc, MTU: s.MTU, RSS: c.RSS, RxTimestamp: c.RxTimestamp, PoolSize: e.PoolSize,

@@ -1,16 +1,152 @@
-package config
+package route
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
+
+	"github.com/linerate/linerate/config"
 )
 
-// Routed mode's rules for static routes and neighbours. Validate applies them
-// to [[routes]] and [[neighbors]]; the route plugin applies the same ones to
-// what the control API adds, over the ports as routed mode sees them (the
-// link-local address made from each MAC included).
+// Routed mode's static tables, [[routes]] and [[neighbors]], are sections of
+// the config file this plugin owns (config.RegisterSection), and its rules for
+// them: the file is checked against them when it is parsed, and what the
+// control API adds is checked against the same ones, over the ports as routed
+// mode sees them (the link-local address made from each MAC included).
+
+func init() {
+	config.RegisterSection(config.Section{Name: "routes", Check: checkRoutes})
+	config.RegisterSection(config.Section{Name: "neighbors", Check: checkNeighbors})
+}
+
+// StaticRoute is a [[routes]] entry: packets to Prefix go to the next hop Via,
+// out of Port. Without Via the prefix is on-link on Port; without Port, Via
+// must be on a port's prefix.
+type StaticRoute struct {
+	Prefix config.Prefix `toml:"prefix"`
+	Via    config.Addr   `toml:"via"`
+	Port   string        `toml:"port"`
+}
+
+// StaticNeighbor is a [[neighbors]] entry: the Ethernet address of Address on
+// Port, never resolved and never evicted.
+type StaticNeighbor struct {
+	Address config.Addr `toml:"address"`
+	MAC     config.MAC  `toml:"mac"`
+	Port    string      `toml:"port"`
+}
+
+// section is what staticRoutes and staticNeighbors decode: the file's
+// section (a config.Table, or a stage's Setup.Section), or nil for none.
+type section interface{ Decode(v any) error }
+
+// staticRoutes decodes the [[routes]] of a section table.
+func staticRoutes(t section) ([]StaticRoute, error) {
+	if t == nil {
+		return nil, nil
+	}
+	var s struct {
+		Routes []StaticRoute `toml:"routes"`
+	}
+	err := t.Decode(&s)
+	return s.Routes, err
+}
+
+// staticNeighbors decodes the [[neighbors]] of a section table.
+func staticNeighbors(t section) ([]StaticNeighbor, error) {
+	if t == nil {
+		return nil, nil
+	}
+	var s struct {
+		Neighbors []StaticNeighbor `toml:"neighbors"`
+	}
+	err := t.Decode(&s)
+	return s.Neighbors, err
+}
+
+// checkRoutes holds the file's [[routes]] to the rules.
+func checkRoutes(f *config.File, t config.Table) error {
+	routes, err := staticRoutes(t)
+	if err != nil {
+		return err
+	}
+	var errs config.Errors
+	seen := map[netip.Prefix]string{}
+	for i, r := range routes {
+		at := "routes[" + strconv.Itoa(i) + "]"
+		if r.Prefix.IsValid() {
+			if prev, dup := seen[r.Prefix.Prefix]; dup {
+				errs = append(errs, t.Error(at+".prefix", fmt.Errorf("%s is already routed by %s", r.Prefix, prev)))
+			}
+			seen[r.Prefix.Prefix] = at
+		}
+		if key, err := CheckRoute(f.Ports, r.Prefix.Prefix, r.Via.Addr, r.Port); err != nil {
+			errs = append(errs, t.Error(keyPath(at, key), err))
+		}
+	}
+	return errs.Err()
+}
+
+func keyPath(at, key string) string {
+	if key == "" {
+		return at
+	}
+	return at + "." + key
+}
+
+// checkNeighbors holds the file's [[neighbors]] to the rules.
+func checkNeighbors(f *config.File, t config.Table) error {
+	neighbors, err := staticNeighbors(t)
+	if err != nil {
+		return err
+	}
+	var errs config.Errors
+	fail := func(path string, format string, args ...any) {
+		errs = append(errs, t.Error(path, fmt.Errorf(format, args...)))
+	}
+	type key struct {
+		port string
+		addr netip.Addr
+	}
+	seen := map[key]string{}
+	for i, n := range neighbors {
+		at := "neighbors[" + strconv.Itoa(i) + "]"
+		a := n.Address.Addr
+		switch {
+		case !a.IsValid():
+			fail(at+".address", `missing: the neighbour's IP address, e.g. address = "2001:db8:1::2"`)
+		case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
+			fail(at+".address", "%s: a neighbour's address must be unicast", a)
+		}
+		switch {
+		case n.MAC == config.MAC{}:
+			fail(at+".mac", `missing: the neighbour's Ethernet address, e.g. mac = "02:00:00:00:00:02"`)
+		case n.MAC[0]&1 != 0:
+			fail(at+".mac", "%s is a multicast address; a neighbour's address must be unicast", n.MAC)
+		}
+		_, portOK := f.Port(n.Port)
+		switch {
+		case n.Port == "":
+			fail(at+".port", "missing: the port the neighbour is on")
+		case !portOK:
+			fail(at+".port", "no port %q", n.Port)
+		}
+		k := key{n.Port, a}
+		prev, dup := seen[k]
+		if dup && a.IsValid() {
+			fail(at+".address", "%s on port %q is already set by %s", a, n.Port, prev)
+		}
+		seen[k] = at
+		if portOK && !dup && a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() {
+			if key, err := CheckNeighbor(f.Ports, a, n.Port); err != nil && key != "port" {
+				errs = append(errs, t.Error(keyPath(at, key), err))
+			}
+		}
+	}
+	return errs.Err()
+}
 
 // ErrNoPort is a route or neighbour naming a port that does not exist.
 var ErrNoPort = errors.New("no port")
@@ -19,7 +155,7 @@ var ErrNoPort = errors.New("no port")
 // out of port (empty: the port whose prefix holds via). On a fault it returns
 // the key at fault ("prefix", "via", "port", or "" for the route as a whole)
 // and why.
-func CheckRoute(ports []Port, prefix netip.Prefix, via netip.Addr, port string) (key string, err error) {
+func CheckRoute(ports []config.Port, prefix netip.Prefix, via netip.Addr, port string) (key string, err error) {
 	if !prefix.IsValid() {
 		return "prefix", errors.New(`missing: the destination, e.g. prefix = "2001:db8:2::/48"`)
 	}
@@ -33,7 +169,7 @@ func CheckRoute(ports []Port, prefix netip.Prefix, via netip.Addr, port string) 
 		return "prefix", fmt.Errorf("%s is connected: port %q has %s on it; connected routes come from the ports' addresses and cannot be added, replaced or deleted",
 			prefix, p.Name, a)
 	}
-	var out *Port
+	var out *config.Port
 	if port != "" {
 		if out = findPort(ports, port); out == nil {
 			return "port", fmt.Errorf("%w %q", ErrNoPort, port)
@@ -71,7 +207,7 @@ func CheckRoute(ports []Port, prefix netip.Prefix, via netip.Addr, port string) 
 // the port's prefixes (or link-local, on a port with IPv6), and not one of
 // linerate's own addresses. On a fault it returns the key at fault ("address"
 // or "port") and why.
-func CheckNeighbor(ports []Port, addr netip.Addr, port string) (key string, err error) {
+func CheckNeighbor(ports []config.Port, addr netip.Addr, port string) (key string, err error) {
 	p := findPort(ports, port)
 	if p == nil {
 		return "port", fmt.Errorf("%w %q", ErrNoPort, port)
@@ -113,7 +249,7 @@ func connected(a netip.Prefix) bool {
 	return !a.Addr().IsLinkLocalUnicast() && a.Bits() < a.Addr().BitLen()
 }
 
-func findPort(ports []Port, name string) *Port {
+func findPort(ports []config.Port, name string) *config.Port {
 	for i := range ports {
 		if ports[i].Name == name {
 			return &ports[i]
@@ -123,7 +259,7 @@ func findPort(ports []Port, name string) *Port {
 }
 
 // portWith finds the first port with an address that match says yes to.
-func portWith(ports []Port, match func(netip.Prefix) bool) (*Port, netip.Prefix, bool) {
+func portWith(ports []config.Port, match func(netip.Prefix) bool) (*config.Port, netip.Prefix, bool) {
 	for i := range ports {
 		for _, a := range ports[i].Addresses {
 			if match(a.Prefix) {
@@ -134,12 +270,12 @@ func portWith(ports []Port, match func(netip.Prefix) bool) (*Port, netip.Prefix,
 	return nil, netip.Prefix{}, false
 }
 
-func onAnyLink(ports []Port, a netip.Addr) bool {
+func onAnyLink(ports []config.Port, a netip.Addr) bool {
 	_, _, ok := portWith(ports, func(p netip.Prefix) bool { return !p.Addr().IsLinkLocalUnicast() && p.Masked().Contains(a) })
 	return ok
 }
 
-func hasFamily(p *Port, v4 bool) bool {
+func hasFamily(p *config.Port, v4 bool) bool {
 	for _, a := range p.Addresses {
 		if a.Addr().Is4() == v4 {
 			return true
