@@ -50,7 +50,7 @@ import (
 	"github.com/linerate/linerate/internal/cputime"
 	"github.com/linerate/linerate/ports/dpdk"
 
-	_ "github.com/linerate/linerate/plugins" // forward
+	_ "github.com/linerate/linerate/plugins/builtin" // forward
 )
 
 const poolSize = 8191

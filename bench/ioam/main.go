@@ -51,8 +51,8 @@ import (
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/cputime"
 
-	_ "github.com/linerate/linerate/plugins"      // generator, forward, link, sink
-	_ "github.com/linerate/linerate/plugins/ioam" // ioam.encap, ioam.decap
+	_ "github.com/linerate/linerate/plugins/builtin" // generator, forward, link, sink
+	_ "github.com/linerate/linerate/plugins/ioam"    // ioam.encap, ioam.decap
 	_ "github.com/linerate/linerate/ports/mem"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/plugins/ioam"
 
-	_ "github.com/linerate/linerate/plugins" // generator, forward, link, sink
+	_ "github.com/linerate/linerate/plugins/builtin" // generator, forward, link, sink
 	_ "github.com/linerate/linerate/ports/mem"
 )
 

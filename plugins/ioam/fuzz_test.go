@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // Seed corpora start from valid options and packets the stages make.

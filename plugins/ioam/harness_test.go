@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/plugintest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
-// The harness runs IOAM stages without the engine (internal/plugintest), on
+// The harness runs IOAM stages without the engine (plugins/stagetest), on
 // one pool of its own.
 type harness struct {
-	*plugintest.Harness
+	*stagetest.Harness
 	pool *packet.Slab
 }
 
@@ -29,9 +29,9 @@ const testSec = testUnixBase/1e9 + 1
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	h := &harness{Harness: plugintest.New(t, testUnixBase)}
+	h := &harness{Harness: stagetest.NewHarness(t, testUnixBase)}
 	h.pool = h.NewPool("ioam-test", 2048, 2048)
-	h.Ports = plugintest.Ports{
+	h.Ports = stagetest.Ports{
 		{ID: 0, Name: "eth0", MTU: 1500, Pool: h.pool},
 		{ID: 1, Name: "eth1", MTU: 1500, Pool: h.pool},
 		{ID: 2, Name: "big", MTU: 9000, Pool: h.pool},

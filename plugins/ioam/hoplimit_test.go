@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/stagetest"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // hopLimitFrames are frames of every way into ioam.transit, each with the

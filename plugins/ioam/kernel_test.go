@@ -16,8 +16,8 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/netns"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/plugins/stagetest"
 	"github.com/linerate/linerate/ports/afpacket"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // nodeKeys is the node config of test node k: ids k, namespace 123 with

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // TestIndependentArithmetic captures a generation as the encoder (systematic

@@ -6,23 +6,23 @@ import (
 	"testing"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/plugintest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
-// The harness runs RLNC stages without the engine (internal/plugintest) on
+// The harness runs RLNC stages without the engine (plugins/stagetest) on
 // four ports sharing one pool.
 type harness struct {
-	*plugintest.Harness
+	*stagetest.Harness
 	pool *packet.Slab
 }
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	h := &harness{Harness: plugintest.New(t, 0)}
+	h := &harness{Harness: stagetest.NewHarness(t, 0)}
 	h.Clock.Set(1e9)
 	h.pool = h.NewPool("test", 8192, 2048)
-	h.Ports = plugintest.Ports{
+	h.Ports = stagetest.Ports{
 		{ID: 0, Name: "eth0", MTU: 1500, Pool: h.pool},
 		{ID: 1, Name: "eth1", MTU: 1500, Pool: h.pool},
 		{ID: 2, Name: "mem0", MTU: 9000, Pool: h.pool, Internal: true},

@@ -9,8 +9,8 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/gf"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // shortGen is a generation of K = 4 whose two source blocks are the first two

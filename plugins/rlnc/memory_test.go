@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 const floodLimits = `max_sessions = 64

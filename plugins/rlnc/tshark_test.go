@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/internal/tshark"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // TestTsharkDissector: docs/wireshark/codedip.lua, loaded into tshark with

@@ -9,7 +9,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/stagetest"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // big4 is an IPv4 UDP datagram from host 1 to host 2 with flags, a fragment

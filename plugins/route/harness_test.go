@@ -5,9 +5,8 @@ import (
 	"testing"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/plugintest"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 const (
@@ -25,10 +24,10 @@ var (
 	host2    = packet.MAC{2, 0, 0, 0, 2, 2} // 2001:db8:2::2, 198.51.100.2
 )
 
-// harness runs routed stages (internal/plugintest) on two routed ports and a
+// harness runs routed stages (plugins/stagetest) on two routed ports and a
 // TAP sharing one pool.
 type harness struct {
-	*plugintest.Harness
+	*stagetest.Harness
 }
 
 func pfx(s ...string) []netip.Prefix {
@@ -41,9 +40,9 @@ func pfx(s ...string) []netip.Prefix {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	h := &harness{plugintest.New(t, 1e9)}
+	h := &harness{stagetest.NewHarness(t, 1e9)}
 	def := h.NewPool("default", 512, 0)
-	h.Ports = plugintest.Ports{
+	h.Ports = stagetest.Ports{
 		{ID: port0, Name: "eth0", MTU: 1500, MAC: mac0, DriverMAC: mac0, Pool: def, IfID: 1,
 			Addrs: pfx("2001:db8:1::1/64", "192.0.2.1/24")},
 		{ID: port1, Name: "eth1", MTU: 1500, MAC: mac1, DriverMAC: mac1, Pool: def, IfID: 2,

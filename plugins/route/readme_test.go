@@ -30,7 +30,7 @@ func sorted(s []string) []string {
 }
 
 func TestReadme(t *testing.T) {
-	doc := readmetest.Sections(t, "../README.md")
+	doc := readmetest.Sections(t, "README.md")
 	for _, c := range []struct {
 		kind    string
 		cfg     any

@@ -13,8 +13,8 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // Test frames are built and checked with gopacket, an implementation that is

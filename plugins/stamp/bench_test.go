@@ -12,8 +12,8 @@ import (
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/cputime"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // cpuTimer measures the benchmark goroutine's thread CPU time: on a shared

@@ -6,16 +6,15 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/plugintest"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
-// The harness runs STAMP stages without the engine (internal/plugintest),
+// The harness runs STAMP stages without the engine (plugins/stagetest),
 // in virtual time, on one pool; the stages it builds share one registry (the
 // engine's Global).
 type harness struct {
-	*plugintest.Harness
+	*stagetest.Harness
 	pool *packet.Slab
 }
 
@@ -24,9 +23,9 @@ const testUnixBase = 1704067200 * 1e9
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	h := &harness{Harness: plugintest.New(t, testUnixBase)}
+	h := &harness{Harness: stagetest.NewHarness(t, testUnixBase)}
 	h.pool = h.NewPool("default", 4096, 2048)
-	h.Ports = plugintest.Ports{
+	h.Ports = stagetest.Ports{
 		{ID: 0, Name: "eth0", MTU: 1500, Pool: h.pool, MAC: [6]byte{2, 0, 0, 0, 0, 0xa0}},
 		{ID: 1, Name: "eth1", MTU: 1500, Pool: h.pool, MAC: [6]byte{2, 0, 0, 0, 0, 0xa1}},
 	}

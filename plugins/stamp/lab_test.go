@@ -13,7 +13,7 @@ import (
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
 
-	_ "github.com/linerate/linerate/plugins"
+	_ "github.com/linerate/linerate/plugins/builtin"
 )
 
 // The embedded lab's STAMP path, in virtual time: the delays, the jitter and

@@ -491,7 +491,7 @@ starting point for your own.
 
 func cmdStages(args []string) int {
 	if len(args) > 0 {
-		fmt.Fprintf(os.Stderr, "Usage: linerate stages\n\nLists the stage kinds this binary knows; their keys are in plugins/README.md.\n")
+		fmt.Fprintf(os.Stderr, "Usage: linerate stages\n\nLists the stage kinds this binary knows; the READMEs of plugins/builtin, plugins/route, plugins/ioam, plugins/stamp and plugins/rlnc give their keys.\n")
 		if args[0] == "--help" || args[0] == "-h" {
 			return 0
 		}

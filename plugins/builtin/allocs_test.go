@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"testing"
@@ -31,8 +31,8 @@ func TestProcessAllocs(t *testing.T) {
 			step := func() {
 				b.N = 0
 				h.Clock.Advance(time.Microsecond)
-				h.ctx.Now = h.Clock.Now()
-				g.Produce(&h.ctx, b) // 64 generator packets; the first three rewritten
+				h.Ctx.Now = h.Clock.Now()
+				g.Produce(&h.Ctx, b) // 64 generator packets; the first three rewritten
 				b.N = 32
 				for i := 0; i < len(raws); i++ {
 					p := b.P(i)
@@ -40,7 +40,7 @@ func TestProcessAllocs(t *testing.T) {
 					d, _ := p.Append(len(raws[i]))
 					copy(d, raws[i])
 				}
-				st.Process(&h.ctx, b)
+				st.Process(&h.Ctx, b)
 				for i := 0; i < b.N; i++ {
 					if b.P(i).Verdict() != packet.Consume {
 						packet.FreeOne(b.H[i])

@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"slices"
@@ -9,6 +9,7 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/readmetest"
+	"github.com/linerate/linerate/plugins"
 )
 
 // TestReadme checks plugins/README.md against the code: every stage kind has a
@@ -27,7 +28,7 @@ func TestReadme(t *testing.T) {
 		"link":     {reasonLinkLoss.String(), reasonLinkQueue.String(), packet.ReasonNoBuffer.String(), packet.ReasonTooBig.String()},
 	}
 	checked := 0
-	for _, k := range Kinds() {
+	for _, k := range plugins.Kinds() {
 		cfg, builtin := configs[k.Name]
 		if !builtin {
 			continue // a kind from another package documents itself
@@ -49,7 +50,7 @@ func TestReadme(t *testing.T) {
 		}
 		for _, ex := range s.Examples {
 			h := newHarness(t)
-			h.ports = append(h.ports, PortInfo{ID: 3, Name: "stamp-ring", Internal: true}, PortInfo{ID: 4, Name: "ioam-ring", Internal: true})
+			h.Ports = append(h.Ports, plugins.PortInfo{ID: 3, Name: "stamp-ring", Internal: true}, plugins.PortInfo{ID: 4, Name: "ioam-ring", Internal: true})
 			st, err := h.build(k.Name, ex)
 			if err != nil {
 				t.Errorf("%s: README example does not build: %v\n%s", k.Name, err, ex)
@@ -76,8 +77,8 @@ func TestReadme(t *testing.T) {
 			if !slices.Equal(sorted(got), sorted(want)) {
 				t.Errorf("%s: README counters %v, code %v", k.Name, sorted(want), sorted(got))
 			}
-			if st, ok := st.(Stopper); ok {
-				st.Stop(&h.ctx)
+			if st, ok := st.(plugins.Stopper); ok {
+				st.Stop(&h.Ctx)
 			}
 		}
 	}
@@ -127,7 +128,7 @@ port = "in"
 		t.Fatal(err)
 	}
 	h := newHarness(t)
-	s := h.setup("classify", "")
+	s := h.Setup("classify", "")
 	s.Config = f.Pipelines[0].Stages[0].Table
 	st, err := newClassify(s)
 	if err != nil {

@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"encoding/binary"
@@ -13,10 +13,11 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
 )
 
 func init() {
-	Register(Kind{Name: "generator", Summary: "make IPv6 or IPv4 UDP flows of given sizes, rate and count, with a sequence number and tx timestamp", New: newGenerator})
+	plugins.Register(plugins.Kind{Name: "generator", Summary: "make IPv6 or IPv4 UDP flows of given sizes, rate and count, with a sequence number and tx timestamp", New: newGenerator})
 }
 
 // Generator payload: the first GenFieldsLen bytes after the UDP header, when the
@@ -107,7 +108,7 @@ type generator struct {
 	cNoBuf   *stats.Counter
 }
 
-func newGenerator(s *Setup) (Stage, error) {
+func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 	c := generatorConfig{Flows: 1, IPVersion: 6, UDPSrcPort: 10000, UDPDstPort: 20000, Pattern: "incr", Pool: "default", HopLimit: 64}
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
@@ -352,7 +353,7 @@ func buildTemplate(n int, c *generatorConfig, src, dst netip.Addr, fill func([]b
 
 // Produce appends as many packets as the rate, the count and the burst's room
 // allow.
-func (g *generator) Produce(ctx *Context, b *packet.Burst) {
+func (g *generator) Produce(ctx *plugins.Context, b *packet.Burst) {
 	if g.done.Load() {
 		return
 	}
@@ -504,7 +505,7 @@ func wordSum(a, b uint64) uint16 {
 }
 
 // Process lets packets from earlier stages pass.
-func (g *generator) Process(ctx *Context, b *packet.Burst) {}
+func (g *generator) Process(ctx *plugins.Context, b *packet.Burst) {}
 
 // Done: the count is sent or the duration is over.
 func (g *generator) Done() bool { return g.done.Load() }

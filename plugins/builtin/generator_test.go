@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"bytes"
@@ -440,7 +440,7 @@ count = 100`)
 	sum := 0
 	for lc := 0; lc < 3; lc++ {
 		h := newHarness(t)
-		h.lcore, h.nlcores = lc, 3
+		h.Lcore, h.NumLcores = lc, 3
 		g := newGen(t, h, `src = "2001:db8::1"
 dst = "2001:db8::2"
 flows = 3
@@ -467,7 +467,7 @@ rate = "3kpps"`)
 	}
 	// Fewer flows than lcores: some lcore would have no flow of its own.
 	h = newHarness(t)
-	h.lcore, h.nlcores = 2, 3
+	h.Lcore, h.NumLcores = 2, 3
 	if _, err := h.build("generator", `src = "2001:db8::1"
 dst = "2001:db8::2"
 flows = 2`); err == nil {
@@ -533,9 +533,9 @@ func TestGeneratorConfigErrors(t *testing.T) {
 		{"port 65536", addrs6 + "udp_dst_port = 65536", "UDP ports must be within 0..65535"},
 		{"bad pattern", addrs6 + "pattern = \"0xZZ\"", "pattern \"0xZZ\" is not zero, incr, random or 0xNN"},
 		{"unknown pool", addrs6 + "pool = \"nope\"", "generator: pool \"nope\""},
-		{"unknown key", addrs6 + "rat = \"1Mpps\"", "generator.toml:3: rat: unknown key (did you mean \"rate\"?)"},
-		{"wrong type", addrs6 + "\nsizes = \"64\"", "generator.toml:4: sizes"},
-		{"bad rate", addrs6 + "rate = \"1Mbit\"", "generator.toml:3: rate"},
+		{"unknown key", addrs6 + "rat = \"1Mpps\"", "generator#0.toml:3: rat: unknown key (did you mean \"rate\"?)"},
+		{"wrong type", addrs6 + "\nsizes = \"64\"", "generator#0.toml:4: sizes"},
+		{"bad rate", addrs6 + "rate = \"1Mbit\"", "generator#0.toml:3: rate"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -560,9 +560,9 @@ func TestGeneratorAllocs(t *testing.T) {
 			b := &packet.Burst{}
 			step := func() {
 				h.Clock.Advance(5 * time.Microsecond)
-				h.ctx.Now = h.Clock.Now()
+				h.Ctx.Now = h.Clock.Now()
 				b.N = 0
-				g.Produce(&h.ctx, b)
+				g.Produce(&h.Ctx, b)
 				if b.N == 0 {
 					t.Fatal("nothing produced")
 				}

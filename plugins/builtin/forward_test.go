@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"bytes"
@@ -72,9 +72,9 @@ func TestForwardConfigErrors(t *testing.T) {
 		{``, "forward needs a port"},
 		{`port = "eth9"`, `forward: no port "eth9"`},
 		{"port = \"in\"\nswap_mac = true\nsrc_mac = \"02:00:00:00:00:01\"", "swap_mac and src_mac/dst_mac exclude each other"},
-		{"port = \"in\"\ndst_mac = \"02:00:00:00:01\"", "forward.toml:2: dst_mac: invalid MAC address"},
-		{"port = \"in\"\nswapmac = true", `forward.toml:2: swapmac: unknown key (did you mean "swap_mac"?)`},
-		{"port = 1", "forward.toml:1: port"},
+		{"port = \"in\"\ndst_mac = \"02:00:00:00:01\"", "forward#0.toml:2: dst_mac: invalid MAC address"},
+		{"port = \"in\"\nswapmac = true", `forward#0.toml:2: swapmac: unknown key (did you mean "swap_mac"?)`},
+		{"port = 1", "forward#0.toml:1: port"},
 	} {
 		h := newHarness(t)
 		if _, err := h.build("forward", c.keys); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -107,7 +107,7 @@ func TestCounter(t *testing.T) {
 			t.Errorf("bytes %d, want %d", got, want)
 		}
 	}
-	if _, err := h.build("counter", `port = "eth0"`); err == nil || !strings.Contains(err.Error(), "counter.toml:1: port: unknown key") {
+	if _, err := h.build("counter", `port = "eth0"`); err == nil || !strings.Contains(err.Error(), "counter#0.toml:1: port: unknown key") {
 		t.Errorf("counter with a key: error %v", err)
 	}
 }

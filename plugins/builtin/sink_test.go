@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"strings"
@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/stagetest"
+	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // genPackets makes n generator packets (flows round-robin) at the harness
@@ -28,7 +29,7 @@ func genPackets(t *testing.T, h *harness, keys string, n int) []packet.Handle {
 
 // sinkRun sends hs to the sink in bursts of up to 64, each received at time
 // rx, and checks that the sink consumed and freed every one.
-func sinkRun(t *testing.T, h *harness, st Stage, hs []packet.Handle, rx int64) {
+func sinkRun(t *testing.T, h *harness, st plugins.Stage, hs []packet.Handle, rx int64) {
 	t.Helper()
 	for len(hs) > 0 {
 		b := &packet.Burst{}
@@ -236,7 +237,7 @@ func TestSinkConfigErrors(t *testing.T) {
 		{"udp_port = 70000", "udp_port 70000 is outside 0..65535"},
 		{"flows = 0", "flows 0 is outside 1..65536"},
 		{"flows = 65537", "flows 65537 is outside 1..65536"},
-		{"flow = 3", `sink.toml:1: flow: unknown key (did you mean "flows"?)`},
+		{"flow = 3", `sink#0.toml:1: flow: unknown key (did you mean "flows"?)`},
 	} {
 		h := newHarness(t)
 		if _, err := h.build("sink", c.keys); err == nil || !strings.Contains(err.Error(), c.want) {

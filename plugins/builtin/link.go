@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"fmt"
@@ -9,10 +9,11 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
 )
 
 func init() {
-	Register(Kind{Name: "link", Summary: "lab link emulation: delay, jitter, reordering, loss and a token-bucket capacity", New: newLink})
+	plugins.Register(plugins.Kind{Name: "link", Summary: "lab link emulation: delay, jitter, reordering, loss and a token-bucket capacity", New: newLink})
 }
 
 // link emulates a network link in the lab, where the kernel has no netem: a
@@ -68,7 +69,7 @@ var (
 	reasonLinkQueue = packet.RegisterReason("link_queue_full")
 )
 
-func newLink(s *Setup) (Stage, error) {
+func newLink(s *plugins.Setup) (plugins.Stage, error) {
 	c := linkConfig{Queue: 65536, Seed: 1}
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
@@ -146,7 +147,7 @@ func newLink(s *Setup) (Stage, error) {
 }
 
 // Process takes every packet into the link.
-func (l *link) Process(ctx *Context, b *packet.Burst) {
+func (l *link) Process(ctx *plugins.Context, b *packet.Burst) {
 	now := ctx.Now
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]
@@ -230,7 +231,7 @@ func (l *link) lost() bool {
 }
 
 // Produce releases the packets whose time has come.
-func (l *link) Produce(ctx *Context, b *packet.Burst) {
+func (l *link) Produce(ctx *plugins.Context, b *packet.Burst) {
 	now := ctx.Now
 	n0 := b.N
 	if !l.useHeap {
@@ -263,7 +264,7 @@ func (l *link) Held() int {
 }
 
 // Stop frees what is still on the link.
-func (l *link) Stop(ctx *Context) {
+func (l *link) Stop(ctx *plugins.Context) {
 	for {
 		h, ok := l.fifo.popDue(1<<63 - 1)
 		if !ok {

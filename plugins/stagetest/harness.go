@@ -1,8 +1,9 @@
-// Package plugintest runs plugin stages without the engine: a
-// stagetest.Rig (fake Env, pools checked for leaks, virtual time, stats),
-// a fixed port table, stages built from TOML keys through the registry as the
-// engine builds them, and a run loop that applies their verdicts.
-package plugintest
+package stagetest
+
+// Harness runs stages without the engine: a Rig (fake Env, pools checked for
+// leaks, virtual time, stats), a fixed port table, stages built from TOML keys
+// through the registry as the engine builds them, and a run loop that applies
+// their verdicts.
 
 import (
 	"log/slog"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
-	"github.com/linerate/linerate/internal/stagetest"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -33,7 +33,7 @@ func (ps Ports) All() []plugins.PortInfo { return append([]plugins.PortInfo(nil)
 
 // Harness builds and runs stages on one rig.
 type Harness struct {
-	*stagetest.Rig
+	*Rig
 	Ports Ports
 	Ctx   plugins.Context
 	// What the stages' Setup says: the lcore they run on and how many run
@@ -45,11 +45,11 @@ type Harness struct {
 	started []plugins.Stage
 }
 
-// New makes a harness whose clock reads 0 with wall time unixBase. The caller
+// NewHarness makes a harness whose clock reads 0 with wall time unixBase. The caller
 // makes the pools and the ports.
-func New(t testing.TB, unixBase int64) *Harness {
+func NewHarness(t testing.TB, unixBase int64) *Harness {
 	t.Helper()
-	h := &Harness{Rig: stagetest.New(t, unixBase)}
+	h := &Harness{Rig: New(t, unixBase)}
 	h.Ctx = plugins.Context{Clock: h.Clock, Log: slog.New(slog.DiscardHandler), Env: h.Env}
 	t.Cleanup(h.stop) // before the rig's checks: cleanups run last first
 	return h
@@ -138,8 +138,8 @@ func (h *Harness) stop() {
 }
 
 // Run passes b through stages at the clock's time and applies their verdicts
-// (see stagetest.Rig.Chain).
-func (h *Harness) Run(b *packet.Burst, stages ...plugins.Stage) stagetest.Outcome {
+// (see Rig.Chain).
+func (h *Harness) Run(b *packet.Burst, stages ...plugins.Stage) Outcome {
 	h.T.Helper()
 	h.Ctx.Now = h.Clock.Now()
 	return h.Chain(b, len(stages), func(k int, b *packet.Burst) {

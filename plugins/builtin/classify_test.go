@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"fmt"
@@ -247,8 +247,8 @@ func TestClassifyConfigErrors(t *testing.T) {
 		{`rules = [{ udp_dst_port = -1, port = "eth0" }]`, "udp_dst_port -1 is outside 0..65535"},
 		{`rules = [{ udp_src_port = 65536, port = "eth0" }]`, "udp_src_port 65536 is outside 0..65535"},
 		{`rules = [{ dst_prefix = "10.0.0.1/8", port = "eth0" }]`, "has host bits set"},
-		{"[[rules]]\nport = \"eth0\"\nsrh = 1", "classify.toml:3: rules[0].srh"},
-		{"[[rules]]\nport = \"eth0\"\nhop_by_hop = true\nioam = true", "classify.toml:4: rules[0].ioam: unknown key"},
+		{"[[rules]]\nport = \"eth0\"\nsrh = 1", "classify#0.toml:3: rules[0].srh"},
+		{"[[rules]]\nport = \"eth0\"\nhop_by_hop = true\nioam = true", "classify#0.toml:4: rules[0].ioam: unknown key"},
 	} {
 		h := newHarness(t)
 		if _, err := h.build("classify", c.keys); err == nil || !strings.Contains(err.Error(), c.want) {

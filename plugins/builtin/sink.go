@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"encoding/binary"
@@ -6,10 +6,11 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/plugins"
 )
 
 func init() {
-	Register(Kind{Name: "sink", Summary: "consume packets; count them and measure latency and loss from the generator's fields", New: newSink})
+	plugins.Register(plugins.Kind{Name: "sink", Summary: "consume packets; count them and measure latency and loss from the generator's fields", New: newSink})
 }
 
 // sink is the end of a lab path. It frees every packet and, for UDP packets that
@@ -34,7 +35,7 @@ type sinkConfig struct {
 	Flows   int `toml:"flows"`
 }
 
-func newSink(s *Setup) (Stage, error) {
+func newSink(s *plugins.Setup) (plugins.Stage, error) {
 	c := sinkConfig{Flows: 1024}
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func newSink(s *Setup) (Stage, error) {
 	}, nil
 }
 
-func (k *sink) Process(ctx *Context, b *packet.Burst) {
+func (k *sink) Process(ctx *plugins.Context, b *packet.Burst) {
 	var bytes uint64
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]

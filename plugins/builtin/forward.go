@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"encoding/binary"
@@ -7,11 +7,12 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
 )
 
 func init() {
-	Register(Kind{Name: "forward", Summary: "send every packet to a port, optionally rewriting or swapping MACs", New: newForward})
-	Register(Kind{Name: "counter", Summary: "count packets and bytes", New: newCounter})
+	plugins.Register(plugins.Kind{Name: "forward", Summary: "send every packet to a port, optionally rewriting or swapping MACs", New: newForward})
+	plugins.Register(plugins.Kind{Name: "counter", Summary: "count packets and bytes", New: newCounter})
 }
 
 // forward sends every packet to one port. With port = "in" it sends each packet
@@ -33,7 +34,7 @@ type forwardConfig struct {
 	DstMAC  config.MAC `toml:"dst_mac"`
 }
 
-func newForward(s *Setup) (Stage, error) {
+func newForward(s *plugins.Setup) (plugins.Stage, error) {
 	var c forwardConfig
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
@@ -63,7 +64,7 @@ func newForward(s *Setup) (Stage, error) {
 	return f, nil
 }
 
-func (f *forward) Process(ctx *Context, b *packet.Burst) {
+func (f *forward) Process(ctx *plugins.Context, b *packet.Burst) {
 	// The options in locals: stores into packet data could alias f, so the
 	// loop would reload them from f for every packet.
 	swap, setDst, setSrc, toIn := f.swapMAC, f.setDst, f.setSrc, f.toIn
@@ -118,7 +119,7 @@ type counter struct {
 	packets, bytes *stats.Counter
 }
 
-func newCounter(s *Setup) (Stage, error) {
+func newCounter(s *plugins.Setup) (plugins.Stage, error) {
 	var c struct{}
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
@@ -126,7 +127,7 @@ func newCounter(s *Setup) (Stage, error) {
 	return &counter{packets: s.Counters.New("packets", "packets seen"), bytes: s.Counters.New("bytes", "bytes seen")}, nil
 }
 
-func (c *counter) Process(ctx *Context, b *packet.Burst) {
+func (c *counter) Process(ctx *plugins.Context, b *packet.Burst) {
 	var n uint64
 	for i := 0; i < b.N; i++ {
 		n += uint64(b.H[i].P().Len())

@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"encoding/binary"
@@ -8,10 +8,11 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
 )
 
 func init() {
-	Register(Kind{Name: "classify", Summary: "steer packets to ports or rings by next header, UDP port, destination prefix, Hop-by-Hop (IOAM) or SRH presence", New: newClassify})
+	plugins.Register(plugins.Kind{Name: "classify", Summary: "steer packets to ports or rings by next header, UDP port, destination prefix, Hop-by-Hop (IOAM) or SRH presence", New: newClassify})
 }
 
 // classify steers packets in pipeline mode: the first rule that matches sends
@@ -65,7 +66,7 @@ type classifyConfig struct {
 
 var reasonClassified = packet.RegisterReason("classify_drop")
 
-func newClassify(s *Setup) (Stage, error) {
+func newClassify(s *plugins.Setup) (plugins.Stage, error) {
 	c := classifyConfig{Default: "continue"}
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
@@ -133,7 +134,7 @@ func newClassify(s *Setup) (Stage, error) {
 	return k, nil
 }
 
-func (k *classify) Process(ctx *Context, b *packet.Burst) {
+func (k *classify) Process(ctx *plugins.Context, b *packet.Burst) {
 	for i := 0; i < b.N; i++ {
 		p := b.H[i].P()
 		l, err := p.ParseLayers()

@@ -1,12 +1,12 @@
-// Package stagetest is an lcore in miniature for stage tests: a fake
-// plugins.Env that records what stages emit, free and hand off; slab pools
-// that must all be empty when the test ends; virtual time; the counters and
-// histograms stages register; and verdicts applied after each stage as
-// appliance/lcore.go's instance.run does.
+// Package stagetest tests stages as the engine runs them, without the engine:
+// the harness out-of-tree stages use as the built-in ones do.
 //
-// It does not import plugins, so that package's own tests can use it;
-// internal/plugintest adds the plugins types (Setup, Ports, Context) for the
-// plugin packages.
+// A Rig is an lcore in miniature: a fake plugins.Env that records what stages
+// emit, free and hand off; slab pools that must all be empty when the test
+// ends; virtual time; the counters and histograms stages register; and
+// verdicts applied after each stage as the engine's lcore does, with the
+// ownership checks of a checked build (-tags lrcheck). A Harness adds a port
+// table and builds stages from TOML keys through the registry.
 package stagetest
 
 import (

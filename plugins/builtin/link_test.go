@@ -1,4 +1,4 @@
-package plugins
+package builtin
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/internal/stagetest"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 func buildLink(t testing.TB, h *harness, keys string) *link {
@@ -399,7 +399,7 @@ func TestLinkQueueFull(t *testing.T) {
 	if o := send(t, h, l, portRing0, 6, 4, 60); o.Consumed != 4 {
 		t.Errorf("after release: %v", o)
 	}
-	l.Stop(&h.ctx)
+	l.Stop(&h.Ctx)
 }
 
 // TestLinkCopies: packets from a port that feeds hardware are copied into the
@@ -424,8 +424,8 @@ func TestLinkCopies(t *testing.T) {
 		b.Push(hd)
 		orig = append(orig, hd)
 	}
-	h.ctx.Now = h.Clock.Now()
-	l.Process(&h.ctx, b)
+	h.Ctx.Now = h.Clock.Now()
+	l.Process(&h.Ctx, b)
 	// Before the engine's end of burst: the originals of eth0 and eth1 are
 	// queued for freeing, their slots hold the copies.
 	if len(h.Env.Freed) != 2 || h.Env.Freed[0] != orig[0] || h.Env.Freed[1] != orig[2] {
@@ -489,7 +489,7 @@ func TestLinkCopyFailures(t *testing.T) {
 	if big.InUse() != 0 {
 		t.Errorf("%d originals not freed", big.InUse())
 	}
-	l.Stop(&h.ctx)
+	l.Stop(&h.Ctx)
 }
 
 // TestLinkCopyFailureTakesNoTime: a packet dropped for want of a buffer
@@ -521,7 +521,7 @@ func TestLinkStop(t *testing.T) {
 		if l.Held() != held || h.InUse() != held {
 			t.Fatalf("%s: held %d, in use %d, want %d", keys, l.Held(), h.InUse(), held)
 		}
-		l.Stop(&h.ctx)
+		l.Stop(&h.Ctx)
 		if l.Held() != 0 || h.InUse() != 0 {
 			t.Errorf("%s: after Stop held %d, in use %d", keys, l.Held(), h.InUse())
 		}
@@ -569,8 +569,8 @@ func TestLinkAllocs(t *testing.T) {
 				hd.P().InPort = in
 				b.Push(hd)
 			}
-			h.ctx.Now = h.Clock.Now()
-			l.Process(&h.ctx, b)
+			h.Ctx.Now = h.Clock.Now()
+			l.Process(&h.Ctx, b)
 			for i := 0; i < b.N; i++ {
 				if b.P(i).Verdict() == packet.Drop {
 					packet.FreeOne(b.H[i])
@@ -579,9 +579,9 @@ func TestLinkAllocs(t *testing.T) {
 			h.Env.Flush()
 			h.Clock.Advance(20 * time.Microsecond)
 			b.N = 0
-			h.ctx.Now = h.Clock.Now()
+			h.Ctx.Now = h.Clock.Now()
 			for {
-				l.Produce(&h.ctx, b)
+				l.Produce(&h.Ctx, b)
 				if b.N == 0 {
 					break
 				}
@@ -593,7 +593,7 @@ func TestLinkAllocs(t *testing.T) {
 		if a := testing.AllocsPerRun(100, step); a != 0 {
 			t.Errorf("%s: %.1f allocations per burst, want 0", keys, a)
 		}
-		l.Stop(&h.ctx)
+		l.Stop(&h.Ctx)
 	}
 }
 
@@ -607,10 +607,10 @@ func TestLinkConfigErrors(t *testing.T) {
 		{`loss_pattern = "0102"`, `loss_pattern "0102": use 0 (pass) and 1 (drop)`},
 		{"loss_pattern = \"01\"\nloss = 0.1", "set loss or loss_pattern, not both"},
 		{"rate = \"1Gbit\"\nburst = 1000", "burst 1000 is below one frame (1518 bytes)"},
-		{`delay = "-1ms"`, `link.toml:1: delay: duration "-1ms" is negative`},
-		{`delay = 5`, "link.toml:1: delay"},
-		{`rate = "1GB"`, "link.toml:1: rate"},
-		{"queue = 10\ndelya = \"1ms\"", `link.toml:2: delya: unknown key (did you mean "delay"?)`},
+		{`delay = "-1ms"`, `link#0.toml:1: delay: duration "-1ms" is negative`},
+		{`delay = 5`, "link#0.toml:1: delay"},
+		{`rate = "1GB"`, "link#0.toml:1: rate"},
+		{"queue = 10\ndelya = \"1ms\"", `link#0.toml:2: delya: unknown key (did you mean "delay"?)`},
 	} {
 		h := newHarness(t)
 		if _, err := h.build("link", c.keys); err == nil || !strings.Contains(err.Error(), c.want) {
