@@ -60,7 +60,7 @@ func newChaos(s *plugins.Setup) (plugins.Stage, error) {
 	if err := s.Config.Decode(&c); err != nil {
 		return nil, err
 	}
-	st := &chaos{rng: rand.New(rand.NewPCG(c.Seed, uint64(s.Lcore)))}
+	st := &chaos{rng: rand.New(rand.NewPCG(c.Seed, uint64(s.Instance)))}
 	for i := range st.odds {
 		st.odds[i] = 1
 		if i < len(c.Odds) {
@@ -118,7 +118,7 @@ func (c *chaos) Process(ctx *plugins.Context, b *packet.Burst) {
 			p.Consume()
 			ctx.Env.Free(h)
 		case actHandoff:
-			ctx.Handoff(h, c.rng.IntN(ctx.Env.NumLcores()))
+			ctx.Handoff(h, c.rng.IntN(ctx.Env.NumInstances()))
 		case actEmitCopy:
 			if q := c.copyOf(h); q != 0 {
 				ctx.Emit(q, c.ports[c.rng.IntN(len(c.ports))])

@@ -209,7 +209,7 @@ func (e *Engine) lcoreCPUs() ([]int, error) {
 	seen := map[int]bool{}
 	var out []int
 	for _, p := range e.cfg.Pipelines {
-		list := p.Lcores
+		list := p.CPUs
 		if len(list) == 0 {
 			list = []int{def}
 		}
@@ -341,7 +341,7 @@ func (e *Engine) lcoreByCPU(cpu int) *lcore {
 
 func (e *Engine) buildPipeline(pc config.Pipeline) error {
 	pl := &pipeline{name: pc.Name, shared: map[string]any{}}
-	cpus := pc.Lcores
+	cpus := pc.CPUs
 	if len(cpus) == 0 {
 		cpus = []int{e.lcores[len(e.lcores)-1].cpu}
 		if all := cpuset.Allowed(); len(all) > 0 {
@@ -351,7 +351,7 @@ func (e *Engine) buildPipeline(pc config.Pipeline) error {
 	for i, cpu := range cpus {
 		lc := e.lcoreByCPU(cpu)
 		in := &instance{pipe: pl, idx: i, lc: lc}
-		in.ctx = plugins.Context{Lcore: i, Clock: e.clock, Log: rateLimited(e.log.With("pipeline", pc.Name, "lcore", cpu))}
+		in.ctx = plugins.Context{Instance: i, Clock: e.clock, Log: rateLimited(e.log.With("pipeline", pc.Name, "lcore", cpu))}
 		in.ctx.Env = env{in}
 		pl.instances = append(pl.instances, in)
 		lc.instances = append(lc.instances, in)
@@ -446,8 +446,8 @@ func (e *Engine) buildStage(pl *pipeline, in *instance, k int, sc config.Stage) 
 	}
 	si := &stageInst{kind: sc.Kind, name: name, counters: &stats.Set{}}
 	s := &plugins.Setup{
-		Kind: sc.Kind, Name: name, Config: sc.Table, Ports: portResolver{e}, Lcore: in.idx,
-		NumLcores: len(pl.instances), Clock: e.clock, Log: e.log.With("stage", name, "pipeline", pl.name),
+		Kind: sc.Kind, Name: name, Config: sc.Table, Ports: portResolver{e}, Instance: in.idx,
+		NumInstances: len(pl.instances), Clock: e.clock, Log: e.log.With("stage", name, "pipeline", pl.name),
 		Counters: si.counters,
 		Histograms: func(hname, help, unit string) *stats.Histogram {
 			h := stats.NewHistogram()

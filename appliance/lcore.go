@@ -779,7 +779,7 @@ func (e env) TxDepth(port uint16) int {
 
 func (e env) Owner(key uint64) int { return ownerOf(key, len(e.in.pipe.instances)) }
 
-func (e env) NumLcores() int { return len(e.in.pipe.instances) }
+func (e env) NumInstances() int { return len(e.in.pipe.instances) }
 
 func (e env) Free(h packet.Handle) { e.in.lc.free(h) }
 

@@ -135,7 +135,7 @@ func registerOwner() {
 }
 
 func (o *ownerStage) Process(ctx *plugins.Context, b *packet.Burst) {
-	o.tids.Store(ctx.Lcore, unix.Gettid())
+	o.tids.Store(ctx.Instance, unix.Gettid())
 	for i := 0; i < b.N; i++ {
 		p := b.H[i].P()
 		l, err := p.ParseLayers()
@@ -144,11 +144,11 @@ func (o *ownerStage) Process(ctx *plugins.Context, b *packet.Burst) {
 			continue
 		}
 		key := uint64(binary.BigEndian.Uint16(p.Data()[l.L4:]))
-		if owner := ctx.Owner(key); owner != ctx.Lcore {
+		if owner := ctx.Owner(key); owner != ctx.Instance {
 			ctx.Handoff(b.H[i], owner)
 			continue
 		}
-		if prev, loaded := o.seen.LoadOrStore(key, ctx.Lcore); loaded && prev.(int) != ctx.Lcore {
+		if prev, loaded := o.seen.LoadOrStore(key, ctx.Instance); loaded && prev.(int) != ctx.Instance {
 			o.bad.Add(1)
 		}
 		o.kept.Add(1)

@@ -99,7 +99,7 @@ var _ plugins.Host = (*Engine)(nil)
 // Warnings are things validate reports without failing: a config that runs,
 // but not as well as it could.
 func (e *Engine) Warnings() []string {
-	var w []string
+	w := append([]string(nil), e.cfg.Warnings()...)
 overlap:
 	for _, c := range e.rt.lcoreCPUs {
 		for _, k := range e.rt.controlCPUs {

@@ -35,6 +35,10 @@ type File struct {
 	Pipelines []Pipeline `toml:"pipelines"`
 
 	doc *document // nil for a File built in code
+	// warnings are what Warnings says: keys under old names, say;
+	// renameErrs are old names set beside their new ones.
+	warnings   []string
+	renameErrs []string
 	// sections are the top-level keys that belong to drivers and plugins
 	// ([dpdk], [[routes]] …): see Section.
 	sections map[string]toml.Primitive
@@ -118,9 +122,13 @@ type Neighbor struct {
 
 // Pipeline is a chain of stages run on a set of lcores.
 type Pipeline struct {
-	Name   string   `toml:"name"`
-	Lcores []int    `toml:"lcores"` // CPU ids; one instance of the chain per entry; default [] = engine picks
-	Rx     []string `toml:"rx"`     // "port" (all queues) or "port:queue"; see ParseRx
+	Name string `toml:"name"`
+	// CPUs are CPU ids: one lcore on each runs an instance of the chain;
+	// default [] = the engine picks.
+	CPUs []int `toml:"cpus"`
+	// Lcores is the old name of cpus; Defaults moves it there, with a warning.
+	Lcores []int    `toml:"lcores"`
+	Rx     []string `toml:"rx"` // "port" (all queues) or "port:queue"; see ParseRx
 	Stages []Stage  `toml:"stages"`
 	where
 }
@@ -211,6 +219,10 @@ func (f *File) Port(name string) (Port, bool) {
 	}
 	return Port{}, false
 }
+
+// Warnings are what the file does that works but should change: keys under
+// their old names (docs/compatibility.md). Each names the file, line and key.
+func (f *File) Warnings() []string { return f.warnings }
 
 // PinLcores reports engine.pin, true unless set false.
 func (e Engine) PinLcores() bool { return e.Pin == nil || *e.Pin }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"slices"
@@ -320,11 +321,11 @@ func TestLab(t *testing.T) {
 		}
 		return out
 	}
-	if src.Name != "source" || !slices.Equal(src.Lcores, []int{1}) || len(src.Rx) != 0 ||
+	if src.Name != "source" || !slices.Equal(src.CPUs, []int{1}) || len(src.Rx) != 0 ||
 		!slices.Equal(kinds(src), []string{"generator/generator#0", "ioam.encap/ioam-encap", "ioam.transit/ioam-transit-a", "link/link#3", "forward/forward#4"}) {
 		t.Errorf("source: %+v %v", src, kinds(src))
 	}
-	if lab.Name != "lab" || !slices.Equal(lab.Lcores, []int{1}) || !slices.Equal(lab.Rx, []string{"m1"}) ||
+	if lab.Name != "lab" || !slices.Equal(lab.CPUs, []int{1}) || !slices.Equal(lab.Rx, []string{"m1"}) ||
 		!slices.Equal(kinds(lab), []string{"counter/ingress", "ioam.transit/ioam-transit-b", "ioam.decap/ioam-decap", "sink/sink"}) {
 		t.Errorf("lab: %+v %v", lab, kinds(lab))
 	}
@@ -650,5 +651,29 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := Load(path + ".missing"); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// An old key name still works, with a warning that names its place; the old
+// and the new name together are an error.
+func TestRenamedKeys(t *testing.T) {
+	doc := "version = 1\n[[pipelines]]\nname = \"p\"\n%s\n[[pipelines.stages]]\nkind = \"sink\"\n"
+	f, err := Parse("t.toml", []byte(fmt.Sprintf(doc, "lcores = [1, 2]")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.Pipelines[0].CPUs, []int{1, 2}) {
+		t.Errorf("cpus %v, want [1 2] from lcores", f.Pipelines[0].CPUs)
+	}
+	if w := f.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], "t.toml:4: pipelines[0].lcores: renamed cpus") {
+		t.Errorf("warnings %q", w)
+	}
+	f, err = Parse("t.toml", []byte(fmt.Sprintf(doc, "cpus = [1]")))
+	if err != nil || len(f.Warnings()) != 0 || !slices.Equal(f.Pipelines[0].CPUs, []int{1}) {
+		t.Errorf("cpus: %v, warnings %q", err, f.Warnings())
+	}
+	_, err = Parse("t.toml", []byte(fmt.Sprintf(doc, "cpus = [1]\nlcores = [2]")))
+	if err == nil || !strings.Contains(err.Error(), "t.toml:5: pipelines[0].lcores: the old name of cpus, which is set too") {
+		t.Errorf("both names: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/linerate/linerate/appliance/packet"
@@ -50,6 +51,7 @@ const (
 // In a File built in code, a zero value counts as left out. Defaults is
 // idempotent.
 func (f *File) Defaults() {
+	f.renamed()
 	e := &f.Engine
 	if f.unset("engine.poll", e.Poll == "") {
 		e.Poll = defaultPoll
@@ -119,4 +121,31 @@ func (f *File) Defaults() {
 // unset reports whether a key counts as left out: zero, and not in the file.
 func (f *File) unset(path string, zero bool) bool {
 	return zero && (f.doc == nil || !f.doc.ix.has(path))
+}
+
+// renamed moves keys set under their old names to the new ones, with a
+// warning; both names set is an error (Validate).
+func (f *File) renamed() {
+	for i := range f.Pipelines {
+		p := &f.Pipelines[i]
+		if len(p.Lcores) == 0 {
+			continue
+		}
+		at := "pipelines[" + strconv.Itoa(i) + "]"
+		if len(p.CPUs) > 0 {
+			f.renameErrs = append(f.renameErrs, at+".lcores")
+			continue
+		}
+		p.CPUs = p.Lcores
+		f.warn(at+".lcores", "renamed cpus (CPU ids); lcores still works, and will for as long as version = 1")
+	}
+}
+
+// warn records a warning about key.
+func (f *File) warn(key, msg string) {
+	line := 0
+	if f.doc != nil {
+		line = f.doc.ix.line(key)
+	}
+	f.warnings = append(f.warnings, (&Error{File: f.Path, Line: line, Key: key, Err: errors.New(msg)}).Error())
 }

@@ -83,7 +83,7 @@ func TestDocsExamples(t *testing.T) {
 	}
 	for i, gp := range got.Pipelines {
 		wp := want.Pipelines[i]
-		if gp.Name != wp.Name || !reflect.DeepEqual(gp.Lcores, wp.Lcores) || !reflect.DeepEqual(gp.Rx, wp.Rx) || len(gp.Stages) != len(wp.Stages) {
+		if gp.Name != wp.Name || !reflect.DeepEqual(gp.CPUs, wp.CPUs) || !reflect.DeepEqual(gp.Rx, wp.Rx) || len(gp.Stages) != len(wp.Stages) {
 			t.Errorf("pipeline %d differs: %+v vs %+v", i, gp, wp)
 			continue
 		}

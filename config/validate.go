@@ -51,6 +51,9 @@ func (f *File) validate() Errors {
 		v.errorf("version", "version %d is not supported; this linerate reads version %d", f.Version, Version)
 	}
 	v.engine()
+	for _, key := range f.renameErrs {
+		v.errorf(key, "the old name of cpus, which is set too: keep cpus")
+	}
 	if err := checkListen(f.Control.Listen, true); err != nil {
 		v.errorf("control.listen", "%v", err)
 	}
@@ -295,9 +298,13 @@ func (v *validator) pipelines() {
 	for i, pl := range v.f.Pipelines {
 		at := "pipelines[" + strconv.Itoa(i) + "]"
 		v.name(at+".name", pl.Name, "", seen)
+		key := ".cpus["
+		if len(pl.Lcores) > 0 {
+			key = ".lcores["
+		}
 		cpus := map[int]bool{}
-		for j, c := range pl.Lcores {
-			cat := at + ".lcores[" + strconv.Itoa(j) + "]"
+		for j, c := range pl.CPUs {
+			cat := at + key + strconv.Itoa(j) + "]"
 			switch {
 			case c < 0:
 				v.errorf(cat, "CPU %d is negative", c)

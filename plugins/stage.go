@@ -76,14 +76,15 @@ type Env interface {
 	Emit(h packet.Handle, port uint16) bool
 	// TxDepth is the occupancy of this lcore's tx buffer towards port.
 	TxDepth(port uint16) int
-	// Owner is the lcore index that owns a session key.
+	// Owner is the instance that owns a session key.
 	Owner(key uint64) int
-	// Handoff marks h, a packet of the burst, for lcore owner, where it resumes
+	// Handoff marks h, a packet of the burst, for instance owner, where it resumes
 	// at the current stage. The engine moves it when the stage returns; a full
 	// ring drops it as ring_full. Handoff reports false for a bad owner.
 	Handoff(h packet.Handle, owner int) bool
-	// NumLcores is the number of lcores running this pipeline's chain.
-	NumLcores() int
+	// NumInstances is the number of instances of this pipeline: one per lcore
+	// that runs its chain.
+	NumInstances() int
 	// Free gives h up, uncounted: for a stage that consumed a packet or
 	// replaced it by a copy. The buffer goes back to its pool at the lcore's
 	// next quiescent point, never while the burst or the running stage can
@@ -93,12 +94,12 @@ type Env interface {
 
 // Context is a stage's view of its lcore during a call.
 type Context struct {
-	Lcore int   // index of this lcore among the pipeline's lcores
-	Now   int64 // monotonic ns: the rx time of this burst, or the loop time
-	Clock clock.Clock
-	Log   *slog.Logger // rate-limited
-	Stage int          // position of the running stage in the chain
-	Env   Env
+	Instance int   // this instance's index among its pipeline's instances (one per lcore)
+	Now      int64 // monotonic ns: the rx time of this burst, or the loop time
+	Clock    clock.Clock
+	Log      *slog.Logger // rate-limited
+	Stage    int          // position of the running stage in the chain
+	Env      Env
 }
 
 // BurstForwarder is an Env that takes a whole burst for one port at once: no
@@ -128,13 +129,15 @@ func (c *Context) Emit(h packet.Handle, port uint16) bool { return c.Env.Emit(h,
 // it. It costs nothing in an ordinary build.
 func (c *Context) Hold(h packet.Handle) { packet.Own(h, packet.OpHold, packet.NoOwner, c.Stage) }
 
-// Owner is the lcore that owns key.
+// Owner is the instance that owns key.
 func (c *Context) Owner(key uint64) int { return c.Env.Owner(key) }
 
-// Mine reports whether this lcore owns key.
-func (c *Context) Mine(key uint64) bool { return c.Env.NumLcores() <= 1 || c.Env.Owner(key) == c.Lcore }
+// Mine reports whether this instance owns key.
+func (c *Context) Mine(key uint64) bool {
+	return c.Env.NumInstances() <= 1 || c.Env.Owner(key) == c.Instance
+}
 
-// Handoff sends h to its owner lcore.
+// Handoff sends h to the instance that owns its session.
 func (c *Context) Handoff(h packet.Handle, owner int) bool { return c.Env.Handoff(h, owner) }
 
 // PortInfo is what a stage may know about a port at setup.
@@ -166,14 +169,17 @@ type Ports interface {
 // Setup is what a stage factory gets: its config table and the engine's
 // resources. It is valid only during the call.
 type Setup struct {
-	Kind      string
-	Name      string // instance name: the config's "name", or kind#index
-	Config    Config
-	Ports     Ports
-	Lcore     int // the lcore this instance runs on (one instance per lcore)
-	NumLcores int
-	Clock     clock.Clock
-	Log       *slog.Logger
+	Kind   string
+	Name   string // instance name: the config's "name", or kind#index
+	Config Config
+	Ports  Ports
+	// Instance is this instance's index among its pipeline's instances, one
+	// per lcore that runs the pipeline; NumInstances is how many there are.
+	// Session owners (Env.Owner) are instance indices.
+	Instance     int
+	NumInstances int
+	Clock        clock.Clock
+	Log          *slog.Logger
 	// Counters is the stage instance's counter set; the engine publishes it once
 	// per burst and exports it.
 	Counters *stats.Set

@@ -152,10 +152,10 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 		g.rate = float64(c.Rate) / 1e9
 	}
 	// Several lcores split the rate and the count.
-	if s.NumLcores > 1 {
-		g.rate /= float64(s.NumLcores)
+	if s.NumInstances > 1 {
+		g.rate /= float64(s.NumInstances)
 		if g.count > 0 {
-			g.count = (g.count + uint64(s.NumLcores-1-s.Lcore)) / uint64(s.NumLcores)
+			g.count = (g.count + uint64(s.NumInstances-1-s.Instance)) / uint64(s.NumInstances)
 		}
 	}
 	hdr := 14
@@ -196,12 +196,12 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 	g.seq = make([]uint64, c.Flows)
 	// Each flow belongs to one lcore, so its sequence numbers stay one series.
 	for f := 0; f < c.Flows; f++ {
-		if f%max(s.NumLcores, 1) == s.Lcore {
+		if f%max(s.NumInstances, 1) == s.Instance {
 			g.mine = append(g.mine, f)
 		}
 	}
 	if len(g.mine) == 0 {
-		return nil, fmt.Errorf("generator: %d flows for %d lcores: every lcore needs a flow of its own", c.Flows, s.NumLcores)
+		return nil, fmt.Errorf("generator: %d flows for %d lcores: every lcore needs a flow of its own", c.Flows, s.NumInstances)
 	}
 	// Rate credit saved while the lcore was busy elsewhere: up to 10 ms of it, so
 	// the average rate holds across a stall, and at least one burst.

@@ -440,7 +440,7 @@ count = 100`)
 	sum := 0
 	for lc := 0; lc < 3; lc++ {
 		h := newHarness(t)
-		h.Lcore, h.NumLcores = lc, 3
+		h.Instance, h.NumInstances = lc, 3
 		g := newGen(t, h, `src = "2001:db8::1"
 dst = "2001:db8::2"
 flows = 3
@@ -467,7 +467,7 @@ rate = "3kpps"`)
 	}
 	// Fewer flows than lcores: some lcore would have no flow of its own.
 	h = newHarness(t)
-	h.Lcore, h.NumLcores = 2, 3
+	h.Instance, h.NumInstances = 2, 3
 	if _, err := h.build("generator", `src = "2001:db8::1"
 dst = "2001:db8::2"
 flows = 2`); err == nil {

@@ -117,7 +117,7 @@ func newLink(s *plugins.Setup) (plugins.Stage, error) {
 		l.creditNs = int64(float64((burst-maxFrame)*8) / l.bitsPerNs)
 	}
 	// Each lcore's instance draws from its own stream.
-	l.rng = rand.New(rand.NewPCG(c.Seed, uint64(s.Lcore)+0x9E3779B97F4A7C15))
+	l.rng = rand.New(rand.NewPCG(c.Seed, uint64(s.Instance)+0x9E3779B97F4A7C15))
 	name := c.Pool
 	if name == "" {
 		name = "link/" + s.Name

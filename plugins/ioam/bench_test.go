@@ -36,7 +36,7 @@ func (e *quietEnv) Owner(key uint64) int                   { return 0 }
 func (e *quietEnv) Handoff(h packet.Handle, owner int) bool {
 	return false
 }
-func (e *quietEnv) NumLcores() int       { return 1 }
+func (e *quietEnv) NumInstances() int    { return 1 }
 func (e *quietEnv) Free(h packet.Handle) { packet.FreeOne(h) }
 
 // benchBurst holds a burst of copies of one frame and what each round must put

@@ -404,7 +404,7 @@ func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, 
 // for an incremental trace, which goes first in the record's node list.
 func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, mine owned, rec int, ns *nsState, own *nodePlan, pot uint8) {
 	r := &dc.rec
-	r.Mono, r.Unix, r.Role, r.Lcore, r.Len, r.Have = ctx.Now, ctx.Now+ctx.Clock.UnixOffset(), RoleDecap, uint8(ctx.Lcore), uint16(p.Len()), 0
+	r.Mono, r.Unix, r.Role, r.Lcore, r.Len, r.Have = ctx.Now, ctx.Now+ctx.Clock.UnixOffset(), RoleDecap, uint8(ctx.Instance), uint16(p.Len()), 0
 	r.setAddrs(d, s)
 	if rec >= 0 {
 		opt := Option(d[s.trace[rec]:])

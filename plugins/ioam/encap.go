@@ -200,8 +200,8 @@ func newEncap(s *plugins.Setup) (plugins.Stage, error) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	e := &encap{node: n, inlineTransit: c.InlineTransit, rng: rand.New(rand.NewPCG(seed, uint64(s.Lcore))),
-		lcore: uint64(s.Lcore), lcores: uint64(max(s.NumLcores, 1))}
+	e := &encap{node: n, inlineTransit: c.InlineTransit, rng: rand.New(rand.NewPCG(seed, uint64(s.Instance))),
+		lcore: uint64(s.Instance), lcores: uint64(max(s.NumInstances, 1))}
 	if n.egress != packet.NoPort {
 		if pi, ok := s.Ports.Port(c.EgressPort); ok {
 			e.mtu = pi.MTU
@@ -1013,7 +1013,7 @@ func (e *encap) loopedBack(ctx *plugins.Context, h packet.Handle, d []byte, l3 i
 	e.cLoopRecv.Inc()
 	if e.exp != nil {
 		r := &e.rec
-		*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleLoopback, Lcore: uint8(ctx.Lcore), Len: uint16(p.Len())}
+		*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleLoopback, Lcore: uint8(ctx.Instance), Len: uint16(p.Len())}
 		r.setAddrs(d, s)
 		opt := Option(d[s.trace[0]:])
 		tr := Trace(opt.Body())

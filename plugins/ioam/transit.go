@@ -402,7 +402,7 @@ func (t *transit) expire(ctx *plugins.Context, p *packet.Packet) {
 // trace type (RFC 9326 §3) as the first and only hop.
 func (t *transit) exportDEX(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, dex DEX) {
 	r := &t.rec
-	*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleTransit, Lcore: uint8(ctx.Lcore), Len: uint16(p.Len()), Have: HaveDEX}
+	*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleTransit, Lcore: uint8(ctx.Instance), Len: uint16(p.Len()), Have: HaveDEX}
 	r.setAddrs(d, s)
 	r.DEXNS, r.DEXExt, r.DEXType = dex.NamespaceID(), dex.ExtensionFlags(), dex.TraceType()
 	if r.DEXExt&DEXFlowID != 0 {

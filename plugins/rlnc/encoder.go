@@ -172,7 +172,7 @@ func newEncoder(s *plugins.Setup) (plugins.Stage, error) {
 	if e.pool.DataRoom() < maxHdr+FixedLen+c.K+c.Block {
 		return nil, fmt.Errorf("rlnc.encoder: pool %q has data room %d, below the %d a coded packet may need", e.pool.Name(), e.pool.DataRoom(), maxHdr+FixedLen+c.K+c.Block)
 	}
-	e.rng = prng{s: c.Seed ^ uint64(s.Lcore+1)*0xD1B54A32D192ED03}
+	e.rng = prng{s: c.Seed ^ uint64(s.Instance+1)*0xD1B54A32D192ED03}
 	e.coef = make([]byte, maxBatch*MaxK)
 	e.dsts = make([][]byte, maxBatch)
 	e.srcs = make([][]byte, MaxK)

@@ -94,7 +94,7 @@ func newRecoder(s *plugins.Setup) (plugins.Stage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rlnc.recoder: pool: %w", err)
 	}
-	r.rng = prng{s: c.Seed ^ uint64(s.Lcore+1)*0xD1B54A32D192ED03}
+	r.rng = prng{s: c.Seed ^ uint64(s.Instance+1)*0xD1B54A32D192ED03}
 	r.coef = make([]byte, MaxK)
 	r.srcs = make([][]byte, MaxK)
 	r.one = make([][]byte, 1)

@@ -312,7 +312,7 @@ func TestMTUCheck(t *testing.T) {
 // to its owner.
 func TestHandoff(t *testing.T) {
 	h := newHarness(t)
-	h.Env.Lcores = 4
+	h.Env.Instances = 4
 	dec := h.MustBuildNamed("rlnc.decoder", "dec", "memory = \"1MiB\"\n")
 	var frames [][]byte
 	for i := 0; i < 32; i++ {

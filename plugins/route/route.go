@@ -83,7 +83,7 @@ func newForwarder(s *plugins.Setup) (plugins.Stage, error) {
 				room = max(room, p.Pool.DataRoom())
 			}
 		}
-		if f.pool, err = s.Pool("route.hold."+s.Name, c.Hold*s.NumLcores, room); err != nil {
+		if f.pool, err = s.Pool("route.hold."+s.Name, c.Hold*s.NumInstances, room); err != nil {
 			return nil, fmt.Errorf("hold pool: %w", err)
 		}
 	}

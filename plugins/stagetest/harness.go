@@ -36,11 +36,11 @@ type Harness struct {
 	*Rig
 	Ports Ports
 	Ctx   plugins.Context
-	// What the stages' Setup says: the lcore they run on and how many run
-	// the chain (0 means 1), and the config file's top-level sections, as
+	// What the stages' Setup says: the instance they are among their
+	// pipeline's instances and how many there are (0 means 1), and the config file's top-level sections, as
 	// TOML ([[routes]] …).
-	Lcore, NumLcores int
-	Sections         string
+	Instance, NumInstances int
+	Sections               string
 
 	started []plugins.Stage
 }
@@ -68,8 +68,8 @@ func (h *Harness) SetupNamed(kind, name, keys string) *plugins.Setup {
 	if err != nil {
 		h.T.Fatalf("ParseTable: %v", err)
 	}
-	return &plugins.Setup{Kind: kind, Name: name, Config: tab, Ports: h.Ports, Lcore: h.Lcore,
-		NumLcores: max(h.NumLcores, 1), Clock: h.Clock, Log: slog.New(slog.DiscardHandler),
+	return &plugins.Setup{Kind: kind, Name: name, Config: tab, Ports: h.Ports, Instance: h.Instance,
+		NumInstances: max(h.NumInstances, 1), Clock: h.Clock, Log: slog.New(slog.DiscardHandler),
 		Counters: h.Counters(name), Histograms: h.Histograms(name), Pool: h.Pool,
 		Shared: h.Shared(name), Global: h.Global, Section: h.section}
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // Sent is a packet a stage forwarded, emitted or handed off, with its port
-// (for a handoff, the owner lcore).
+// (for a handoff, the owner instance).
 type Sent struct {
 	H    packet.Handle
 	Port uint16
@@ -28,18 +28,18 @@ type Sent struct {
 
 // Env is a plugins.Env that records what the stages do on their lcore.
 type Env struct {
-	Emitted  []Sent
-	Freed    []packet.Handle // by Free; back to their pools at Flush
-	Handoffs []Sent          // Port holds the owner lcore
-	Lcores   int             // what NumLcores reports; 0 means 1
-	Lcore    int             // this lcore: a handoff to it is refused
-	Depth    int             // what TxDepth reports for every port
-	Stage    int             // the running stage, where a handed-off packet resumes
+	Emitted   []Sent
+	Freed     []packet.Handle // by Free; back to their pools at Flush
+	Handoffs  []Sent          // Port holds the owner instance
+	Instances int             // what NumInstances reports; 0 means 1
+	Instance  int             // this instance: a handoff to it is refused
+	Depth     int             // what TxDepth reports for every port
+	Stage     int             // the running stage, where a handed-off packet resumes
 }
 
 // Emit records h for port.
 func (e *Env) Emit(h packet.Handle, port uint16) bool {
-	packet.Own(h, packet.OpClaim, uint16(e.Lcore), e.Stage)
+	packet.Own(h, packet.OpClaim, uint16(e.Instance), e.Stage)
 	e.Emitted = append(e.Emitted, Sent{h, port})
 	return true
 }
@@ -47,17 +47,17 @@ func (e *Env) Emit(h packet.Handle, port uint16) bool {
 // TxDepth is e.Depth.
 func (e *Env) TxDepth(port uint16) int { return e.Depth }
 
-// Owner spreads keys over the lcores by remainder.
+// Owner spreads keys over the instances by remainder.
 func (e *Env) Owner(key uint64) int {
-	if e.Lcores <= 1 {
+	if e.Instances <= 1 {
 		return 0
 	}
-	return int(key % uint64(e.Lcores))
+	return int(key % uint64(e.Instances))
 }
 
 // Handoff marks h for owner, as the engine does, and records it.
 func (e *Env) Handoff(h packet.Handle, owner int) bool {
-	if owner < 0 || owner >= e.NumLcores() || owner == e.Lcore {
+	if owner < 0 || owner >= e.NumInstances() || owner == e.Instance {
 		return false
 	}
 	h.P().HandoffTo(owner, e.Stage)
@@ -65,13 +65,13 @@ func (e *Env) Handoff(h packet.Handle, owner int) bool {
 	return true
 }
 
-// NumLcores is e.Lcores, at least 1.
-func (e *Env) NumLcores() int { return max(e.Lcores, 1) }
+// NumInstances is e.Instances, at least 1.
+func (e *Env) NumInstances() int { return max(e.Instances, 1) }
 
 // Free records h, to be returned at Flush, as the engine returns it at the
 // lcore's next quiescent point.
 func (e *Env) Free(h packet.Handle) {
-	packet.Own(h, packet.OpFree, uint16(e.Lcore), e.Stage)
+	packet.Own(h, packet.OpFree, uint16(e.Instance), e.Stage)
 	e.Freed = append(e.Freed, h)
 }
 
@@ -387,7 +387,7 @@ func (r *Rig) Chain(b *packet.Burst, n int, process func(k int, b *packet.Burst)
 			hd := b.H[i]
 			p := hd.P()
 			if p.Verdict() != packet.Consume {
-				packet.Own(hd, packet.OpVerdict, uint16(r.Env.Lcore), k)
+				packet.Own(hd, packet.OpVerdict, uint16(r.Env.Instance), k)
 			}
 			f := &o.Fates[idx[i]]
 			*f = Fate{Verdict: p.Verdict(), H: hd}

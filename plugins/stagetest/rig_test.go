@@ -12,7 +12,7 @@ import (
 func TestChain(t *testing.T) {
 	r := New(t, 0)
 	r.NewPool("default", 16, 256)
-	r.Env.Lcores = 2
+	r.Env.Instances = 2
 	b := r.Burst(7, []byte{0}, []byte{1}, []byte{2}, []byte{3}, []byte{4}, []byte{5})
 	var consumed packet.Handle
 	o := r.Chain(b, 2, func(k int, b *packet.Burst) {
@@ -71,7 +71,7 @@ func TestHandoffRefused(t *testing.T) {
 	h := r.Pkt([]byte{1}, 0)
 	defer Free(h)
 	for _, c := range []struct{ lcores, owner int }{{1, 0}, {2, 0}, {2, 2}, {2, -1}} {
-		r.Env.Lcores = c.lcores
+		r.Env.Instances = c.lcores
 		if r.Env.Handoff(h, c.owner) {
 			t.Errorf("%d lcores: handoff to %d accepted", c.lcores, c.owner)
 		}

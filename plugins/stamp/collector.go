@@ -79,7 +79,7 @@ func newCollector(s *plugins.Setup) (plugins.Stage, error) {
 			return nil, fmt.Errorf("stamp.collector: port %d is outside 0..65535", port)
 		}
 	}
-	st := &collector{name: s.Name, reg: registryOf(s), inst: s.Lcore, port: port,
+	st := &collector{name: s.Name, reg: registryOf(s), inst: s.Instance, port: port,
 		checkSrc: c.CheckSource == nil || *c.CheckSource,
 		cRecords: s.Counters.New("records", "reflected test packets measured"),
 		cDup:     s.Counters.New("duplicates", "replies with a sequence number seen before"),
@@ -140,7 +140,7 @@ func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 		tai = st.TAIOffset
 	}
 	c.uoff = ctx.Clock.UnixOffset()
-	multi := ctx.Env.NumLcores() > 1
+	multi := ctx.Env.NumInstances() > 1
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]
 		p := h.P()

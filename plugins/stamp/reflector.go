@@ -313,7 +313,7 @@ func (r *reflector) Process(ctx *plugins.Context, b *packet.Burst) {
 	}
 	r.np = 0
 	r.ee.refresh()
-	multi := ctx.Env.NumLcores() > 1
+	multi := ctx.Env.NumInstances() > 1
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]
 		p := h.P()

@@ -96,7 +96,7 @@ func newSender(s *plugins.Setup) (plugins.Stage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stamp.sender: pool %q: %w", c.Pool, err)
 	}
-	st := &sender{name: s.Name, reg: registryOf(s), pool: pool, lcore: s.Lcore,
+	st := &sender{name: s.Name, reg: registryOf(s), pool: pool, lcore: s.Instance,
 		ee:     newErrEstSource(s.Clock, clockConfig{Synchronized: c.Synchronized, ClockError: c.ClockError}),
 		mine:   make([]*txSession, 0, 64),
 		cSent:  s.Counters.New("sent", "test packets sent"),

@@ -392,7 +392,7 @@ func docAppliance(t *testing.T, file, root string) string {
 			if b.file == file && b.lang == "toml" {
 				cfg := regexp.MustCompile(`driver = "(afpacket|tap)"`).ReplaceAllString(b.text, `driver = "mem"`)
 				cfg = regexp.MustCompile(`(?m)^interface = .*\n`).ReplaceAllString(cfg, "")
-				cfg = regexp.MustCompile(`(?m)^lcores = \[.*\]`).ReplaceAllString(cfg, "lcores = [0]")
+				cfg = regexp.MustCompile(`(?m)^cpus = \[.*\]`).ReplaceAllString(cfg, "cpus = [0]")
 				cfg = strings.Replace(cfg, `port = "tap0"`, "port = \"tap0\"\nrewrite_mac = false", 1)
 				return strings.Replace(cfg, "[engine]\n", "[engine]\npin = false\n", 1)
 			}

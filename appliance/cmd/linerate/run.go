@@ -90,6 +90,9 @@ Flags:
 		return fail("start: %v", err)
 	}
 	log.Info("running", "config", cfg.Path, "lcores", eng.Lcores())
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
 
 	var srv *control.Server
 	if addr := controlAddr(cfg); addr != "" {
