@@ -5,7 +5,7 @@
 GO        ?= go
 BIN       := bin
 VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X main.version=$(VERSION)
+LDFLAGS   := -X github.com/linerate/linerate/appliance/cli.version=$(VERSION)
 # Debian packages the tests, the interop peers and the benchmarks need.
 DEB_PKGS  := iproute2 tshark python3-scapy python3-grpcio python3-grpc-tools \
              protobuf-compiler libprotobuf-dev pkg-config dpdk libdpdk-dev libisal-dev \

@@ -147,8 +147,8 @@ func TestDocsTOML(t *testing.T) {
 func docHost(t *testing.T) *strings.Replacer {
 	t.Helper()
 	pot := filepath.Join(t.TempDir(), "pot")
-	if code := dispatch([]string{"ioam", "pot-keys", "--nodes", "4", "--dir", pot}); code != 0 {
-		t.Fatalf("linerate ioam pot-keys: exit %d", code)
+	if out, err := exec.Command(linerateBin, "ioam", "pot-keys", "--nodes", "4", "--dir", pot).CombinedOutput(); err != nil {
+		t.Fatalf("linerate ioam pot-keys: %v\n%s", err, out)
 	}
 	return strings.NewReplacer("/etc/linerate/pot/", pot+"/")
 }
@@ -340,10 +340,7 @@ func TestDocsCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds linerate and runs the docs' commands")
 	}
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "linerate"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := filepath.Dir(linerateBin)
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	linerateBin = filepath.Join(dir, "linerate")
-	out, err := exec.Command("go", "build", "-o", linerateBin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", linerateBin, "github.com/linerate/linerate/appliance/cmd/linerate").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build linerate: %v\n%s", err, out)
 		os.Exit(1)

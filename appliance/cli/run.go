@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -23,8 +23,6 @@ import (
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
-
-	_ "github.com/linerate/linerate/appliance/all" // every built-in stage and port driver
 )
 
 func loadConfig(path string) (*config.File, error) {
