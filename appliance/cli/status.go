@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"google.golang.org/grpc"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/linerate/linerate/appliance/api"
+	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/config"
 )
@@ -66,6 +66,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("control", defaultControl(), "control API `address`: unix:/path or host:port")
 	asJSON := fs.Bool("json", false, "print JSON ({\"status\": …, \"stats\": …}) instead of tables")
 	full := fs.Bool("stats", false, "print every counter; with --json, the raw histogram buckets too")
+	wide := fs.Bool("wide", false, "print each table row on one line, however wide")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
 	caFile := fs.String("tls-ca", "", "CA `file` that signed the server's certificate (turns TLS on)")
 	certFile := fs.String("tls-cert", "", "client certificate `file`, for mTLS")
@@ -123,12 +124,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	printStatus(w, *addr, st, stats, *full)
+	var b strings.Builder
+	printStatus(&b, table.Options{Wide: *wide}, *addr, st, stats, *full)
 	if statsErr != nil {
-		fmt.Fprintf(w, "\nno stats yet: %s\n", status.Convert(statsErr).Message())
+		fmt.Fprintf(&b, "\nno stats yet: %s\n", status.Convert(statsErr).Message())
 	}
-	if err := w.Flush(); err != nil {
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return failf("%v", err)
 	}
 	return 0
@@ -189,50 +190,58 @@ func writeStatusJSON(w io.Writer, st *api.StatusReply, stats *api.StatsReply) er
 	return err
 }
 
-func printStatus(w io.Writer, addr string, st *api.StatusReply, stats *api.StatsReply, full bool) {
-	fmt.Fprintf(w, "linerate %s\t%s", st.GetVersion(), stateName(st.GetState()))
+func printStatus(w io.Writer, o table.Options, addr string, st *api.StatusReply, stats *api.StatsReply, full bool) {
+	state := stateName(st.GetState())
 	if st.GetStarted() != nil {
-		fmt.Fprintf(w, ", up %s since %s", st.GetUptime().AsDuration().Round(time.Second),
+		state += fmt.Sprintf(", up %s since %s", st.GetUptime().AsDuration().Round(time.Second),
 			st.GetStarted().AsTime().Local().Format("2006-01-02 15:04:05 MST"))
 	}
-	fmt.Fprintf(w, "\nconfig\t%s\ncontrol\t%s\n", cmp.Or(st.GetConfigPath(), "(embedded lab)"), addr)
+	head := table.New(table.Column{}, table.Column{Wrap: true})
+	head.Add("linerate "+st.GetVersion(), state)
+	head.Add("config", cmp.Or(st.GetConfigPath(), "(embedded lab)"))
+	head.Add("control", addr)
+	head.Write(w, o)
 
 	portStats := map[string]*api.PortStats{}
 	for _, p := range stats.GetPorts() {
 		portStats[p.Name] = p
 	}
-	fmt.Fprintln(w, "\nPORT\tDRIVER\tLINK\tMTU\tRXQ\tTXQ\tMAC\tTIMESTAMPS\tRX PACKETS\tTX PACKETS")
+	t := table.New(table.Cols("PORT", "DRIVER", "LINK", "MTU", "RXQ", "TXQ", "MAC", "TIMESTAMPS", "RX PACKETS", "TX PACKETS")...)
 	for _, p := range st.GetPorts() {
 		ps := portStats[p.Name]
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Name, p.Driver, upDown(p.LinkUp),
-			p.Mtu, p.RxQueues, p.TxQueues, cmp.Or(p.Mac, "-"), cmp.Or(p.TimestampSource, "-"),
-			count(ps != nil, ps.GetRxPackets()), count(ps != nil, ps.GetTxPackets()))
+		t.Add(p.Name, p.Driver, upDown(p.LinkUp), itoa(p.Mtu), itoa(p.RxQueues), itoa(p.TxQueues), cmp.Or(p.Mac, "-"),
+			cmp.Or(p.TimestampSource, "-"), count(ps != nil, ps.GetRxPackets()), count(ps != nil, ps.GetTxPackets()))
 	}
+	fmt.Fprintln(w)
+	t.Write(w, o)
 
-	fmt.Fprintln(w, "\nPIPELINE\tLCORES\tSTAGES")
+	t = table.New(table.Column{Name: "PIPELINE"}, table.Column{Name: "LCORES", Wrap: true}, table.Column{Name: "STAGES", Wrap: true})
 	for _, p := range st.GetPipelines() {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", p.Name, joinInts(p.Lcores), strings.Join(p.Stages, " → "))
+		t.Add(p.Name, joinInts(p.Lcores), strings.Join(p.Stages, " → "))
 	}
+	fmt.Fprintln(w)
+	t.Write(w, o)
 
 	lcoreStats := map[int32]*api.LcoreStats{}
 	for _, l := range stats.GetLcores() {
 		lcoreStats[l.Id] = l
 	}
-	fmt.Fprintln(w, "\nLCORE\tCPU\tPIPELINES\tLOOPS\tBUSY\tPACKETS\tGAP P50\tP90\tP99\tP99.9\tMAX")
+	cols := table.Cols("LCORE", "CPU", "PIPELINES", "LOOPS", "BUSY", "PACKETS", "GAP P50", "P90", "P99", "P99.9", "MAX")
+	cols[2].Wrap = true
+	t = table.New(cols...)
 	for _, l := range st.GetLcores() {
-		fmt.Fprintf(w, "%d\t%s\t%s", l.Id, cpuName(l.Cpu), cmp.Or(strings.Join(l.Pipelines, ","), "-"))
-		ls := lcoreStats[l.Id]
-		if ls == nil {
-			fmt.Fprintln(w, "\t-\t-\t-\t-\t-\t-\t-\t-")
-			continue
+		row := []string{strconv.Itoa(int(l.Id)), cpuName(l.Cpu), cmp.Or(strings.Join(l.Pipelines, ","), "-"),
+			"-", "-", "-", "-", "-", "-", "-", "-"}
+		if ls := lcoreStats[l.Id]; ls != nil {
+			row[3], row[4], row[5] = strconv.FormatUint(ls.Loops, 10), percent(ls.BusyLoops, ls.Loops), strconv.FormatUint(ls.Packets, 10)
+			if g := ls.GetLoopGap(); g.GetCount() > 0 {
+				copy(row[6:], []string{fmtNs(g.P50), fmtNs(g.P90), fmtNs(g.P99), fmtNs(g.P999), fmtNs(g.Max)})
+			}
 		}
-		fmt.Fprintf(w, "\t%d\t%s\t%d", ls.Loops, percent(ls.BusyLoops, ls.Loops), ls.Packets)
-		if g := ls.GetLoopGap(); g.GetCount() > 0 {
-			fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%s\n", fmtNs(g.P50), fmtNs(g.P90), fmtNs(g.P99), fmtNs(g.P999), fmtNs(g.Max))
-		} else {
-			fmt.Fprintln(w, "\t-\t-\t-\t-\t-")
-		}
+		t.Add(row...)
 	}
+	fmt.Fprintln(w)
+	t.Write(w, o)
 
 	if stats == nil {
 		return
@@ -245,25 +254,36 @@ func printStatus(w io.Writer, addr string, st *api.StatusReply, stats *api.Stats
 	if len(drops) == 0 {
 		fmt.Fprintln(w, "\nno drops")
 	} else {
-		fmt.Fprintln(w, "\nDROP REASON\tPACKETS")
+		t = table.New(table.Cols("DROP REASON", "PACKETS")...)
 		for _, d := range drops {
-			fmt.Fprintf(w, "%s\t%d\n", d.Reason, d.Count)
+			t.Add(d.Reason, strconv.FormatUint(d.Count, 10))
 		}
+		fmt.Fprintln(w)
+		t.Write(w, o)
 	}
 	if full {
-		printStats(w, stats)
+		printStats(w, o, stats)
 	}
 }
 
 // printStats is --stats: every counter.
-func printStats(w io.Writer, s *api.StatsReply) {
-	fmt.Fprintln(w, "\nPORT\tRX PACKETS\tRX BYTES\tTX PACKETS\tTX BYTES\tRX DROPPED\tTX DROPPED\tRX ERRORS\tDRIVER COUNTERS")
+func printStats(w io.Writer, o table.Options, s *api.StatsReply) {
+	cols := table.Cols("PORT", "RX PACKETS", "RX BYTES", "TX PACKETS", "TX BYTES", "RX DROPPED", "TX DROPPED", "RX ERRORS",
+		"DRIVER COUNTERS")
+	cols[8].Wrap, cols[8].Detail = true, true
+	t := table.New(cols...)
 	for _, p := range s.GetPorts() {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes,
-			p.RxDropped, p.TxDropped, p.RxErrors, extras(p.Extra))
+		t.Add(p.Name, u64(p.RxPackets), u64(p.RxBytes), u64(p.TxPackets), u64(p.TxBytes), u64(p.RxDropped),
+			u64(p.TxDropped), u64(p.RxErrors), extras(p.Extra))
 	}
+	fmt.Fprintln(w)
+	t.Write(w, o)
 
-	fmt.Fprintln(w, "\nPIPELINE\tSTAGE\tKIND\tLCORE\tPACKETS\tCOUNTERS\tDROPS")
+	cols = table.Cols("PIPELINE", "STAGE", "KIND", "LCORE", "PACKETS", "COUNTERS", "DROPS")
+	cols[5].Wrap, cols[5].Detail = true, true
+	cols[6].Wrap, cols[6].Detail = true, true
+	t = table.New(cols...)
+	t.Key = 2
 	for _, st := range s.GetStages() {
 		var cs, ds []string
 		for _, c := range st.Counters {
@@ -272,17 +292,23 @@ func printStats(w io.Writer, s *api.StatsReply) {
 		for _, d := range st.Drops {
 			ds = append(ds, d.Reason+"="+strconv.FormatUint(d.Count, 10))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cmp.Or(st.Pipeline, "-"), st.Name, st.Kind, cpuName(st.Lcore),
-			st.Packets, cmp.Or(strings.Join(cs, " "), "-"), cmp.Or(strings.Join(ds, " "), "-"))
+		t.Add(cmp.Or(st.Pipeline, "-"), st.Name, st.Kind, cpuName(st.Lcore), u64(st.Packets),
+			cmp.Or(strings.Join(cs, " "), "-"), cmp.Or(strings.Join(ds, " "), "-"))
 	}
+	fmt.Fprintln(w)
+	t.Write(w, o)
 
-	fmt.Fprintln(w, "\nPOOL\tSIZE\tIN USE\tALLOC FAILURES\tCOPIES")
+	t = table.New(table.Cols("POOL", "SIZE", "IN USE", "ALLOC FAILURES", "COPIES")...)
 	for _, p := range s.GetPools() {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", p.Name, p.Size, p.InUse, p.AllocFailures, p.Copies)
+		t.Add(p.Name, itoa(p.Size), itoa(p.InUse), u64(p.AllocFailures), u64(p.Copies))
 	}
+	fmt.Fprintln(w)
+	t.Write(w, o)
 
 	if len(s.GetHistograms()) > 0 {
-		fmt.Fprintln(w, "\nHISTOGRAM\tOWNER\tCOUNT\tMEAN\tP50\tP90\tP99\tP99.9\tMAX")
+		cols = table.Cols("HISTOGRAM", "OWNER", "COUNT", "MEAN", "P50", "P90", "P99", "P99.9", "MAX")
+		cols[1].Wrap = true
+		t = table.New(cols...)
 		for _, h := range s.GetHistograms() {
 			g := h.GetHistogram()
 			f := func(v uint64) string {
@@ -291,9 +317,11 @@ func printStats(w io.Writer, s *api.StatsReply) {
 				}
 				return fmtUnit(v, h.Unit)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Owner, g.GetCount(),
-				f(uint64(g.GetMean()+0.5)), f(g.GetP50()), f(g.GetP90()), f(g.GetP99()), f(g.GetP999()), f(g.GetMax()))
+			t.Add(h.Name, h.Owner, u64(g.GetCount()), f(uint64(g.GetMean()+0.5)), f(g.GetP50()), f(g.GetP90()),
+				f(g.GetP99()), f(g.GetP999()), f(g.GetMax()))
 		}
+		fmt.Fprintln(w)
+		t.Write(w, o)
 	}
 }
 
@@ -317,6 +345,11 @@ func cpuName(cpu int32) string {
 	}
 	return strconv.Itoa(int(cpu))
 }
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// itoa prints any integer of the API's messages.
+func itoa[T int32 | uint32 | int64](v T) string { return strconv.FormatInt(int64(v), 10) }
 
 func count(ok bool, v uint64) string {
 	if !ok {

@@ -7,7 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/control/controltest"
 	"github.com/linerate/linerate/appliance/stats"
@@ -72,8 +74,28 @@ func TestStatusTables(t *testing.T) {
 	}
 }
 
+// TestStatusStats: --wide prints every counter of a row on its line; by
+// default a list that does not fit moves below its table, under the row's
+// name, or wraps within its column.
 func TestStatusStats(t *testing.T) {
 	code, out, errs := statusAgainst(t, controltest.New(), "--stats")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, row := range [][]string{
+		{"p0", "1000", "64000", "990", "63360", "1", "2", "3"},
+		{"p1", "500", "750000", "400", "600000", "0", "0", "0"},
+		{"p1"},
+		{"driver", "counters", "poll_wakeups=11", "ring_full=7"},
+		{"edge", "encap", "ioam.encap", "2", "550", "encapsulated=540", "too_big=10"},
+		{"too_big_total=10"},
+	} {
+		if !hasRow(out, row...) {
+			t.Errorf("no row %q in:\n%s", row, out)
+		}
+	}
+	checkWidth(t, "status --stats", out)
+	code, out, errs = statusAgainst(t, controltest.New(), "--stats", "--wide")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -90,6 +112,16 @@ func TestStatusStats(t *testing.T) {
 	} {
 		if !hasRow(out, row...) {
 			t.Errorf("no row %q in:\n%s", row, out)
+		}
+	}
+}
+
+// checkWidth fails the test when a line of out is wider than table.Width.
+func checkWidth(t *testing.T, what, out string) {
+	t.Helper()
+	for i, l := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(l); n > table.Width {
+			t.Errorf("%s: line %d is %d columns wide:\n%s", what, i+1, n, l)
 		}
 	}
 }
