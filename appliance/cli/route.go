@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/linerate/linerate/appliance/api"
+	"github.com/linerate/linerate/appliance/cli/table"
 )
 
 const routeUsage = `Usage: linerate route [list | get ADDRESS | add PREFIX [via ADDRESS] [dev PORT]
@@ -52,7 +52,7 @@ type client struct {
 	name, usage      string
 	fs               *flag.FlagSet
 	addr             *string
-	asJSON           *bool
+	asJSON, wide     *bool
 	timeout          *time.Duration
 	caFile, certFile *string
 	keyFile          *string
@@ -64,6 +64,7 @@ func newClient(name, usage string, stdout, stderr io.Writer) *client {
 	c.fs.SetOutput(stderr)
 	c.addr = c.fs.String("control", defaultControl(), "control API `address`: unix:/path or host:port")
 	c.asJSON = c.fs.Bool("json", false, "print the reply as JSON")
+	c.wide = c.fs.Bool("wide", false, "print each table row on one line, however wide")
 	c.timeout = c.fs.Duration("timeout", 5*time.Second, "give up after this long")
 	c.caFile = c.fs.String("tls-ca", "", "CA `file` that signed the server's certificate (turns TLS on)")
 	c.certFile = c.fs.String("tls-cert", "", "client certificate `file`, for mTLS")
@@ -274,17 +275,25 @@ func runRoute(args []string, stdout, stderr io.Writer) int {
 	if *c.asJSON {
 		return c.printJSON(ifs, routes)
 	}
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PORT\tMAC\tMTU\tIFID\tADDRESSES")
+	o := table.Options{Wide: *c.wide}
+	var b strings.Builder
+	cols := table.Cols("PORT", "MAC", "MTU", "IFID", "ADDRESSES")
+	cols[4].Wrap = true
+	t := table.New(cols...)
 	for _, i := range ifs.Interfaces {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", i.Port, i.Mac, i.Mtu, i.Ifid, cmp.Or(strings.Join(i.Addresses, " "), "-"))
+		t.Add(i.Port, i.Mac, itoa(i.Mtu), itoa(i.Ifid), cmp.Or(strings.Join(i.Addresses, " "), "-"))
 	}
-	fmt.Fprintln(w, "\nPREFIX\tKIND\tPORT\tVIA")
+	t.Write(&b, o)
+	t = table.New(table.Cols("PREFIX", "KIND", "PORT", "VIA")...)
 	for _, r := range routes.Routes {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Prefix, r.Kind, cmp.Or(r.Port, "-"), cmp.Or(r.Via, "-"))
+		t.Add(r.Prefix, r.Kind, cmp.Or(r.Port, "-"), cmp.Or(r.Via, "-"))
 	}
-	fmt.Fprintf(w, "\n%d routes; static routes added %d, removed %d since start\n", len(routes.Routes), routes.Added, routes.Removed)
-	if err := w.Flush(); err != nil {
+	b.WriteString("\n")
+	t.Write(&b, o)
+	b.WriteString("\n")
+	table.Text(&b, o, 0, fmt.Sprintf("%d routes; static routes added %d, removed %d since start",
+		len(routes.Routes), routes.Added, routes.Removed))
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return c.failf("%v", err)
 	}
 	return 0
@@ -388,19 +397,22 @@ func runNeighbor(args []string, stdout, stderr io.Writer) int {
 	if *c.asJSON {
 		return c.printJSON(rep)
 	}
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ADDRESS\tPORT\tMAC\tSTATE\tAGE\tPROBES\tROUTER")
+	o := table.Options{Wide: *c.wide}
+	var b strings.Builder
+	t := table.New(table.Cols("ADDRESS", "PORT", "MAC", "STATE", "AGE", "PROBES", "ROUTER")...)
 	for _, n := range rep.Neighbors {
 		router := "-"
 		if n.Router {
 			router = "yes"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.Address, n.Port, cmp.Or(n.Mac, "-"), n.State,
-			n.Age.AsDuration().Round(time.Millisecond), n.Probes, router)
+		t.Add(n.Address, n.Port, cmp.Or(n.Mac, "-"), n.State, n.Age.AsDuration().Round(time.Millisecond).String(),
+			itoa(n.Probes), router)
 	}
-	fmt.Fprintf(w, "\n%d entries (capacity %d); since start: created %d, removed %d, evicted %d, failed %d\n",
-		rep.Created-rep.Removed, rep.Capacity, rep.Created, rep.Removed, rep.Evicted, rep.Failed)
-	if err := w.Flush(); err != nil {
+	t.Write(&b, o)
+	b.WriteString("\n")
+	table.Text(&b, o, 0, fmt.Sprintf("%d entries (capacity %d); since start: created %d, removed %d, evicted %d, failed %d",
+		rep.Created-rep.Removed, rep.Capacity, rep.Created, rep.Removed, rep.Evicted, rep.Failed))
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return c.failf("%v", err)
 	}
 	return 0
