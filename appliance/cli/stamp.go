@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"google.golang.org/grpc"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/linerate/linerate/appliance/api"
+	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/plugins/stamp"
 )
 
@@ -51,7 +51,7 @@ type stampClient struct {
 	fs             *flag.FlagSet
 	addr           *string
 	timeout        *time.Duration
-	asJSON         *bool
+	asJSON, wide   *bool
 	caFile         *string
 	certFile       *string
 	keyFile        *string
@@ -64,6 +64,7 @@ func newStampClient(name string, stdout, stderr io.Writer) *stampClient {
 	c.addr = c.fs.String("control", defaultControl(), "control API `address`: unix:/path or host:port")
 	c.timeout = c.fs.Duration("timeout", 5*time.Second, "give up after this long (not for watch)")
 	c.asJSON = c.fs.Bool("json", false, "print replies as JSON")
+	c.wide = c.fs.Bool("wide", false, "print each table row on one line, however wide")
 	c.caFile = c.fs.String("tls-ca", "", "CA `file` that signed the server's certificate (turns TLS on)")
 	c.certFile = c.fs.String("tls-cert", "", "client certificate `file`, for mTLS")
 	c.keyFile = c.fs.String("tls-key", "", "client key `file`, for mTLS")
@@ -93,6 +94,8 @@ func (c *stampClient) parse(args []string, synopsis string) ([]string, int, bool
 	}
 	return rest, 0, true
 }
+
+func (c *stampClient) layout() table.Options { return table.Options{Wide: *c.wide} }
 
 func (c *stampClient) failf(format string, a ...any) int {
 	fmt.Fprintf(c.stderr, "linerate stamp %s: "+format+"\n", append([]any{c.name}, a...)...)
@@ -188,9 +191,10 @@ func runStamp(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func printSessions(w io.Writer, ss []*api.StampSessionInfo) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROLE\tSSID\tSTAGE\tSTATE\tFROM\tSENT/RECEIVED\tSESSION")
+func printSessions(w io.Writer, o table.Options, ss []*api.StampSessionInfo) {
+	cols := table.Cols("ROLE", "SSID", "STAGE", "STATE", "FROM", "SENT/RECEIVED", "SESSION")
+	cols[6].Wrap = true
+	t := table.New(cols...)
 	for _, s := range ss {
 		role, count := "sender", strconv.FormatUint(s.Sent, 10)
 		if s.Role == api.StampRole_STAMP_ROLE_REFLECTOR {
@@ -204,9 +208,9 @@ func printSessions(w io.Writer, ss []*api.StampSessionInfo) {
 		if s.FromConfig {
 			from = "config"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", role, s.Ssid, s.Stage, state, from, count, s.Description)
+		t.Add(role, itoa(s.Ssid), s.Stage, state, from, count, s.Description)
 	}
-	tw.Flush()
+	t.Write(w, o)
 }
 
 func stampList(args []string, stdout, stderr io.Writer) int {
@@ -231,7 +235,7 @@ func stampList(args []string, stdout, stderr io.Writer) int {
 		c.printJSON(r)
 		return 0
 	}
-	printSessions(stdout, r.Sessions)
+	printSessions(stdout, c.layout(), r.Sessions)
 	return 0
 }
 
@@ -337,7 +341,7 @@ func stampCreate(args []string, stdout, stderr io.Writer) int {
 		c.printJSON(r)
 		return 0
 	}
-	printSessions(stdout, []*api.StampSessionInfo{r.Session})
+	printSessions(stdout, c.layout(), []*api.StampSessionInfo{r.Session})
 	return 0
 }
 
@@ -387,20 +391,29 @@ func stampOp(op string, args []string, stdout, stderr io.Writer) int {
 }
 
 // printRecords lists records, one line each.
-func printRecords(w io.Writer, recs []*api.StampRecord, header bool) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	if header {
-		fmt.Fprintln(tw, "SSID\tSEQ\tRSEQ\tRTT\tFORWARD\tBACKWARD\tTTL\tSYNC\tFLAGS\t")
+func printRecords(w io.Writer, o table.Options, recs []*api.StampRecord, header bool) {
+	cols := table.Cols("SSID", "SEQ", "RSEQ", "RTT", "FORWARD", "BACKWARD", "TTL", "SYNC", "FLAGS")
+	for i := range cols {
+		cols[i].Right = true
 	}
+	t := table.New(cols...)
 	for _, r := range recs {
 		sync := "yes"
 		if !r.Synchronized {
 			sync = "no"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%#x\t\n", r.Ssid, r.Seq, r.ReflectorSeq, stamp.Dur(r.RttNs),
-			stamp.Dur(r.ForwardNs), stamp.Dur(r.BackwardNs), r.SenderTtl, sync, r.Flags)
+		t.Add(itoa(r.Ssid), itoa(r.Seq), itoa(r.ReflectorSeq), stamp.Dur(r.RttNs), stamp.Dur(r.ForwardNs),
+			stamp.Dur(r.BackwardNs), itoa(r.SenderTtl), sync, fmt.Sprintf("%#x", r.Flags))
 	}
-	tw.Flush()
+	var b strings.Builder
+	t.Write(&b, o)
+	out := b.String()
+	if !header {
+		// The names still size the columns, which line up under the
+		// header printed before.
+		_, out, _ = strings.Cut(out, "\n")
+	}
+	io.WriteString(w, out)
 }
 
 func stampResults(args []string, stdout, stderr io.Writer) int {
@@ -426,10 +439,10 @@ func stampResults(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	m := stamp.MetricsFromProto(r.Metrics)
-	stamp.WriteReport(stdout, fmt.Sprintf("STAMP session %d (%d records drained)", id, len(r.Records)), &m)
+	stamp.WriteReport(stdout, fmt.Sprintf("STAMP session %d (%d records drained)", id, len(r.Records)), &m, c.layout())
 	if *records && len(r.Records) > 0 {
 		fmt.Fprintln(stdout)
-		printRecords(stdout, r.Records, true)
+		printRecords(stdout, c.layout(), r.Records, true)
 	}
 	return 0
 }
@@ -495,12 +508,12 @@ func stampWatch(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		if len(r.Records) > 0 {
-			printRecords(stdout, r.Records, header)
+			printRecords(stdout, c.layout(), r.Records, header)
 			header = false
 		}
 		if r.Metrics != nil {
 			m := stamp.MetricsFromProto(r.Metrics)
-			stamp.WriteReport(stdout, fmt.Sprintf("STAMP session %d at %s", r.Ssid, time.Now().Format(time.TimeOnly)), &m)
+			stamp.WriteReport(stdout, fmt.Sprintf("STAMP session %d at %s", r.Ssid, time.Now().Format(time.TimeOnly)), &m, c.layout())
 			header = true
 		}
 	}

@@ -114,9 +114,12 @@ func TestStampCLI(t *testing.T) {
 		t.Fatalf("stop: %d %s %s", code, out, errs)
 	}
 	code, out, errs = run("results", "3", "--metrics-only")
-	if code != 0 || !regexp.MustCompile(`round trip\s+p50`).MatchString(out) || !strings.Contains(out, "forward") || !strings.Contains(out, "backward") {
+	if code != 0 || !hasRow(out, "DIRECTION", "P50", "P90", "P99", "MAX", "MEAN", "IPDV", "SMOOTHED", "LOSS") ||
+		!regexp.MustCompile(`(?m)^  round trip +\d`).MatchString(out) || !regexp.MustCompile(`(?m)^  forward +\d`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^  backward +\d`).MatchString(out) {
 		t.Errorf("results: %d %s\n%s", code, errs, out)
 	}
+	checkWidth(t, "stamp results", out)
 	code, out, _ = run("results", "3", "--json")
 	var res struct {
 		Metrics struct {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 
+	clitable "github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
@@ -374,6 +375,6 @@ func (c *collector) Stop(ctx *plugins.Context) {
 		w = f
 	}
 	for i := range ms {
-		WriteReport(w, ss[i].describe(), &ms[i])
+		WriteReport(w, ss[i].describe(), &ms[i], clitable.Options{})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/api/srv6pm"
+	clitable "github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/internal/enginetest"
 
@@ -112,7 +113,7 @@ func TestEngineLoop(t *testing.T) {
 	m := metricsOf(s)
 	t.Logf("sent %d received %d lost rt %d fwd %d bwd %d", m.Sent, m.Received, m.LostRoundTrip, m.LostForward, m.LostBackward)
 	var buf bytes.Buffer
-	WriteReport(&buf, s.describe(), &m)
+	WriteReport(&buf, s.describe(), &m, clitable.Options{})
 	t.Log("\n" + buf.String())
 	if m.Sent != 1000 {
 		t.Fatalf("sent %d", m.Sent)
