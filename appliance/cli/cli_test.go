@@ -103,7 +103,7 @@ port = "m0"
 
 func TestHelpEverywhere(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"validate", "--help"}, {"config", "--help"},
-		{"status", "--help"}, {"help", "run"}} {
+		{"status", "--help"}, {"stages", "--help"}, {"help", "run"}} {
 		out, errOut, code := runCLI(t, args...)
 		if code != 0 || !strings.Contains(out+errOut, "Usage") {
 			t.Errorf("%v: exit %d, output %q", args, code, out+errOut)

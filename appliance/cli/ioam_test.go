@@ -170,7 +170,7 @@ port = "out"
 		t.Fatalf("linerate run exited %d: %s", code, stderr)
 	}
 	for _, h := range []string{"hop1_delay", "e2e_delay"} {
-		if !regexp.MustCompile(`path/decap ` + h + `\s+n=300\s+p50 `).MatchString(stdout) {
+		if !regexp.MustCompile(`(?m)^path/decap +` + h + ` +300 +\S`).MatchString(stdout) {
 			t.Errorf("no %s percentiles in the summary:\n%s", h, stdout)
 		}
 	}

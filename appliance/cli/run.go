@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,15 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/appliance/stats"
@@ -46,8 +46,10 @@ func cmdRun(args []string) int {
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until interrupted or every finite input is done)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	live := fs.Bool("live", isTerminal(os.Stderr), "print a live stats line every second")
+	wide := fs.Bool("wide", false, "print each row of the summary's tables on one line, however wide")
+	asJSON := fs.Bool("json", false, "print the summary as JSON; what stages print (a STAMP report) goes to stderr")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: linerate run [-c FILE] [--duration D]
+		fmt.Fprintf(fs.Output(), `Usage: linerate run [-c FILE] [--duration D] [--wide | --json]
 
 Runs the pipelines of a config on pinned lcores. Without -c it runs the embedded
 lab (see 'linerate config default'). It stops on SIGINT or SIGTERM, after
@@ -78,6 +80,13 @@ Flags:
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return fail("%v", err)
+	}
+	stdout := os.Stdout
+	if *asJSON {
+		// Stages that print to stdout (a STAMP collector's report = "-")
+		// print to stderr: stdout is the JSON alone.
+		os.Stdout = os.Stderr
+		defer func() { os.Stdout = stdout }()
 	}
 	eng, err := appliance.New(cfg, appliance.Options{Log: log, TuneRuntime: true, Version: versionString()})
 	if err != nil {
@@ -152,8 +161,16 @@ loop:
 	if srv != nil {
 		srv.Stop()
 	}
-	snap := eng.Snapshot()
-	printSummary(os.Stdout, snap, meter)
+	sum := newSummary(eng.Snapshot())
+	if *asJSON {
+		err = sum.writeJSON(stdout)
+	} else {
+		err = sum.write(stdout, table.Options{Wide: *wide})
+	}
+	if err != nil {
+		_ = eng.Close()
+		return fail("%v", err)
+	}
 	if err := eng.Close(); err != nil {
 		return fail("%v", err)
 	}
@@ -250,181 +267,6 @@ func human(v float64) string {
 	return fmt.Sprintf("%7.0f", v)
 }
 
-// printSummary prints per-port and per-stage tables with drops by reason, then
-// the lab's figures: throughput, loss and latency percentiles from the sinks.
-func printSummary(w io.Writer, s *stats.Snapshot, m *meter) {
-	secs := s.Uptime.Seconds()
-	if secs <= 0 {
-		secs = 1
-	}
-	fmt.Fprintf(w, "\nlinerate ran for %s\n\n", s.Uptime.Truncate(time.Millisecond))
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "port\tdriver\trx packets\trx bytes\ttx packets\ttx bytes\trx dropped\ttx dropped\t")
-	for _, p := range s.Ports {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Name, p.Driver, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.RxDropped, p.TxDropped)
-	}
-	tw.Flush()
-	_, _, txp, txb := portTotals(s)
-	fmt.Fprintf(w, "\nrate: %.3f Mpps, %.3f Gbit/s transmitted (all ports, over %s)\n", float64(txp)/secs/1e6,
-		float64(txb)*8/secs/1e9, s.Uptime.Truncate(time.Millisecond))
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "pipeline\tstage\tkind\tlcore\tpackets\tcounters\tdrops")
-	for _, st := range mergeStages(s.Stages) {
-		var cs []string
-		for _, c := range st.Counters {
-			if c.Value > 0 {
-				cs = append(cs, fmt.Sprintf("%s=%d", c.Name, c.Value))
-			}
-		}
-		var ds []string
-		for _, d := range st.Drops {
-			ds = append(ds, fmt.Sprintf("%s=%d", d.Reason, d.Count))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", st.Pipeline, st.Name, st.Kind, st.Lcore, st.Packets,
-			strings.Join(cs, " "), strings.Join(ds, " "))
-	}
-	tw.Flush()
-	if len(s.Drops) > 0 {
-		fmt.Fprintln(w, "\ndrops by reason:")
-		for _, d := range s.Drops {
-			fmt.Fprintf(w, "  %-24s %d\n", d.Reason, d.Count)
-		}
-	}
-	printLab(w, s, secs)
-}
-
-// mergeStages sums the instances of a stage that runs on several lcores.
-func mergeStages(in []stats.StageSnapshot) []stats.StageSnapshot {
-	type key struct{ p, n string }
-	idx := map[key]int{}
-	var out []stats.StageSnapshot
-	for _, st := range in {
-		k := key{st.Pipeline, st.Name}
-		i, ok := idx[k]
-		if !ok {
-			idx[k] = len(out)
-			cp := st
-			cp.Counters = append([]stats.CounterValue(nil), st.Counters...)
-			cp.Drops = append([]stats.DropCount(nil), st.Drops...)
-			out = append(out, cp)
-			continue
-		}
-		o := &out[i]
-		o.Packets += st.Packets
-		for _, c := range st.Counters {
-			found := false
-			for j := range o.Counters {
-				if o.Counters[j].Name == c.Name {
-					o.Counters[j].Value += c.Value
-					found = true
-				}
-			}
-			if !found {
-				o.Counters = append(o.Counters, c)
-			}
-		}
-		for _, d := range st.Drops {
-			found := false
-			for j := range o.Drops {
-				if o.Drops[j].Reason == d.Reason {
-					o.Drops[j].Count += d.Count
-					found = true
-				}
-			}
-			if !found {
-				o.Drops = append(o.Drops, d)
-			}
-		}
-	}
-	return out
-}
-
-func counter(st stats.StageSnapshot, name string) uint64 {
-	for _, c := range st.Counters {
-		if c.Name == name {
-			return c.Value
-		}
-	}
-	return 0
-}
-
-// printLab reports what generators sent and sinks received, then the
-// percentiles of every histogram: the sinks' latency, the IOAM decap's
-// per-hop and end-to-end delays, whether the config has a sink or not.
-func printLab(w io.Writer, s *stats.Snapshot, secs float64) {
-	printSinks(w, s, secs)
-	printHistograms(w, s)
-}
-
-// printSinks reports what generators sent and sinks received.
-func printSinks(w io.Writer, s *stats.Snapshot, secs float64) {
-	var sent, generators uint64
-	type sinkRow struct {
-		name                  string
-		recv, bytes, lost, re uint64
-	}
-	var sinks []sinkRow
-	for _, st := range mergeStages(s.Stages) {
-		switch st.Kind {
-		case "generator":
-			sent += counter(st, "sent")
-			generators++
-		case "sink":
-			sinks = append(sinks, sinkRow{st.Pipeline + "/" + st.Name, counter(st, "received"), counter(st, "received_bytes"),
-				counter(st, "lost"), counter(st, "reordered")})
-		}
-	}
-	if len(sinks) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nlab: %d packets generated\n", sent)
-	for _, k := range sinks {
-		loss := 0.0
-		switch {
-		case generators > 1 && k.recv+k.lost > 0:
-			// Several paths, each with its own generator: a sink's loss is
-			// its own sequence gaps.
-			loss = 100 * float64(k.lost) / float64(k.recv+k.lost)
-		case sent > 0:
-			loss = 100 * (1 - float64(k.recv)/float64(sent))
-		}
-		fmt.Fprintf(w, "  sink %-20s received %d (%.3f Mpps, %.3f Gbit/s)  loss %.3f%% (sequence gaps %d, reordered %d)\n",
-			k.name, k.recv, float64(k.recv)/secs/1e6, float64(k.bytes)*8/secs/1e9, loss, k.lost, k.re)
-	}
-}
-
-// printHistograms prints the percentiles of each stage histogram that
-// recorded anything, the instances of a stage merged.
-func printHistograms(w io.Writer, s *stats.Snapshot) {
-	hists := map[string]*stats.HistSnapshot{}
-	var names []string
-	for _, h := range s.Histogram {
-		key := h.Owner + " " + h.Name
-		if hists[key] == nil {
-			hists[key] = stats.NewHistSnapshot()
-			names = append(names, key)
-		}
-		hists[key].Add(h.Hist)
-	}
-	sort.Strings(names)
-	header := false
-	for _, n := range names {
-		h := hists[n]
-		if h.Count == 0 {
-			continue
-		}
-		if !header {
-			fmt.Fprintln(w, "\npercentiles:")
-			header = true
-		}
-		fmt.Fprintf(w, "  %-34s n=%d  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n", n, h.Count,
-			dur(h.Quantile(0.5)), dur(h.Quantile(0.9)), dur(h.Quantile(0.99)), dur(h.Quantile(0.999)), dur(h.Max))
-	}
-}
-
-func dur(ns uint64) string { return time.Duration(ns).Round(100 * time.Nanosecond).String() }
-
 func cmdValidate(args []string) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	cfgPath := fs.String("c", "", "config `file` to check (required)")
@@ -491,17 +333,48 @@ starting point for your own.
 }
 
 func cmdStages(args []string) int {
-	if len(args) > 0 {
-		fmt.Fprintf(os.Stderr, "Usage: linerate stages\n\nLists the stage kinds this binary knows; the READMEs of plugins/builtin, plugins/route, plugins/ioam, plugins/stamp and plugins/rlnc give their keys.\n")
-		if args[0] == "--help" || args[0] == "-h" {
+	fs := flag.NewFlagSet("stages", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the kinds as JSON")
+	wide := fs.Bool("wide", false, "print each kind on one line, however wide")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: linerate stages [--wide | --json]
+
+Lists the stage kinds this binary knows; the READMEs of plugins/builtin,
+plugins/route, plugins/ioam, plugins/stamp and plugins/rlnc give their keys.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	for _, k := range plugins.Kinds() {
-		fmt.Fprintf(tw, "%s\t%s\n", k.Name, k.Summary)
+	if len(rest) > 0 {
+		fs.Usage()
+		return 2
 	}
-	tw.Flush()
+	kinds := plugins.Kinds()
+	if *asJSON {
+		type kind struct {
+			Kind    string `json:"kind"`
+			Summary string `json:"summary"`
+		}
+		out := make([]kind, len(kinds))
+		for i, k := range kinds {
+			out[i] = kind{k.Name, k.Summary}
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		fmt.Printf("%s\n", b)
+		return 0
+	}
+	t := table.New(table.Column{}, table.Column{Wrap: true})
+	for _, k := range kinds {
+		t.Add(k.Name, k.Summary)
+	}
+	t.Write(os.Stdout, table.Options{Wide: *wide})
 	return 0
 }

@@ -252,14 +252,16 @@ func (t *Table) lines(b *strings.Builder, cols []int, ws []int, wrap bool) {
 	}
 }
 
-// details prints the cells of the columns moved out of the table: for each
-// row with something to say, its key, then a line per column, wrapped.
+// details prints the cells of the columns moved out of the table, after a
+// blank line: for each row with something to say, its key, then a line per
+// column, wrapped.
 func (t *Table) details(b *strings.Builder, moved []int, width int) {
 	indent := strings.Repeat(" ", t.Indent+2)
 	label := 0
 	for _, i := range moved {
 		label = max(label, textWidth(t.Columns[i].Name))
 	}
+	first := true
 	for _, r := range t.Rows {
 		var body strings.Builder
 		for _, i := range moved {
@@ -270,7 +272,10 @@ func (t *Table) details(b *strings.Builder, moved []int, width int) {
 		if body.Len() == 0 {
 			continue
 		}
-		b.WriteByte('\n')
+		if first {
+			b.WriteByte('\n')
+			first = false
+		}
 		for _, l := range fill(t.key(r), width-t.Indent) {
 			b.WriteString(strings.Repeat(" ", t.Indent) + l + "\n")
 		}
@@ -330,7 +335,7 @@ func Text(w io.Writer, o Options, indent int, text string) error {
 		return err
 	}
 	var b strings.Builder
-	for k, l := range fill(text, max(o.width()-indent-2, detailMin)) {
+	for k, l := range hang(text, max(o.width()-indent, detailMin), max(o.width()-indent-2, detailMin)) {
 		pad := indent
 		if k > 0 {
 			pad += 2
@@ -360,8 +365,11 @@ func words(s string) []string {
 
 // fill breaks s into lines of at most width columns, at word ends; a word
 // longer than a line is cut. The spaces at a break are dropped.
-func fill(s string, width int) []string {
-	width = max(width, 1)
+func fill(s string, width int) []string { return hang(s, width, width) }
+
+// hang is fill with a first line of its own width.
+func hang(s string, first, rest int) []string {
+	width := max(first, 1)
 	var lines []string
 	var cur strings.Builder
 	n := 0 // width of cur
@@ -369,6 +377,7 @@ func fill(s string, width int) []string {
 		lines = append(lines, strings.TrimRight(cur.String(), " "))
 		cur.Reset()
 		n = 0
+		width = max(rest, 1)
 	}
 	for _, word := range words(s) {
 		ww := textWidth(word)

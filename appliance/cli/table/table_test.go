@@ -67,7 +67,6 @@ lab       forward#4     599087
 
 source/generator#0
   counters  sent=602072 sent_bytes=427068952 no_buffer=0
-
 source/link#3
   counters  lost=2985 delivered=599087
   drops     link_loss=2985
@@ -81,7 +80,6 @@ lab       forward#4     599087
 source/generator#0
   counters  sent=602072 sent_bytes=427068952
             no_buffer=0
-
 source/link#3
   counters  lost=2985 delivered=599087
   drops     link_loss=2985
@@ -213,8 +211,8 @@ func TestText(t *testing.T) {
 	var b strings.Builder
 	s := "STAMP session 1: 2001:db8:30::1 → 2001:db8:40::1 (stateful reflector, NTP, unauthenticated, every 1ms)"
 	_ = Text(&b, Options{Width: 60}, 2, s)
-	want := "  STAMP session 1: 2001:db8:30::1 → 2001:db8:40::1\n" +
-		"    (stateful reflector, NTP, unauthenticated, every 1ms)\n"
+	want := "  STAMP session 1: 2001:db8:30::1 → 2001:db8:40::1 (stateful\n" +
+		"    reflector, NTP, unauthenticated, every 1ms)\n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
