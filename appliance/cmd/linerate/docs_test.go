@@ -18,6 +18,9 @@ import (
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
+
+	// The custom build's stage, for its README's examples.
+	_ "github.com/linerate/linerate/docs/examples/custom/ipversion"
 )
 
 // repoRoot is the repository, from this package's directory.
