@@ -5,7 +5,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/docs/examples/custom/ipversion"
-	"github.com/linerate/linerate/internal/plugintest"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // frame is an Ethernet header with the TPIDs and EtherType given, padded to 60
@@ -24,7 +24,7 @@ func frame(types ...uint16) []byte {
 // TestCounts: every packet continues, counted by the EtherType after its VLAN
 // tags; without allocating.
 func TestCounts(t *testing.T) {
-	h := plugintest.New(t, 0)
+	h := stagetest.NewHarness(t, 0)
 	h.NewPool("default", 64, 2048)
 	st := h.MustBuild(ipversion.Kind, "")
 	frames := [][]byte{
