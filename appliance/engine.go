@@ -60,6 +60,10 @@ const (
 // Engine runs one config.
 type Engine struct {
 	cfg     *config.File
+	// cur is the config last applied (by New or Reload), under reloadMu.
+	cur      *config.File
+	reloadMu sync.Mutex
+	reloads  atomic.Uint64
 	opt     Options
 	log     *slog.Logger
 	clock   clock.Clock
@@ -118,7 +122,7 @@ func New(cfg *config.File, o Options) (*Engine, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	e := &Engine{cfg: cfg, opt: o, log: o.Log, pools: map[string]packet.Pool{}, portIndex: map[string]*portEntry{},
+	e := &Engine{cfg: cfg, cur: cfg, opt: o, log: o.Log, pools: map[string]packet.Pool{}, portIndex: map[string]*portEntry{},
 		done: make(chan struct{})}
 	if err := e.build(); err != nil {
 		e.release()

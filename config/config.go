@@ -127,9 +127,10 @@ type Pipeline struct {
 	// default [] = the engine picks.
 	CPUs []int `toml:"cpus"`
 	// Lcores is the old name of cpus; Defaults moves it there, with a warning.
-	Lcores []int    `toml:"lcores"`
-	Rx     []string `toml:"rx"` // "port" (all queues) or "port:queue"; see ParseRx
-	Stages []Stage  `toml:"stages"`
+	Lcores  []int    `toml:"lcores"`
+	cpusKey string   // "lcores" when the file says lcores
+	Rx      []string `toml:"rx"` // "port" (all queues) or "port:queue"; see ParseRx
+	Stages  []Stage  `toml:"stages"`
 	where
 }
 

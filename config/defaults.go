@@ -136,7 +136,7 @@ func (f *File) renamed() {
 			f.renameErrs = append(f.renameErrs, at+".lcores")
 			continue
 		}
-		p.CPUs = p.Lcores
+		p.CPUs, p.Lcores, p.cpusKey = p.Lcores, nil, "lcores"
 		f.warn(at+".lcores", "renamed cpus (CPU ids); lcores still works, and will for as long as version = 1")
 	}
 }

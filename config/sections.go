@@ -142,3 +142,21 @@ func (t Table) Only(name string) Table {
 	}
 	return Table{where: t.where, doc: t.doc, keys: map[string]toml.Primitive{name: p}}
 }
+
+// SectionNames lists the sections the file has.
+func (f *File) SectionNames() []string {
+	names := make([]string, 0, len(f.sections))
+	for n := range f.sections {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Line is the line of key (a full key path, "ports[1].mtu") in the file, or 0.
+func (f *File) Line(key string) int {
+	if f.doc == nil {
+		return 0
+	}
+	return f.doc.ix.line(key)
+}

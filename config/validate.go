@@ -299,8 +299,8 @@ func (v *validator) pipelines() {
 		at := "pipelines[" + strconv.Itoa(i) + "]"
 		v.name(at+".name", pl.Name, "", seen)
 		key := ".cpus["
-		if len(pl.Lcores) > 0 {
-			key = ".lcores["
+		if pl.cpusKey != "" {
+			key = "." + pl.cpusKey + "["
 		}
 		cpus := map[int]bool{}
 		for j, c := range pl.CPUs {

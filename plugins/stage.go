@@ -53,10 +53,14 @@ type Holder interface {
 	Held() int
 }
 
-// Reloader takes a new config snapshot without dropping packets. Reload runs on a
-// control goroutine; the stage publishes the result for its lcore to pick up.
+// Reloader takes a new config table while the engine runs, without dropping
+// packets (linerate reload, SIGHUP). Reload runs on the stage's lcore between
+// two bursts, so it may change the stage's state directly; it checks the
+// whole table first and changes nothing when it returns an error. It is not
+// the fast path: it may allocate. A stage that is not a Reloader keeps its
+// table until a restart, and a reload that changes it is refused.
 type Reloader interface {
-	Reload(cfg Config) error
+	Reload(ctx *Context, cfg Config) error
 }
 
 // Config is a stage's own table from the config file.

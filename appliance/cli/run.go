@@ -32,6 +32,20 @@ func loadConfig(path string) (*config.File, error) {
 	return config.Load(path)
 }
 
+// reload applies the config file again (SIGHUP), saying in the log what it
+// did.
+func reload(eng *appliance.Engine, path string, log *slog.Logger) {
+	cfg, err := loadConfig(path)
+	if err == nil {
+		err = eng.Reload(cfg)
+	}
+	if err != nil {
+		log.Error("reload refused; nothing changed", "config", path, "err", err)
+		return
+	}
+	log.Info("reloaded", "config", cfg.Path)
+}
+
 func newLogger(level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
@@ -55,7 +69,9 @@ Runs the pipelines of a config on pinned lcores. Without -c it runs the embedded
 lab (see 'linerate config default'). It stops on SIGINT or SIGTERM, after
 --duration, or by itself when every finite input (a pcap read once, a generator
 with a count) is done; then it drains in-flight packets, frees every buffer and
-prints a summary.
+prints a summary. SIGHUP reads the config file again and gives the stages that
+can take it their new tables, dropping nothing; a change that needs a restart
+is refused, named in the log, and nothing of it applied.
 
 Flags:
 `)
@@ -124,6 +140,9 @@ Flags:
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var timeout <-chan time.Time
 	if *duration > 0 {
 		timeout = time.After(*duration)
@@ -143,6 +162,8 @@ loop:
 			break loop
 		case <-eng.Done():
 			break loop
+		case <-hup:
+			reload(eng, *cfgPath, log)
 		case <-tick.C:
 			if *live {
 				fmt.Fprintf(os.Stderr, "\r%s", meter.line(eng.Snapshot()))

@@ -21,22 +21,15 @@ func init() {
 // with jitter, random or patterned loss, and optional reordering. Everything is
 // deterministic for a given seed and packet sequence, in real or virtual time.
 type link struct {
-	delay, jitter int64
-	reorder       float64
-	keepOrder     bool
-	useHeap       bool // packets may overtake each other: a heap by due time
-	loss          float64
-	pattern       []bool // loss pattern, repeated: true = drop
-	patIdx        int
-	bitsPerNs     float64 // capacity; 0 = unlimited
-	creditNs      int64   // the bucket's depth beyond one frame, as time at capacity
-	tat           int64   // when the bottleneck has sent what it took so far (GCRA)
-	lastDepart    int64
-	lastDue       int64
-	limit         int
-	rng           *rand.Rand
-	pool          packet.Pool
-	holdable      []bool // by port id: buffers of internal ports need no copy
+	linkParams
+	patIdx     int
+	tat        int64 // when the bottleneck has sent what it took so far (GCRA)
+	lastDepart int64
+	lastDue    int64
+	seed, pool string // what Reload may not change: the queue's buffers and the loss stream
+	rng        *rand.Rand
+	buffers    packet.Pool
+	holdable   []bool // by port id: buffers of internal ports need no copy
 
 	fifo  fifo
 	heap  dueHeap
@@ -69,12 +62,26 @@ var (
 	reasonLinkQueue = packet.RegisterReason("link_queue_full")
 )
 
-func newLink(s *plugins.Setup) (plugins.Stage, error) {
+// linkParams are what a link's table sets, and what Reload changes.
+type linkParams struct {
+	delay, jitter int64
+	reorder       float64
+	keepOrder     bool
+	useHeap       bool // packets may overtake each other: a heap by due time
+	loss          float64
+	pattern       []bool  // loss pattern, repeated: true = drop
+	bitsPerNs     float64 // capacity; 0 = unlimited
+	creditNs      int64   // the bucket's depth beyond one frame, as time at capacity
+	limit         int
+}
+
+// readLink decodes and checks a link's table.
+func readLink(cfg plugins.Config) (linkConfig, linkParams, error) {
 	c := linkConfig{Queue: 65536, Seed: 1}
-	if err := s.Config.Decode(&c); err != nil {
-		return nil, err
+	if err := cfg.Decode(&c); err != nil {
+		return c, linkParams{}, err
 	}
-	l := &link{delay: int64(time.Duration(c.Delay)), jitter: int64(time.Duration(c.Jitter)), reorder: c.Reorder,
+	l := linkParams{delay: int64(time.Duration(c.Delay)), jitter: int64(time.Duration(c.Jitter)), reorder: c.Reorder,
 		keepOrder: c.KeepOrder, loss: c.Loss, limit: c.Queue}
 	// As netem: jitter draws each packet's delay on its own, so packets closer
 	// than the jitter may swap, unless keep_order holds them in sequence; reorder
@@ -82,15 +89,15 @@ func newLink(s *plugins.Setup) (plugins.Stage, error) {
 	l.useHeap = (l.jitter > 0 && !l.keepOrder) || l.reorder > 0
 	switch {
 	case l.delay < 0 || l.jitter < 0:
-		return nil, fmt.Errorf("link: delay and jitter must not be negative")
+		return c, l, fmt.Errorf("link: delay and jitter must not be negative")
 	case l.jitter > l.delay:
-		return nil, fmt.Errorf("link: jitter %v exceeds delay %v (delay ± jitter must stay ≥ 0)", time.Duration(l.jitter), time.Duration(l.delay))
+		return c, l, fmt.Errorf("link: jitter %v exceeds delay %v (delay ± jitter must stay ≥ 0)", time.Duration(l.jitter), time.Duration(l.delay))
 	case c.Loss < 0 || c.Loss > 1:
-		return nil, fmt.Errorf("link: loss %g is outside 0..1", c.Loss)
+		return c, l, fmt.Errorf("link: loss %g is outside 0..1", c.Loss)
 	case c.Reorder < 0 || c.Reorder > 1:
-		return nil, fmt.Errorf("link: reorder %g is outside 0..1", c.Reorder)
+		return c, l, fmt.Errorf("link: reorder %g is outside 0..1", c.Reorder)
 	case c.Queue < 1 || c.Queue > 1<<22:
-		return nil, fmt.Errorf("link: queue %d is outside 1..%d", c.Queue, 1<<22)
+		return c, l, fmt.Errorf("link: queue %d is outside 1..%d", c.Queue, 1<<22)
 	}
 	for _, ch := range strings.TrimSpace(c.LossPattern) {
 		switch ch {
@@ -99,11 +106,11 @@ func newLink(s *plugins.Setup) (plugins.Stage, error) {
 		case '1', 'x':
 			l.pattern = append(l.pattern, true)
 		default:
-			return nil, fmt.Errorf("link: loss_pattern %q: use 0 (pass) and 1 (drop)", c.LossPattern)
+			return c, l, fmt.Errorf("link: loss_pattern %q: use 0 (pass) and 1 (drop)", c.LossPattern)
 		}
 	}
 	if len(l.pattern) > 0 && c.Loss > 0 {
-		return nil, fmt.Errorf("link: set loss or loss_pattern, not both")
+		return c, l, fmt.Errorf("link: set loss or loss_pattern, not both")
 	}
 	if r := float64(c.Rate); r > 0 {
 		l.bitsPerNs = r / 1e9
@@ -112,10 +119,19 @@ func newLink(s *plugins.Setup) (plugins.Stage, error) {
 			burst = maxFrame // one frame: a plain serialising link
 		}
 		if burst < maxFrame {
-			return nil, fmt.Errorf("link: burst %d is below one frame (%d bytes)", burst, maxFrame)
+			return c, l, fmt.Errorf("link: burst %d is below one frame (%d bytes)", burst, maxFrame)
 		}
 		l.creditNs = int64(float64((burst-maxFrame)*8) / l.bitsPerNs)
 	}
+	return c, l, nil
+}
+
+func newLink(s *plugins.Setup) (plugins.Stage, error) {
+	c, params, err := readLink(s.Config)
+	if err != nil {
+		return nil, err
+	}
+	l := &link{linkParams: params, seed: fmt.Sprint(c.Seed), pool: c.Pool}
 	// Each lcore's instance draws from its own stream.
 	l.rng = rand.New(rand.NewPCG(c.Seed, uint64(s.Instance)+0x9E3779B97F4A7C15))
 	name := c.Pool
@@ -126,7 +142,7 @@ func newLink(s *plugins.Setup) (plugins.Stage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link: pool: %w", err)
 	}
-	l.pool = pool
+	l.buffers = pool
 	for _, pi := range s.Ports.All() {
 		for int(pi.ID) >= len(l.holdable) {
 			l.holdable = append(l.holdable, false)
@@ -167,14 +183,14 @@ func (l *link) Process(ctx *plugins.Context, b *packet.Burst) {
 			// Never hold a port's rx buffer: copy what we keep into our own pool.
 			// Before the capacity and the delay: a packet dropped here takes
 			// no link time.
-			q, ok := l.pool.AllocOne()
+			q, ok := l.buffers.AllocOne()
 			if !ok {
 				l.cNoBuf.Inc()
 				p.Drop(packet.ReasonNoBuffer)
 				continue
 			}
-			if err := q.P().CopyFrom(p, l.pool.Headroom()); err != nil {
-				l.pool.FreeOne(q)
+			if err := q.P().CopyFrom(p, l.buffers.Headroom()); err != nil {
+				l.buffers.FreeOne(q)
 				p.Drop(packet.ReasonTooBig)
 				continue
 			}
@@ -255,6 +271,54 @@ func (l *link) Produce(ctx *plugins.Context, b *packet.Burst) {
 	l.cDelivered.Add(uint64(b.N - n0))
 }
 
+// Reload takes a new table between bursts: delay, jitter, reordering, loss
+// and capacity change for the packets that enter from now on; those on the
+// link keep their due times, and none is dropped. The queue's size, its pool
+// and the seed stay as they are until a restart.
+func (l *link) Reload(ctx *plugins.Context, cfg plugins.Config) error {
+	c, params, err := readLink(cfg)
+	switch {
+	case err != nil:
+		return err
+	case params.limit != l.limit:
+		return fmt.Errorf("link: queue %d: the queue's size changes only with a restart (it is %d)", params.limit, l.limit)
+	case c.Pool != l.pool:
+		return fmt.Errorf("link: pool %q: the pool changes only with a restart", c.Pool)
+	case fmt.Sprint(c.Seed) != l.seed:
+		return fmt.Errorf("link: seed %d: the seed changes only with a restart (it is %s)", c.Seed, l.seed)
+	}
+	// Packets on the link move to the delay line the new parameters use,
+	// in due order.
+	switch {
+	case params.useHeap && !l.useHeap:
+		if l.heap == nil {
+			l.heap = make(dueHeap, 0, l.limit)
+		}
+		for {
+			h, due, ok := l.fifo.pop()
+			if !ok {
+				break
+			}
+			l.order++
+			l.heap.push(dueItem{h: h, due: due, order: l.order})
+		}
+	case !params.useHeap && l.useHeap:
+		if l.fifo.h == nil {
+			l.fifo.init(l.limit)
+		}
+		for len(l.heap) > 0 {
+			it := l.heap.pop()
+			l.fifo.push(it.h, it.due)
+			l.lastDue = max(l.lastDue, it.due)
+		}
+	}
+	if len(params.pattern) != len(l.pattern) {
+		l.patIdx = 0
+	}
+	l.linkParams = params
+	return nil
+}
+
 // Held is the number of packets in flight on the link.
 func (l *link) Held() int {
 	if !l.useHeap {
@@ -301,6 +365,16 @@ func (f *fifo) push(h packet.Handle, due int64) {
 		f.tail = 0
 	}
 	f.n++
+}
+
+// pop takes the first packet, whenever it is due.
+func (f *fifo) pop() (packet.Handle, int64, bool) {
+	if f.n == 0 {
+		return 0, 0, false
+	}
+	due := f.due[f.head]
+	h, _ := f.popDue(due)
+	return h, due, true
 }
 
 func (f *fifo) popDue(now int64) (packet.Handle, bool) {

@@ -1,0 +1,174 @@
+package appliance
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
+)
+
+// Reload applies cfg to the running engine without dropping a packet: the
+// stages whose tables changed take their new tables (plugins.Reloader), on
+// their lcores, between bursts. What a running engine cannot change — ports,
+// pools, lcores, pipelines and their chains, the engine, control and metrics
+// settings, a plugin's sections — is refused with an error that names the
+// key, as is a changed table of a stage that cannot reload; nothing is applied
+// then. The new file is checked as `linerate validate` checks it first.
+func (e *Engine) Reload(cfg *config.File) error {
+	if e.opt.DryRun {
+		return errors.New("engine: a dry-run engine cannot reload")
+	}
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
+	if key := fixedChange(e.cur, cfg); key != "" {
+		return &config.Error{File: cfg.Path, Line: cfg.Line(key), Key: key,
+			Err: errors.New("changes only with a restart; a reload changes stages' tables")}
+	}
+	// Every stage builds from the new file, as validate builds them.
+	dry, err := New(cfg, Options{DryRun: true, Offline: true, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	_ = dry.Close()
+
+	type change struct {
+		pl    *pipeline
+		k     int
+		table config.Table
+	}
+	var changes []change
+	for i, pc := range cfg.Pipelines {
+		pl := e.pipelines[i]
+		for k, sc := range pc.Stages {
+			if sameTable(e.cur.Pipelines[i].Stages[k].Table, sc.Table) {
+				continue
+			}
+			for _, in := range pl.instances {
+				if _, ok := in.stages[k].st.(plugins.Reloader); !ok {
+					return fmt.Errorf("%s: stage %q (%s) takes a new table only with a restart",
+						sc.Where(), in.stages[k].name, sc.Kind)
+				}
+			}
+			changes = append(changes, change{pl, k, sc.Table})
+		}
+	}
+	for _, c := range changes {
+		for _, in := range c.pl.instances {
+			var err error
+			r := in.stages[c.k].st.(plugins.Reloader)
+			if derr := e.Do(in.lc.id, func() {
+				in.ctx.Stage = c.k
+				err = r.Reload(&in.ctx, c.table)
+			}); derr != nil {
+				return derr
+			}
+			if err != nil {
+				return fmt.Errorf("%s: stage %q: %w", c.table.Where(), in.stages[c.k].name, err)
+			}
+		}
+	}
+	e.cur = cfg
+	e.reloads.Add(1)
+	return nil
+}
+
+// fixedChange is the first key that differs between a and b outside stage
+// tables, or "".
+func fixedChange(a, b *config.File) string {
+	if k := diff("", reflect.ValueOf(*a), reflect.ValueOf(*b)); k != "" {
+		return k
+	}
+	names := append(a.SectionNames(), b.SectionNames()...)
+	for _, n := range names {
+		if !sameTable(a.Section(n), b.Section(n)) {
+			return n
+		}
+	}
+	return ""
+}
+
+var (
+	tableType = reflect.TypeFor[config.Table]()
+	stageType = reflect.TypeFor[config.Stage]()
+)
+
+// diff walks two config values by their toml keys.
+func diff(path string, a, b reflect.Value) string {
+	switch {
+	case a.Type() == tableType:
+		if !sameTable(a.Interface().(config.Table), b.Interface().(config.Table)) {
+			return path
+		}
+		return ""
+	case a.Type() == stageType:
+		sa, sb := a.Interface().(config.Stage), b.Interface().(config.Stage)
+		if sa.Kind != sb.Kind {
+			return join(path, "kind")
+		}
+		if sa.Name != sb.Name {
+			return join(path, "name")
+		}
+		return "" // the table is what a reload may change
+	}
+	switch a.Kind() {
+	case reflect.Struct:
+		for i := range a.NumField() {
+			f := a.Type().Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			sub := path
+			if !f.Anonymous {
+				sub = join(path, name)
+			}
+			if k := diff(sub, a.Field(i), b.Field(i)); k != "" {
+				return k
+			}
+		}
+		return ""
+	case reflect.Slice:
+		for i := range min(a.Len(), b.Len()) {
+			if k := diff(path+"["+strconv.Itoa(i)+"]", a.Index(i), b.Index(i)); k != "" {
+				return k
+			}
+		}
+		if a.Len() != b.Len() {
+			return path + "[" + strconv.Itoa(min(a.Len(), b.Len())) + "]" // the first one added or removed
+		}
+		return ""
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			if a.IsNil() != b.IsNil() {
+				return path
+			}
+			return ""
+		}
+		return diff(path, a.Elem(), b.Elem())
+	}
+	if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+		return path
+	}
+	return ""
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// sameTable reports whether two tables hold the same keys and values.
+func sameTable(a, b config.Table) bool {
+	var ma, mb map[string]any
+	if a.Decode(&ma) != nil || b.Decode(&mb) != nil {
+		return false
+	}
+	return len(ma) == 0 && len(mb) == 0 || reflect.DeepEqual(ma, mb)
+}
