@@ -59,19 +59,19 @@ const (
 
 // Engine runs one config.
 type Engine struct {
-	cfg     *config.File
+	cfg *config.File
 	// cur is the config last applied (by New or Reload), under reloadMu.
 	cur      *config.File
 	reloadMu sync.Mutex
 	reloads  atomic.Uint64
-	opt     Options
-	log     *slog.Logger
-	clock   clock.Clock
-	ownClk  *clock.System
-	poll    int
-	rt      rtConfig
-	phase   atomic.Int32
-	started time.Time
+	opt      Options
+	log      *slog.Logger
+	clock    clock.Clock
+	ownClk   *clock.System
+	poll     int
+	rt       rtConfig
+	phase    atomic.Int32
+	started  time.Time
 
 	pools     map[string]packet.Pool
 	ownPools  []*packet.Slab
