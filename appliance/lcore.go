@@ -50,7 +50,7 @@ type lcore struct {
 	at  int
 	// Bursts handed to ports and stages through interfaces would escape to the
 	// heap if they were locals: they live here instead.
-	txb, txRest packet.Burst
+	txb packet.Burst
 	txLen       [packet.MaxBurst]uint32
 }
 
@@ -181,30 +181,29 @@ func (lc *lcore) emit(h packet.Handle, port uint16) bool {
 	return true
 }
 
-// flushHandles transmits a tx buffer through a port that takes handles straight
-// from it (ports.HandleTx): no copy into a burst and no pass here.
-func (lc *lcore) flushHandles(t *txBuffer, tx ports.HandleTx, now int64) {
+// flush transmits a tx buffer, stamped now. A packet of another pool that the
+// port cannot transmit is copied into one of its own (counted). What the port
+// does not take is offered once more, then dropped as tx_full.
+func (lc *lcore) flush(t *txBuffer, now int64) {
 	hs := t.buf[:t.n]
+	t.n = 0
 	retried := false
-	id := uint16(lc.id)
 	for len(hs) > 0 {
-		packet.OwnBurst(hs, packet.OpTx, id, -1)
-		n, foreign := tx.TxHandles(t.queue, hs, now)
-		packet.OwnBurst(hs[n:], packet.OpBack, id, -1)
-		t.txPackets.Add(uint64(n))
+		n, foreign := lc.send(t, hs, now)
 		hs = hs[n:]
 		switch {
 		case len(hs) == 0:
 		case foreign:
-			// Not the port's own buffer: copy it into one (counted) and go on.
 			if q := lc.copyToPool(hs[0], t.port); q != 0 {
 				hs[0] = q
 			} else {
 				hs = hs[1:]
 			}
-		case !retried && n == 0:
+		case t.port.handleTx == nil && n == packet.MaxBurst:
+			// A whole burst went: the next one.
+		case !retried:
 			retried = true
-		case n == 0:
+		default:
 			lc.countDrop(packet.ReasonTxFull, uint64(len(hs)))
 			for _, h := range hs {
 				lc.free(h)
@@ -212,78 +211,52 @@ func (lc *lcore) flushHandles(t *txBuffer, tx ports.HandleTx, now int64) {
 			hs = nil
 		}
 	}
-	t.n = 0
 }
 
-// flush transmits a tx buffer in bursts, stamped now. What the port does not
-// take is retried once, then dropped as tx_full.
-func (lc *lcore) flush(t *txBuffer, now int64) {
-	if t.n == 0 {
-		return
-	}
+// send gives the port the front of hs, and reports how many it took, and
+// whether it stopped before a packet of another pool it cannot transmit.
+// A port that takes handles straight from the tx buffer (ports.HandleTx)
+// gets them all and does the per-packet tx work itself; any other gets a
+// burst, stamped and measured here (the length read now: once the port has a
+// packet it may free it).
+func (lc *lcore) send(t *txBuffer, hs []packet.Handle, now int64) (n int, foreign bool) {
+	id := uint16(lc.id)
 	pe := t.port
-	if pe.handleTx != nil {
-		lc.flushHandles(t, pe.handleTx, now)
-		return
+	if tx := pe.handleTx; tx != nil {
+		packet.OwnBurst(hs, packet.OpTx, id, -1)
+		n, foreign = tx.TxHandles(t.queue, hs, now)
+		packet.OwnBurst(hs[n:], packet.OpBack, id, -1)
+		t.txPackets.Add(uint64(n))
+		return n, foreign
 	}
 	b := &lc.txb
-	for off := 0; off < t.n; {
-		n := copy(b.H[:], t.buf[off:t.n])
-		b.N = n
-		off += n
-		// One pass: the tx timestamp, the length (read now: once the port has a
-		// packet it may free it), and for ports that transmit only their own
-		// buffers, a copy of any other pool's packet.
-		bytes, failed := 0, false
-		for i := 0; i < b.N; i++ {
-			p := b.H[i].P()
-			if pe.ownPoolOnly && p.PoolID() != pe.poolID {
-				if b.H[i] = lc.copyToPool(b.H[i], pe); b.H[i] == 0 {
-					failed = true
-					continue
-				}
-				p = b.H[i].P()
-			}
-			p.StampTx(now)
-			lc.txLen[i] = uint32(p.Len())
-			bytes += p.Len()
+	b.N = 0
+	bytes := 0
+	for _, h := range hs[:min(len(hs), packet.MaxBurst)] {
+		p := h.P()
+		if pe.ownPoolOnly && p.PoolID() != pe.poolID {
+			foreign = true
+			break
 		}
-		if failed {
-			// A copy that failed left a zero handle: squeeze those out.
-			j := 0
-			for i := 0; i < b.N; i++ {
-				if b.H[i] != 0 {
-					b.H[j], lc.txLen[j] = b.H[i], lc.txLen[i]
-					j++
-				}
-			}
-			b.N = j
-		}
-		packet.OwnBurst(b.H[:b.N], packet.OpTx, uint16(lc.id), -1)
-		sent := pe.port.TxBurst(t.queue, b)
-		packet.OwnBurst(b.H[sent:b.N], packet.OpBack, uint16(lc.id), -1)
-		if sent == b.N {
-			t.txPackets.Add(uint64(sent))
-			t.txBytes.Add(uint64(bytes))
-			continue
-		}
-		t.countTx(lc.txLen[:sent])
-		rest := &lc.txRest
-		copy(rest.H[:], b.H[sent:b.N])
-		copy(lc.txLen[:], lc.txLen[sent:b.N])
-		rest.N = b.N - sent
-		packet.OwnBurst(rest.H[:rest.N], packet.OpTx, uint16(lc.id), -1)
-		sent2 := pe.port.TxBurst(t.queue, rest)
-		packet.OwnBurst(rest.H[sent2:rest.N], packet.OpBack, uint16(lc.id), -1)
-		t.countTx(lc.txLen[:sent2])
-		if sent2 < rest.N {
-			lc.countDrop(packet.ReasonTxFull, uint64(rest.N-sent2))
-			for _, h := range rest.H[sent2:rest.N] {
-				lc.free(h)
-			}
-		}
+		p.StampTx(now)
+		lc.txLen[b.N] = uint32(p.Len())
+		bytes += p.Len()
+		b.H[b.N] = h
+		b.N++
 	}
-	t.n = 0
+	if b.N == 0 {
+		return 0, foreign
+	}
+	packet.OwnBurst(b.H[:b.N], packet.OpTx, id, -1)
+	sent := pe.port.TxBurst(t.queue, b)
+	packet.OwnBurst(b.H[sent:b.N], packet.OpBack, id, -1)
+	if sent == b.N {
+		t.txPackets.Add(uint64(sent))
+		t.txBytes.Add(uint64(bytes))
+		return sent, foreign
+	}
+	t.countTx(lc.txLen[:sent])
+	return sent, false
 }
 
 func (t *txBuffer) countTx(lens []uint32) {

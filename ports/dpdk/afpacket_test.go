@@ -57,9 +57,11 @@ kind = "forward"
 port = "a"
 `, vdev("net_af_packet"), vdev("net_af_packet"))
 	// The PMD opens its sockets where rte_vdev_init runs: inside the namespace.
+	// newEngine, not buildEngine: t.Fatal on the namespace's thread would
+	// end that goroutine and leave Do waiting for ever.
 	var e *appliance.Engine
-	if err := app.Do(func() error { e = buildEngine(t, cfg, appliance.Options{}); return nil }); err != nil {
-		t.Fatal(err)
+	if err := app.Do(func() (err error) { e, err = newEngine(cfg, appliance.Options{}); return err }); err != nil {
+		t.Fatalf("engine: %v", err)
 	}
 	if err := e.Start(); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
+	_ "github.com/linerate/linerate/plugins/builtin" // forward, generator, sink
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
