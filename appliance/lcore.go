@@ -50,8 +50,8 @@ type lcore struct {
 	at  int
 	// Bursts handed to ports and stages through interfaces would escape to the
 	// heap if they were locals: they live here instead.
-	txb packet.Burst
-	txLen       [packet.MaxBurst]uint32
+	txb   packet.Burst
+	txLen [packet.MaxBurst]uint32
 }
 
 // txBuffer is a fixed array and a count: appending writes one handle, never a
