@@ -1,4 +1,5 @@
-# make generate: rebuild the Go code generated from appliance/api/*.proto.
+# make generate: rebuild the code generated from appliance/api/*.proto, and
+# ports/dpdk/lr_meta.h (the packet metadata's C side) from appliance/packet.
 #
 # protoc comes from Debian's protobuf-compiler (with libprotobuf-dev for the
 # well-known types); the plugins are the versions pinned by go.mod's tool
@@ -16,9 +17,30 @@ GEN_GO ?= go
 GEN_API_DIR := appliance/api
 GEN_API_PROTOS := $(wildcard $(GEN_API_DIR)/*.proto)
 
-.PHONY: generate generate-proto
+.PHONY: generate generate-proto generate-meta lint-generated
 
-generate: generate-proto
+generate: generate-proto generate-meta
+
+# The packet metadata ABI: appliance/packet's Go declaration is the source, and
+# internal/metagen writes the C (see the packet package doc).
+GEN_META_HDR := ports/dpdk/lr_meta.h
+
+generate-meta:
+	$(GEN_GO) generate ./appliance/packet
+
+# Part of `make lint`: the committed header must be what the generator writes
+# from today's appliance/packet.
+lint: lint-generated
+
+lint-generated:
+	@set -e; \
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(GEN_GO) run ./appliance/packet/internal/metagen -o "$$tmp/lr_meta.h" ./appliance/packet; \
+	if ! diff -u $(GEN_META_HDR) "$$tmp/lr_meta.h"; then \
+		echo "$(GEN_META_HDR) is not what appliance/packet generates (diff above): it is generated,"; \
+		echo "never edited. Run 'make generate' (or 'go generate ./appliance/packet') and commit it."; \
+		exit 1; \
+	fi
 
 generate-proto:
 	@set -e; \

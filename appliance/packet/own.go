@@ -37,13 +37,16 @@ const Checked = checked
 // MetaVersion is the version of the metadata layout: the Packet fields and the
 // ownership states. Ports and processes that share packet memory (DPDK's C
 // side today; AF_XDP frames and out-of-process plugins) must agree on it.
-// Adding a state or moving a field bumps it.
+// Adding a state or moving a field bumps it (the package doc lists what does).
+//
+//metagen:c
 const MetaVersion = 1
 
 // State is who owns a buffer. States are part of the metadata layout: add new
 // ones before numStates, give them a name and rules, and bump MetaVersion.
 type State uint8
 
+//metagen:c
 const (
 	// StateFree: in its pool. For DPDK, also in a per-lcore mempool cache,
 	// which Go cannot tell apart.
@@ -75,6 +78,8 @@ func (s State) String() string {
 }
 
 // NoOwner is the Owner of a buffer no lcore has claimed.
+//
+//metagen:c
 const NoOwner = 0xFFFF
 
 // noStage is the stage recorded by a hand-over outside any stage.

@@ -6,6 +6,30 @@
 // address of that metadata. Handles are plain integers to the garbage collector,
 // so bursts and rings of handles are never scanned and storing one runs no write
 // barrier.
+//
+// # The metadata ABI
+//
+// Packet's bytes are shared with code that is not this package: the C half of
+// ports/dpdk today, AF_XDP's UMEM frames and out-of-process plugins' shared
+// memory next. Packet is the one description of them. go generate runs
+// internal/metagen, which writes ports/dpdk/lr_meta.h from what this package
+// marks //metagen:c: struct lr_meta with a static assert of each offset, the
+// flag, verdict and ownership-state constants, MetaVersion, and C translations
+// of reset, TransitDelay and writeTxDelay. make lint fails when the committed
+// header is stale, and the DPDK port refuses to start on one that disagrees.
+//
+// MetaVersion is the layout's name between processes, which cannot check each
+// other's source. Bump it when what a peer reads or writes changes meaning:
+//
+//   - a field of Packet (or of its ownership record) added, removed, moved,
+//     resized or retyped, MetaSize included, or a field's meaning changed: its
+//     unit, its clock, what zero means;
+//   - a flag, verdict or ownership state added, removed or renumbered, or
+//     NoPort or NoOwner changed;
+//   - what reset gives a fresh packet, or how transmit writes the transit
+//     delay.
+//
+// Renaming a field or changing Go methods over the same bytes does not.
 package packet
 
 import (
@@ -13,15 +37,21 @@ import (
 	"unsafe"
 )
 
+//go:generate go run ./internal/metagen -o ../../ports/dpdk/lr_meta.h
+
 // Handle is the address of a packet's metadata. The zero Handle is no packet.
 type Handle uintptr
 
 // MetaSize is the size of the metadata block at the head of every buffer.
 // DPDK pools are created with priv_size = MetaSize.
+//
+//metagen:c
 const MetaSize = 128
 
 // ScratchSize is the size of the per-packet scratch area where stages leave
 // parse results for the next stage (the role of the kernel's skb->cb).
+//
+//metagen:c
 const ScratchSize = 56
 
 // MinHeadroom is the least headroom a Go pool or UMEM frame reserves: IOAM grows a
@@ -29,11 +59,14 @@ const ScratchSize = 56
 const MinHeadroom = 320
 
 // NoPort is the output port of a packet not yet forwarded.
+//
+//metagen:c
 const NoPort = 0xFFFF
 
 // Verdict is what the chain decided for a packet.
 type Verdict uint8
 
+//metagen:c
 const (
 	// Continue: no decision yet; the packet goes on to the next stage.
 	Continue Verdict = iota
@@ -65,7 +98,10 @@ func (v Verdict) String() string {
 }
 
 // Packet is the typed view of a buffer's metadata. It lives in off-heap memory
-// and holds no Go pointers.
+// and holds no Go pointers. Its layout is an ABI (see the package doc): C's
+// struct lr_meta is generated from it.
+//
+//metagen:c lr_meta
 type Packet struct {
 	base    uintptr // first byte of the buffer (start of headroom)
 	backend uintptr // the backend's own handle: mbuf pointer, UMEM address, or 0
@@ -98,6 +134,8 @@ type Packet struct {
 }
 
 // Flags.
+//
+//metagen:c
 const (
 	// FlagLocal marks packets that linerate itself originated (generator, probes).
 	FlagLocal uint8 = 1 << iota
@@ -150,9 +188,16 @@ func (p *Packet) Init(base uintptr, capacity, headroom int, pool uint16, backend
 }
 
 // Reset empties the packet and clears its per-packet state. Pools call it at Alloc.
-func (p *Packet) Reset(headroom int) {
-	p.off = uint32(headroom)
-	p.length = 0
+func (p *Packet) Reset(headroom int) { p.reset(uint32(headroom), 0) }
+
+// reset gives the packet a fresh packet's state over the data window (off,
+// length): what Reset gives a Go pool's buffer, and what C gives an mbuf over
+// the mbuf's own window at rx and at alloc. base, backend, cap and pool are
+// the buffer's and stay; Scratch stays undefined.
+//
+//metagen:c lr_meta_reset
+func (p *Packet) reset(off, length uint32) {
+	p.off, p.length = off, length
 	p.verdict = Continue
 	p.flags = 0
 	p.InPort, p.InQueue, p.OutPort = NoPort, 0, NoPort
@@ -372,13 +417,15 @@ func (p *Packet) SetTxDelay(field []byte) {
 func (p *Packet) StampTx(now int64) {
 	p.TxTime = now
 	if p.flags&FlagTxDelay != 0 {
-		p.writeTxDelay()
+		p.writeTxDelay(now)
 	}
 }
 
 // TransitDelay is RFC 9197's 4-octet transit delay of a packet received at rx
 // and leaving at tx (monotonic ns): tx − rx, 0x80000000 past 2^31−1 ns, and
 // 0xFFFFFFFF (unknown) without an rx time or for clocks that disagree.
+//
+//metagen:c lr_transit_delay
 func TransitDelay(rx, tx int64) uint32 {
 	switch dt := tx - rx; {
 	case rx == 0 || dt < 0:
@@ -390,9 +437,15 @@ func TransitDelay(rx, tx int64) uint32 {
 	}
 }
 
-func (p *Packet) writeTxDelay() {
-	d := TransitDelay(p.RxTime, p.TxTime)
-	f := p.Data()[p.txDelayAt : p.txDelayAt+4]
-	f[0], f[1], f[2], f[3] = byte(d>>24), byte(d>>16), byte(d>>8), byte(d)
+// writeTxDelay writes the transit delay of a packet leaving at now where
+// SetTxDelay asked, big-endian, once. C's tx path runs it too, without storing
+// TxTime: nothing reads an mbuf's metadata once the driver has the mbuf.
+//
+//metagen:c lr_meta_write_tx_delay
+func (p *Packet) writeTxDelay(now int64) {
+	d := TransitDelay(p.RxTime, now)
+	f := p.Data()
+	at := p.txDelayAt
+	f[at], f[at+1], f[at+2], f[at+3] = byte(d>>24), byte(d>>16), byte(d>>8), byte(d)
 	p.flags &^= FlagTxDelay
 }
