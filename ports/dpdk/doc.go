@@ -14,7 +14,10 @@
 // private area: a packet's metadata (packet.Packet, packet.MetaSize bytes) at its
 // start, so a packet.Handle is the mbuf address plus sizeof(struct rte_mbuf) and
 // Packet.Backend is the mbuf, and 192 bytes of extra headroom at its end, right
-// in front of the mbuf's buffer. The pools are registered as packet.Pools;
+// in front of the mbuf's buffer. C sees the metadata as struct lr_meta, which
+// go generate writes into lr_meta.h from packet.Packet, with the functions C
+// runs on it (reset, the transit delay at tx); Start refuses a header of
+// another packet.MetaVersion or layout. The pools are registered as packet.Pools;
 // packets that stages emit towards a DPDK port come from them (Port.Pool).
 //
 // At rx the C side reads data_off, data_len and the RSS hash into the metadata;

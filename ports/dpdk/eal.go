@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -294,71 +295,62 @@ func errnoErr(what string, rc C.int) error {
 	return fmt.Errorf("%s: %s", what, strerror(rc))
 }
 
-// checkLayout makes sure the C mirror of packet.Packet (struct lr_meta) has the
-// Go layout, field by field, before any packet crosses.
+// checkLayout makes sure that the C side was built from this packet package:
+// lr_meta.h is generated from it (go generate ./appliance/packet), and make
+// lint and metagen's tests fail when the committed header is stale. A build
+// from a tree edited without regenerating would still corrupt every packet, so
+// the check stays: the version, which processes sharing packet memory will
+// compare, and field by field, which also catches a field moved without a
+// version bump. It runs once, before the first packet.
 func checkLayout() error {
-	var offs [20]C.uint32_t
-	C.lr_meta_offsets(&offs[0], C.int(len(offs)))
-	var p packet.Packet
-	exported := []struct {
-		name string
-		idx  int
-		off  uintptr
-	}{
-		{"InPort", 8, unsafe.Offsetof(p.InPort)}, {"InQueue", 9, unsafe.Offsetof(p.InQueue)},
-		{"OutPort", 10, unsafe.Offsetof(p.OutPort)}, {"Reason", 11, unsafe.Offsetof(p.Reason)},
-		{"RxTime", 12, unsafe.Offsetof(p.RxTime)}, {"TxTime", 13, unsafe.Offsetof(p.TxTime)},
-		{"Hash", 14, unsafe.Offsetof(p.Hash)}, {"Stage", 15, unsafe.Offsetof(p.Stage)},
-		{"Scratch", 16, unsafe.Offsetof(p.Scratch)},
+	if C.LR_META_VERSION != packet.MetaVersion {
+		return fmt.Errorf("dpdk: lr_meta.h is packet metadata version %d, packet.MetaVersion is %d: "+
+			"run go generate ./appliance/packet", C.LR_META_VERSION, packet.MetaVersion)
 	}
-	for _, f := range exported {
-		if uintptr(offs[f.idx]) != f.off {
-			return fmt.Errorf("dpdk: packet.Packet.%s is at %d, the C mirror has it at %d", f.name, f.off, offs[f.idx])
+	return sameLayout(reflect.TypeFor[packet.Packet](), reflect.TypeFor[C.struct_lr_meta]())
+}
+
+// sameLayout compares Go struct g with the cgo view of its generated C mirror c:
+// size, and each field's name (InPort: in_port, own.state: own_state), offset
+// and size.
+func sameLayout(g, c reflect.Type) error {
+	gf, cf := flatFields(g, "", 0), flatFields(c, "", 0)
+	if g.Size() != c.Size() || len(gf) != len(cf) {
+		return fmt.Errorf("dpdk: %s has %d bytes in %d fields, its C mirror %d in %d: run go generate ./appliance/packet",
+			g, g.Size(), len(gf), c.Size(), len(cf))
+	}
+	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", ".", "").Replace(s)) }
+	for i, f := range gf {
+		if f.off != cf[i].off || f.size != cf[i].size || f.name != "_" && norm(f.name) != norm(cf[i].name) {
+			return fmt.Errorf("dpdk: %s.%s (%d bytes at %d) is %s (%d bytes at %d) in C: run go generate ./appliance/packet",
+				g, f.name, f.size, f.off, cf[i].name, cf[i].size, cf[i].off)
 		}
-	}
-	for _, f := range []struct {
-		name      string
-		c, goFlag uint8
-	}{{"HWTS", C.LR_FLAG_HWTS, packet.FlagHWTimestamp}, {"TXDELAY", C.LR_FLAG_TXDELAY, packet.FlagTxDelay}, {"MOVED", C.LR_FLAG_MOVED, packet.FlagMoved}} {
-		if f.c != f.goFlag {
-			return fmt.Errorf("dpdk: LR_FLAG_%s is %#x, the packet flag %#x", f.name, f.c, f.goFlag)
-		}
-	}
-	// The transit delay's place follows Scratch (the C rx and tx read it;
-	// TestTxDelay checks it end to end).
-	if at := unsafe.Offsetof(p.Scratch) + unsafe.Sizeof(p.Scratch); uintptr(offs[17]) != at {
-		return fmt.Errorf("dpdk: the C mirror of packet.Packet has tx_delay_at at %d, want %d", offs[17], at)
-	}
-	// Unexported fields: set known values through the API and read them back at
-	// the C offsets.
-	var buf [packet.MetaSize / 8]uint64
-	m := (*packet.Packet)(unsafe.Pointer(&buf[0]))
-	const base, backend = 0x1122334455667788, 0x0102030405060708
-	m.Init(base, 0x0A0B0C0D, 0x100, 0xBEEF, backend)
-	m.SetWindow(0x12345, 0x6789A)
-	m.Forward(0x4242)
-	m.SetFlag(0x80)
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), packet.MetaSize)
-	u64 := func(i int) uint64 { return *(*uint64)(unsafe.Pointer(&b[offs[i]])) }
-	u32 := func(i int) uint32 { return *(*uint32)(unsafe.Pointer(&b[offs[i]])) }
-	u16 := func(i int) uint16 { return *(*uint16)(unsafe.Pointer(&b[offs[i]])) }
-	got := []uint64{u64(0), u64(1), uint64(u32(2)), uint64(u32(3)), uint64(u32(4)), uint64(u16(5)),
-		uint64(b[offs[6]]), uint64(b[offs[7]])}
-	want := []uint64{base, backend, 0x0A0B0C0D, 0x12345, 0x6789A, 0xBEEF, uint64(packet.Forward), uint64(m.Flags())}
-	names := []string{"base", "backend", "cap", "off", "length", "pool", "verdict", "flags"}
-	for i := range want {
-		if got[i] != want[i] {
-			return fmt.Errorf("dpdk: the C mirror of packet.Packet reads %s as %#x, want %#x", names[i], got[i], want[i])
-		}
-	}
-	// The ownership record, written at the C offsets and read through Go.
-	b[offs[18]] = byte(packet.StateHeld)
-	*(*uint16)(unsafe.Pointer(&b[offs[19]])) = 0x1234
-	if st, owner := packet.OwnerOf(packet.Handle(uintptr(unsafe.Pointer(&buf[0])))); st != packet.StateHeld || owner != 0x1234 {
-		return fmt.Errorf("dpdk: the C mirror of packet.Packet has own_state and own_owner at %d and %d, Go reads %v %#x there",
-			offs[18], offs[19], st, owner)
 	}
 	return nil
+}
+
+type layoutField struct {
+	name      string
+	off, size uintptr
+}
+
+// flatFields lists t's fields, nested structs flattened, as metagen lays them
+// out in C.
+func flatFields(t reflect.Type, prefix string, base uintptr) []layoutField {
+	var out []layoutField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type.Kind() == reflect.Struct {
+			out = append(out, flatFields(f.Type, prefix+f.Name+".", base+f.Offset)...)
+			continue
+		}
+		name := f.Name
+		if name != "_" {
+			name = prefix + name
+		}
+		out = append(out, layoutField{name, base + f.Offset, f.Type.Size()})
+	}
+	return out
 }
 
 // lcoreHook makes each engine lcore thread an EAL thread. The engine calls it on

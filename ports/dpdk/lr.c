@@ -13,7 +13,6 @@
 
 #include "lr.h"
 
-_Static_assert(sizeof(struct lr_meta) == LR_META_SIZE, "lr_meta is not packet.MetaSize bytes");
 _Static_assert(sizeof(struct rte_mbuf) == 128, "the metadata offset assumes a 128-byte rte_mbuf");
 
 #define LR_META(m) ((struct lr_meta *)((char *)(m) + sizeof(struct rte_mbuf)))
@@ -21,24 +20,6 @@ _Static_assert(sizeof(struct rte_mbuf) == 128, "the metadata offset assumes a 12
 
 /* Slow-path counters have one writer, the polling lcore, and are read by Stats. */
 #define LR_INC(x) __atomic_store_n(&(x), (x) + 1, __ATOMIC_RELAXED)
-
-void lr_meta_offsets(uint32_t *out, int n)
-{
-	const uint32_t offs[] = {
-		offsetof(struct lr_meta, base),     offsetof(struct lr_meta, backend),
-		offsetof(struct lr_meta, cap),      offsetof(struct lr_meta, off),
-		offsetof(struct lr_meta, length),   offsetof(struct lr_meta, pool),
-		offsetof(struct lr_meta, verdict),  offsetof(struct lr_meta, flags),
-		offsetof(struct lr_meta, in_port),  offsetof(struct lr_meta, in_queue),
-		offsetof(struct lr_meta, out_port), offsetof(struct lr_meta, reason),
-		offsetof(struct lr_meta, rx_time),  offsetof(struct lr_meta, tx_time),
-		offsetof(struct lr_meta, hash),     offsetof(struct lr_meta, stage),
-		offsetof(struct lr_meta, scratch),  offsetof(struct lr_meta, tx_delay_at),
-		offsetof(struct lr_meta, own_state), offsetof(struct lr_meta, own_owner),
-	};
-	for (int i = 0; i < n && i < (int)(sizeof(offs) / sizeof(offs[0])); i++)
-		out[i] = offs[i];
-}
 
 /* Pools of ours. A handful at most: one per NUMA socket and size. */
 
@@ -90,6 +71,7 @@ static void lr_init_one(struct rte_mempool *mp, void *opaque, void *obj, unsigne
 	(void)idx;
 	struct rte_mbuf *m = obj;
 	struct lr_meta *p = LR_META(m);
+	/* Zero is the free state of the ownership record (packet.StateFree). */
 	memset(p, 0, sizeof(*p));
 	/* The packet's buffer starts LR_EXTRA bytes before the mbuf's: the end of
 	 * the private area is more headroom. */
@@ -97,7 +79,8 @@ static void lr_init_one(struct rte_mempool *mp, void *opaque, void *obj, unsigne
 	p->backend = (uintptr_t)m;
 	p->cap = m->buf_len + LR_EXTRA;
 	p->pool = *(uint16_t *)opaque;
-	p->in_port = p->out_port = 0xFFFF;
+	/* What packet.Packet.Init gives a Go pool's buffer: an empty window. */
+	lr_meta_reset(p, m->data_off + LR_EXTRA, 0);
 }
 
 void lr_pool_init_meta(struct rte_mempool *mp, uint16_t id)
@@ -105,24 +88,12 @@ void lr_pool_init_meta(struct rte_mempool *mp, uint16_t id)
 	rte_mempool_obj_iter(mp, lr_init_one, &id);
 }
 
-/* reset gives a packet the state packet.Packet.Reset gives a fresh one, over the
- * mbuf's own window. base, backend, cap and pool never change for an mbuf of
- * ours: lr_pool_init_meta wrote them once. Scratch is left alone, as Reset
- * leaves it. */
+/* lr_reset gives a packet a fresh packet's state over the mbuf's own window
+ * (lr_meta_reset is packet.Packet's reset, generated). base, backend, cap and
+ * pool never change for an mbuf of ours: lr_pool_init_meta wrote them once. */
 static inline void lr_reset(struct lr_meta *p, const struct rte_mbuf *m)
 {
-	p->off = m->data_off + LR_EXTRA;
-	p->length = m->data_len;
-	p->verdict = 0;
-	p->flags = 0;
-	p->in_port = 0xFFFF;
-	p->in_queue = 0;
-	p->out_port = 0xFFFF;
-	p->reason = 0;
-	p->rx_time = 0;
-	p->tx_time = 0;
-	p->hash = 0;
-	p->stage = 0;
+	lr_meta_reset(p, m->data_off + LR_EXTRA, m->data_len);
 }
 
 /* Per-port tx slow-path state: whether the port takes chains, and counters
@@ -266,22 +237,6 @@ static uint16_t lr_txb_send(uint16_t port, uint16_t queue, struct lr_txb *b)
 	return sent;
 }
 
-/* lr_write_tx_delay is packet.Packet.StampTx's transit delay: now − RxTime
- * in ns, big-endian, where a stage asked (Packet.SetTxDelay). */
-static void lr_write_tx_delay(struct lr_meta *p, int64_t now)
-{
-	uint32_t d = 0xFFFFFFFF;
-	int64_t dt = now - p->rx_time;
-	if (p->rx_time != 0 && dt >= 0)
-		d = dt > INT32_MAX ? 0x80000000u : (uint32_t)dt;
-	uint8_t *f = (uint8_t *)p->base + p->off + p->tx_delay_at;
-	f[0] = (uint8_t)(d >> 24);
-	f[1] = (uint8_t)(d >> 16);
-	f[2] = (uint8_t)(d >> 8);
-	f[3] = (uint8_t)d;
-	p->flags &= (uint8_t)~LR_FLAG_TXDELAY;
-}
-
 /* copy_into makes a one-segment copy of m in a fresh mbuf of mp, carrying the rx
  * offload results along, and frees m. A packet longer than the data room goes
  * in with less headroom. NULL when mp is empty or m does not fit the buffer. */
@@ -386,7 +341,7 @@ uint16_t lr_rx_burst(uintptr_t qp, uintptr_t *out, uint16_t n)
 			uint64_t ts = *RTE_MBUF_DYNFIELD(mb, q->ts_off, uint64_t *);
 			__int128 d = (__int128)(int64_t)(ts - conv->dev0) * (__int128)conv->mul;
 			p->rx_time = conv->mono0 + (int64_t)(d >> 32);
-			p->flags = LR_FLAG_HWTS;
+			p->flags = LR_FLAG_HW_TIMESTAMP;
 		}
 		out[k++] = (uintptr_t)p;
 	}
@@ -411,8 +366,8 @@ uint16_t lr_tx_handles(uint16_t port, uint16_t queue, const uintptr_t *h, uint16
 		/* No tx_time store: once the PMD has the mbuf nothing reads it, and
 		 * a store into the metadata here costs about 6 ns a packet on
 		 * net_null, as stores into the mbuf do (see lr_tx_window). */
-		if (unlikely(p->flags & LR_FLAG_TXDELAY))
-			lr_write_tx_delay(p, now);
+		if (unlikely(p->flags & LR_FLAG_TX_DELAY))
+			lr_meta_write_tx_delay(p, now);
 		if (!lr_txb_add(port, &b, p))
 			break;
 	}

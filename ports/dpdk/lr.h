@@ -13,9 +13,12 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-// LR_META_SIZE is packet.MetaSize: the mbuf private area holds exactly one
-// packet.Packet.
-#define LR_META_SIZE 128
+// struct lr_meta (packet.Packet), its constants and the functions on it, with
+// LR_META_SIZE (packet.MetaSize): the mbuf private area starts with one. For an
+// mbuf, base is buf_addr − LR_EXTRA, backend the mbuf, cap buf_len + LR_EXTRA,
+// off data_off + LR_EXTRA and length data_len (one segment: pkt_len too).
+#include "lr_meta.h"
+
 #define LR_MAX_BURST 64
 
 // LR_EXTRA is headroom linerate adds in front of DPDK's own (RTE_PKTMBUF_HEADROOM,
@@ -25,42 +28,6 @@
 // chains, and copies the packet otherwise (lr_tx_window).
 #define LR_EXTRA 192
 #define LR_PRIV_SIZE (LR_META_SIZE + LR_EXTRA)
-
-// Flags of packet.Packet (appliance/packet/packet.go).
-#define LR_FLAG_HWTS 0x02
-#define LR_FLAG_TXDELAY 0x08
-#define LR_FLAG_MOVED 0x10
-
-// struct lr_meta mirrors packet.Packet byte for byte. The Go side checks the
-// layout at start (checkLayout) and refuses to run if the two disagree.
-struct lr_meta {
-	uintptr_t base;    // buffer start: the mbuf's buf_addr
-	uintptr_t backend; // the mbuf
-	uint32_t cap;      // buf_len
-	uint32_t off;      // data_off
-	uint32_t length;   // data_len (= pkt_len: one segment)
-	uint16_t pool;
-	uint8_t verdict;
-	uint8_t flags;
-	uint16_t in_port;
-	uint16_t in_queue;
-	uint16_t out_port;
-	uint16_t reason;
-	int64_t rx_time;
-	int64_t tx_time;
-	uint32_t hash;
-	uint16_t stage;
-	uint16_t pad;
-	uint8_t scratch[56];
-	uint32_t tx_delay_at; // with LR_FLAG_TXDELAY: where tx writes the transit delay
-	// Ownership, for Go's checked builds (packet.ownMeta); zero is free.
-	uint8_t own_state;
-	uint8_t own_stage;
-	uint16_t own_owner;
-};
-
-// Offsets of the fields, for the layout check.
-void lr_meta_offsets(uint32_t *out, int n);
 
 // lr_tsconv maps a device clock reading to the engine's monotonic nanoseconds:
 // mono = mono0 + (dev - dev0) * mul / 2^32.

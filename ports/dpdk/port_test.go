@@ -3,6 +3,7 @@
 package dpdk
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -138,5 +139,52 @@ func TestPoolAccounting(t *testing.T) {
 func TestLayout(t *testing.T) {
 	if err := checkLayout(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLayoutMismatch: the start-up check refuses the C mirrors a stale
+// lr_meta.h would give, naming the first field that differs.
+func TestLayoutMismatch(t *testing.T) {
+	// Exported fields: the types exist for reflect only.
+	type goMeta struct {
+		InPort, InQueue uint16
+		Hash            uint32
+		Own             struct {
+			State, Stage uint8
+			Owner        uint16
+		}
+	}
+	type same struct {
+		In_port, In_queue    uint16
+		Hash                 uint32
+		Own_state, Own_stage uint8
+		Own_owner            uint16
+	}
+	type swapped struct {
+		In_queue, In_port    uint16
+		Hash                 uint32
+		Own_state, Own_stage uint8
+		Own_owner            uint16
+	}
+	type resized struct {
+		In_port, In_queue uint16
+		Hash              uint32
+		Own_state         uint16
+		Own_owner         uint16
+	}
+	g := reflect.TypeFor[goMeta]()
+	if err := sameLayout(g, reflect.TypeFor[same]()); err != nil {
+		t.Errorf("same layout: %v", err)
+	}
+	for _, c := range []struct {
+		c    reflect.Type
+		want string
+	}{
+		{reflect.TypeFor[swapped](), ".InPort (2 bytes at 0) is In_queue (2 bytes at 0) in C"},
+		{reflect.TypeFor[resized](), "has 12 bytes in 6 fields, its C mirror 12 in 5"},
+	} {
+		if err := sameLayout(g, c.c); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.c, err, c.want)
+		}
 	}
 }
