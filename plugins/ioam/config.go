@@ -72,19 +72,6 @@ type exportConfig struct {
 	ExportRing   int    `toml:"export_ring"`   // records per lcore ring
 }
 
-// node is a node's identity on one lcore: namespaces, interface ids by port,
-// the egress port, and the node time of the current burst.
-type node struct {
-	ns        nsTable
-	ingress   []egressIDs // by input port id
-	egress    uint16      // packet.NoPort when not configured
-	eg        egressIDs
-	time      hopTime
-	timeValid bool
-	clockNow  int64  // the clock read once per burst for transit delays
-	gen       uint64 // the burst: nodePlan.cur is valid for one
-}
-
 func parseTimestamp(s string, def TimestampFormat) (TimestampFormat, error) {
 	switch strings.ToLower(s) {
 	case "":
@@ -206,81 +193,6 @@ func (c *nodeConfig) build(kind string, s *plugins.Setup) (*node, error) {
 	return n, nil
 }
 
-// begin forgets the per-burst readings: Process calls it first.
-func (n *node) begin() { n.timeValid, n.clockNow, n.gen = false, 0, n.gen+1 }
-
-// writeNode writes this node's data of plan pl for p, with hop limit hl, into
-// dst: the plan's image with this burst's time and p's input port ids, built
-// once per burst and port, and the hop limit. Plans with per-packet fields
-// other than the hop limit go through values and write. v is the stage's
-// scratch values.
-func (n *node) writeNode(ctx *plugins.Context, p *packet.Packet, pl *nodePlan, v *hopValues, dst []byte, hl uint8) {
-	if pl.perPacket || pl.size > curSize {
-		n.values(ctx, p, v, hl, pl.traceType)
-		pl.write(dst, v)
-		return
-	}
-	if pl.curGen != n.gen || pl.curGen == 0 || pl.curPort != p.InPort {
-		n.values(ctx, p, v, hl, pl.traceType)
-		pl.write(pl.cur[:], v)
-		pl.curGen, pl.curPort = n.gen, p.InPort
-	}
-	copyNode(dst, pl.cur[:], pl.size)
-	if pl.hop >= 0 {
-		dst[pl.hop] = hl
-	}
-	if pl.hopW >= 0 {
-		dst[pl.hopW] = hl
-	}
-}
-
-// now sets the node time of this burst, once.
-func (n *node) now(ctx *plugins.Context) *hopTime {
-	if !n.timeValid {
-		n.time.set(ctx.Clock, ctx.Now)
-		n.timeValid = true
-	}
-	return &n.time
-}
-
-// ingressIDs are the interface ids of port.
-func (n *node) ingressIDs(port uint16) egressIDs {
-	if int(port) < len(n.ingress) {
-		return n.ingress[port]
-	}
-	return egressIDs{short: unavailable16, wide: unavailable32}
-}
-
-// values fills the per-packet fields of the node data for p.
-func (n *node) values(ctx *plugins.Context, p *packet.Packet, v *hopValues, hopLimit uint8, types uint32) {
-	ids := n.ingressIDs(p.InPort)
-	v.hopLimit, v.ingress, v.ingressW = hopLimit, ids.short, ids.wide
-	if types&(TraceTimestampSeconds|TraceTimestampFraction|TraceTransitDelay) != 0 {
-		v.time = n.now(ctx)
-	}
-	v.pkt = p
-	if types&TraceTransitDelay != 0 {
-		// The delay so far, from rx to now: transmit writes it again up to
-		// the tx time (see nodePlan.write).
-		if n.clockNow == 0 {
-			n.clockNow = ctx.Clock.Now()
-		}
-		v.delay = packet.TransitDelay(p.RxTime, n.clockNow)
-	}
-	if types&TraceQueueDepth != 0 {
-		v.queue = unavailable32
-		if n.egress != packet.NoPort {
-			v.queue = uint32(ctx.Env.TxDepth(n.egress))
-		}
-	}
-	if types&TraceBufferOccupancy != 0 {
-		v.buffer = unavailable32
-		if pool := packet.PoolOf(p); pool != nil {
-			v.buffer = uint32(pool.Stats().InUse)
-		}
-	}
-}
-
 func (c *exportConfig) check(kind string) error {
 	if c.ExportRing == 0 {
 		c.ExportRing = 4096
@@ -292,4 +204,32 @@ func (c *exportConfig) check(kind string) error {
 		c.Export = true
 	}
 	return nil
+}
+
+// potConfig names a POT key file for a namespace.
+type potConfig struct {
+	Namespace *Uint64 `toml:"namespace"`
+	KeyFile   string  `toml:"key_file"`
+}
+
+func loadPOTKeys(kind string, cs []potConfig, ns *nsTable) (potKeys, error) {
+	var k potKeys
+	for i, c := range cs {
+		if c.Namespace == nil || *c.Namespace > 0xFFFF {
+			return k, fmt.Errorf("%s: pot[%d] needs a 16-bit namespace", kind, i)
+		}
+		if ns.lookup(uint16(*c.Namespace)) == nil {
+			return k, fmt.Errorf("%s: pot[%d]: namespace %d is not among the stage's namespaces", kind, i, *c.Namespace)
+		}
+		if c.KeyFile == "" {
+			return k, fmt.Errorf("%s: pot[%d] needs a key_file", kind, i)
+		}
+		key, err := LoadPOTKey(c.KeyFile)
+		if err != nil {
+			return k, fmt.Errorf("%s: pot[%d]: %w", kind, i, err)
+		}
+		k.ids = append(k.ids, uint16(*c.Namespace))
+		k.keys = append(k.keys, key)
+	}
+	return k, nil
 }

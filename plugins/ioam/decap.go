@@ -2,46 +2,10 @@ package ioam
 
 import (
 	"encoding/binary"
-	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
-)
-
-func init() {
-	plugins.Register(plugins.Kind{Name: "ioam.decap", Summary: "IOAM decapsulating node: add own data, verify POT, record and export traces, remove the IOAM data", New: newDecap})
-}
-
-type decapConfig struct {
-	nodeConfig
-	exportConfig
-	loopbackConfig
-	// Mode is what to remove: "encap" strips the outer IPv6 header of
-	// IPv6-in-IPv6 packets, "inline" removes IOAM options from the Hop-by-Hop
-	// and Destination Options headers, "auto" (default) decides per packet:
-	// encap when the header after the IOAM options is IPv6, inline otherwise.
-	Mode string `toml:"mode"`
-	// Fill adds this node's data to the traces before reading them, as the
-	// kernel's destination does (default true).
-	Fill *bool `toml:"fill"`
-	// Remove takes the IOAM data out (default true). false leaves the packet
-	// as it is: a monitoring tap.
-	Remove *bool `toml:"remove"`
-	// Histograms records per-hop and end-to-end delay histograms from the
-	// trace timestamps (default true).
-	Histograms *bool `toml:"histograms"`
-	// MaxHops is how many per-hop delay histograms there are (default 8).
-	MaxHops int         `toml:"max_hops"`
-	POT     []potConfig `toml:"pot"`
-}
-
-const (
-	decapAuto = iota
-	decapEncap
-	decapInline
 )
 
 // decap is an IOAM decapsulating node: it adds its own data, verifies POT,
@@ -68,63 +32,6 @@ type decap struct {
 
 	cDecap, cStripped, cNoIOAM, cPOTValid, cPOTInvalid, cOverflow, cUnknownNS, cExported, cExportDropped *stats.Counter
 	lastDropped                                                                                          uint64
-}
-
-func newDecap(s *plugins.Setup) (plugins.Stage, error) {
-	c := decapConfig{MaxHops: 8}
-	if err := s.Config.Decode(&c); err != nil {
-		return nil, err
-	}
-	n, err := c.nodeConfig.build("ioam.decap", s)
-	if err != nil {
-		return nil, err
-	}
-	dc := &decap{node: n, fill: c.Fill == nil || *c.Fill, remove: c.Remove == nil || *c.Remove}
-	switch strings.ToLower(c.Mode) {
-	case "", "auto":
-		dc.mode = decapAuto
-	case "encap":
-		dc.mode = decapEncap
-	case "inline":
-		dc.mode = decapInline
-	default:
-		return nil, fmt.Errorf("ioam.decap: mode %q: use \"auto\", \"encap\" or \"inline\"", c.Mode)
-	}
-	if dc.pot, err = loadPOTKeys("ioam.decap", c.POT, &n.ns); err != nil {
-		return nil, err
-	}
-	if err := c.exportConfig.check("ioam.decap"); err != nil {
-		return nil, err
-	}
-	if c.Export {
-		ex, r := setupExport(s, &c.exportConfig)
-		dc.exp = &exportState{ex: ex, ring: r}
-	}
-	if dc.loop, err = c.loopbackConfig.build("ioam.decap", s); err != nil {
-		return nil, err
-	}
-	if c.MaxHops < 1 || c.MaxHops > 64 {
-		return nil, fmt.Errorf("ioam.decap: max_hops %d is outside 1..64", c.MaxHops)
-	}
-	if c.Histograms == nil || *c.Histograms {
-		for h := 1; h <= c.MaxHops; h++ {
-			dc.hops = append(dc.hops, s.Histograms("hop"+strconv.Itoa(h)+"_delay",
-				"delay from IOAM node "+strconv.Itoa(h-1)+" (0: the encapsulating node) to node "+strconv.Itoa(h)+", from the trace timestamps", "ns"))
-		}
-		dc.e2e = s.Histograms("e2e_delay", "delay from the encapsulating node to this node, from the trace timestamps", "ns")
-	}
-	dc.wantRec = dc.exp != nil
-	cs := s.Counters
-	dc.cDecap = cs.New("decapsulated", "packets whose IOAM data this node read")
-	dc.cStripped = cs.New("removed_bytes", "bytes of IOAM data removed")
-	dc.cNoIOAM = cs.New("no_ioam", "packets without IOAM options, passed as they are")
-	dc.cPOTValid = cs.New("pot_valid", "POT options whose cumulative value proved the path")
-	dc.cPOTInvalid = cs.New("pot_invalid", "POT options whose cumulative value did not prove the path")
-	dc.cOverflow = cs.New("overflow", "traces without room for this node's data (O flag set)")
-	dc.cUnknownNS = cs.New("unknown_namespace", "trace options of a namespace this node does not know")
-	dc.cExported = cs.New("exported", "records offered to the export ring")
-	dc.cExportDropped = cs.New("export_dropped", "records lost to a full export ring")
-	return dc, nil
 }
 
 // Start starts the export.
@@ -444,69 +351,6 @@ func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *sca
 		if r.DEXExt&DEXSequence != 0 {
 			r.DEXSeq = x.Sequence()
 		}
-	}
-}
-
-// tsLayout is where the timestamps sit in a node's data of one trace type:
-// the last one seen, since a flow keeps its trace type.
-type tsLayout struct {
-	traceType uint32
-	valid     bool
-	size      int // node data bytes; 0 when the nodes vary (opaque snapshots)
-	sec, frac int
-}
-
-func (l *tsLayout) set(tt uint32) {
-	*l = tsLayout{traceType: tt, valid: true, sec: -1, frac: -1}
-	if tt&TraceTimestampSeconds == 0 || tt&TraceTimestampFraction == 0 || tt&TraceOpaqueState != 0 {
-		return
-	}
-	o := 0
-	if tt&TraceHopLimNodeID != 0 {
-		o += 4
-	}
-	if tt&TraceIfIDs != 0 {
-		o += 4
-	}
-	l.sec, l.frac = o, o+4
-	l.size = NodeLen(tt) * 4
-}
-
-// delays records the per-hop and end-to-end delays of a trace's filled node
-// data. The node list is newest first: node 0 of the path (the encapsulating
-// node) is the last one.
-func (dc *decap) delays(tt uint32, data []byte, f TimestampFormat) {
-	if !dc.ts.valid || dc.ts.traceType != tt {
-		dc.ts.set(tt)
-	}
-	l := &dc.ts
-	if l.size == 0 {
-		return
-	}
-	n := len(data) / l.size
-	if n < 2 {
-		return
-	}
-	at := func(k int) int64 { // timestamp of path node k (0 = encapsulating node)
-		o := (n - 1 - k) * l.size
-		sec := binary.BigEndian.Uint32(data[o+l.sec:])
-		frac := binary.BigEndian.Uint32(data[o+l.frac:])
-		if sec == unavailable32 || frac == unavailable32 {
-			return 0
-		}
-		return TimestampNs(f, sec, frac)
-	}
-	first := at(0)
-	prev := first
-	for k := 1; k < n; k++ {
-		t := at(k)
-		if t != 0 && prev != 0 && t >= prev && k-1 < len(dc.hops) {
-			dc.hops[k-1].Record(uint64(t - prev))
-		}
-		prev = t
-	}
-	if dc.e2e != nil && first != 0 && prev >= first {
-		dc.e2e.Record(uint64(prev - first))
 	}
 }
 

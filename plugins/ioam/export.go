@@ -12,6 +12,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/ring"
+	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -237,4 +238,12 @@ type exportState struct {
 // service finds their exporters through it.
 type recordStage interface {
 	exporterOf() *exporter
+}
+
+// countDropped moves the ring's export_dropped into the stage counter.
+func (e *exportState) countDropped(c *stats.Counter, last *uint64) {
+	if n := e.ring.Dropped(); n != *last {
+		c.Add(n - *last)
+		*last = n
+	}
 }

@@ -134,3 +134,36 @@ func (l *loopback) send(ctx *plugins.Context, p *packet.Packet, s *scan, trace i
 func isLoopedBack(s *scan) bool {
 	return s.hbh != 0 && s.nTrace > 0 && s.next == packet.ProtocolNoNext && s.dest == 0
 }
+
+// loopedBack consumes a looped-back copy addressed to this node and records
+// it. It reports false for packets that are not one.
+func (e *encap) loopedBack(ctx *plugins.Context, h packet.Handle, d []byte, l3 int) bool {
+	p := h.P()
+	s := &e.scan
+	if scanPacket(d, l3, s) != nil || !isLoopedBack(s) {
+		return false
+	}
+	e.cLoopRecv.Inc()
+	if e.exp != nil {
+		r := &e.rec
+		*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleLoopback, Lcore: uint8(ctx.Instance), Len: uint16(p.Len())}
+		r.setAddrs(d, s)
+		opt := Option(d[s.trace[0]:])
+		tr := Trace(opt.Body())
+		r.Have = HaveTrace
+		r.TraceNS, r.TraceOption, r.TraceFlags, r.TraceType = tr.NamespaceID(), opt.IOAMType(), tr.Flags(), tr.TraceType()
+		r.NodeLen, r.RemLen = uint8(tr.NodeLen()), uint8(tr.RemainingLen())
+		if ns := e.ns.lookup(r.TraceNS); ns != nil {
+			r.Format = ns.Timestamp
+		}
+		data := tr.Data()
+		if opt.IOAMType() == TypePreallocatedTrace {
+			data = data[min(tr.RemainingLen()*4, len(data)):]
+		}
+		r.DataLen = uint8(copy(r.Data[:], data))
+		e.exp.ring.Offer(r)
+	}
+	p.Consume()
+	ctx.Env.Free(h)
+	return true
+}

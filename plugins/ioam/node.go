@@ -1,11 +1,9 @@
 package ioam
 
 import (
-	"encoding/binary"
-	"math/bits"
-
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/plugins"
 )
 
 // TimestampFormat is how a namespace writes timestamps (RFC 9197 §5).
@@ -115,58 +113,6 @@ type hopValues struct {
 	pkt *packet.Packet
 }
 
-// nodePlan is a node's data for one namespace and trace type, built once: the
-// fields that never change are in image, and the offsets say where the
-// per-packet ones go (-1: absent). Writing a node's data is a copy and a few
-// stores.
-type nodePlan struct {
-	traceType uint32
-	valid     bool
-	size      int // bytes, opaque snapshot included
-	words     int // NodeLen + opaque words: what RemainingLen loses
-	format    TimestampFormat
-	hop, hopW int16
-	in, inW   int16
-	sec, frac int16
-	delay     int16
-	queue     int16
-	buffer    int16
-	// ops are the per-packet fields in order: a short loop instead of a
-	// branch per field the trace type might name.
-	ops   [9]patch
-	nops  int
-	image [MaxTraceData]byte
-
-	// perPacket: fields that take more than the hop limit (delay, queue,
-	// buffer), which writeNode leaves to values and write.
-	perPacket bool
-	// cur is image with this burst's time and the input port's ids, for
-	// port curPort in burst curGen (see node.writeNode).
-	curGen  uint64
-	curPort uint16
-	cur     [curSize]byte
-}
-
-// curSize is the most node data writeNode writes from a per-burst image.
-const curSize = 64
-
-// patch is one per-packet field of a node's data: what and where.
-type patch struct {
-	kind uint8
-	off  uint8
-}
-
-const (
-	patchHop = iota
-	patchIn
-	patchInWide
-	patchSec
-	patchFrac
-	patchDelay
-	patchQueue
-	patchBuffer
-)
-
 // planCacheSize is how many trace types a namespace remembers plans for.
 const planCacheSize = 4
 
@@ -174,144 +120,6 @@ const planCacheSize = 4
 type egressIDs struct {
 	short uint16
 	wide  uint32
-}
-
-// build makes the plan of ns for traceType. It reports false when the node
-// data would not fit a trace option.
-func (pl *nodePlan) build(ns *Namespace, traceType uint32, eg egressIDs) bool {
-	*pl = nodePlan{traceType: traceType, format: ns.Timestamp, hop: -1, hopW: -1, in: -1, inW: -1,
-		sec: -1, frac: -1, delay: -1, queue: -1, buffer: -1}
-	words := NodeLen(traceType)
-	if traceType&TraceOpaqueState != 0 {
-		words += ns.opaqueWords()
-	}
-	if words*4 > MaxTraceData {
-		return false
-	}
-	b := pl.image[:]
-	o := 0
-	put32 := func(v uint32) { binary.BigEndian.PutUint32(b[o:], v); o += 4 }
-	put64 := func(v uint64) { binary.BigEndian.PutUint64(b[o:], v); o += 8 }
-	if traceType&TraceHopLimNodeID != 0 {
-		pl.hop = int16(o)
-		put32(ns.NodeID & 0xFFFFFF)
-	}
-	if traceType&TraceIfIDs != 0 {
-		pl.in = int16(o)
-		put32(unavailable16<<16 | uint32(eg.short))
-	}
-	if traceType&TraceTimestampSeconds != 0 {
-		pl.sec = int16(o)
-		put32(unavailable32)
-	}
-	if traceType&TraceTimestampFraction != 0 {
-		pl.frac = int16(o)
-		put32(unavailable32)
-	}
-	if traceType&TraceTransitDelay != 0 {
-		pl.delay = int16(o)
-		put32(unavailable32)
-	}
-	if traceType&TraceNamespaceData != 0 {
-		put32(ns.Data)
-	}
-	if traceType&TraceQueueDepth != 0 {
-		pl.queue = int16(o)
-		put32(unavailable32)
-	}
-	if traceType&TraceChecksumComplement != 0 {
-		// IPv6 has no checksum over option data: nothing to complement.
-		put32(unavailable32)
-	}
-	if traceType&TraceHopLimNodeIDWide != 0 {
-		pl.hopW = int16(o)
-		put64(ns.NodeIDWide & (1<<56 - 1))
-	}
-	if traceType&TraceIfIDsWide != 0 {
-		pl.inW = int16(o)
-		put32(unavailable32)
-		put32(eg.wide)
-	}
-	if traceType&TraceNamespaceDataWide != 0 {
-		put64(ns.DataWide)
-	}
-	if traceType&TraceBufferOccupancy != 0 {
-		pl.buffer = int16(o)
-		put32(unavailable32)
-	}
-	for i := bits.OnesCount32(traceType & TraceUndefined); i > 0; i-- {
-		put32(unavailable32)
-	}
-	if traceType&TraceOpaqueState != 0 {
-		if !ns.HasSchema {
-			put32(0x00FFFFFF) // no schema: length 0, schema id all ones
-		} else {
-			put32(uint32(len(ns.Schema)/4)<<24 | ns.SchemaID&0xFFFFFF)
-			o += copy(b[o:], ns.Schema)
-		}
-	}
-	pl.size, pl.words, pl.valid = o, words, true
-	pl.perPacket = pl.delay >= 0 || pl.queue >= 0 || pl.buffer >= 0
-	for _, f := range []struct {
-		off  int16
-		kind uint8
-	}{{pl.hop, patchHop}, {pl.in, patchIn}, {pl.sec, patchSec}, {pl.frac, patchFrac}, {pl.delay, patchDelay},
-		{pl.queue, patchQueue}, {pl.hopW, patchHop}, {pl.inW, patchInWide}, {pl.buffer, patchBuffer}} {
-		if f.off >= 0 {
-			pl.ops[pl.nops] = patch{kind: f.kind, off: uint8(f.off)}
-			pl.nops++
-		}
-	}
-	return true
-}
-
-// write writes the node data into dst, which holds pl.size bytes.
-func (pl *nodePlan) write(dst []byte, v *hopValues) {
-	dst = dst[:pl.size]
-	if n := pl.size; n <= 32 {
-		copyNode(dst, pl.image[:], n)
-	} else {
-		copy(dst, pl.image[:pl.size])
-	}
-	for _, op := range pl.ops[:pl.nops] {
-		o := int(op.off)
-		switch op.kind {
-		case patchHop:
-			dst[o] = v.hopLimit
-		case patchIn:
-			binary.BigEndian.PutUint16(dst[o:], v.ingress)
-		case patchInWide:
-			binary.BigEndian.PutUint32(dst[o:], v.ingressW)
-		case patchSec:
-			binary.BigEndian.PutUint32(dst[o:], v.time.sec[pl.format])
-		case patchFrac:
-			binary.BigEndian.PutUint32(dst[o:], v.time.frac[pl.format])
-		case patchDelay:
-			binary.BigEndian.PutUint32(dst[o:], v.delay)
-			if v.pkt != nil {
-				// The delay up to now; transmit writes the delay up to
-				// itself. Ignored for a dst outside the packet (a record).
-				v.pkt.SetTxDelay(dst[o : o+4])
-			}
-		case patchQueue:
-			binary.BigEndian.PutUint32(dst[o:], v.queue)
-		case patchBuffer:
-			binary.BigEndian.PutUint32(dst[o:], v.buffer)
-		}
-	}
-}
-
-// copyNode copies a node's data of n bytes, a multiple of 4, in word moves: a
-// call to memmove costs more than the copy.
-func copyNode(dst, src []byte, n int) {
-	dst, src = dst[:n], src[:n]
-	o := 0
-	for ; o+8 <= n; o += 8 {
-		binary.NativeEndian.PutUint64(dst[o:], binary.NativeEndian.Uint64(src[o:]))
-	}
-	if o < n {
-		binary.NativeEndian.PutUint32(dst[o:], binary.NativeEndian.Uint32(src[o:]))
-	}
 }
 
 // nsState is a namespace on one lcore: its config and a small cache of node
@@ -367,21 +175,90 @@ func (t *nsTable) lookup(id uint16) *nsState {
 	return nil
 }
 
-// fillPrealloc writes a node's data into a pre-allocated trace (RFC 9197
-// §4.4): into the words that end at RemainingLen, then lowers RemainingLen.
-// Without room it sets the O flag and writes nothing. It reports whether it
-// wrote.
-func fillPrealloc(tr Trace, pl *nodePlan, v *hopValues) bool {
-	if tr.Overflow() {
-		return false
+// node is a node's identity on one lcore: namespaces, interface ids by port,
+// the egress port, and the node time of the current burst.
+type node struct {
+	ns        nsTable
+	ingress   []egressIDs // by input port id
+	egress    uint16      // packet.NoPort when not configured
+	eg        egressIDs
+	time      hopTime
+	timeValid bool
+	clockNow  int64  // the clock read once per burst for transit delays
+	gen       uint64 // the burst: nodePlan.cur is valid for one
+}
+
+// begin forgets the per-burst readings: Process calls it first.
+func (n *node) begin() { n.timeValid, n.clockNow, n.gen = false, 0, n.gen+1 }
+
+// writeNode writes this node's data of plan pl for p, with hop limit hl, into
+// dst: the plan's image with this burst's time and p's input port ids, built
+// once per burst and port, and the hop limit. Plans with per-packet fields
+// other than the hop limit go through values and write. v is the stage's
+// scratch values.
+func (n *node) writeNode(ctx *plugins.Context, p *packet.Packet, pl *nodePlan, v *hopValues, dst []byte, hl uint8) {
+	if pl.perPacket || pl.size > curSize {
+		n.values(ctx, p, v, hl, pl.traceType)
+		pl.write(dst, v)
+		return
 	}
-	rem := tr.RemainingLen()
-	if rem == 0 || rem < pl.words {
-		tr.SetOverflow()
-		return false
+	if pl.curGen != n.gen || pl.curGen == 0 || pl.curPort != p.InPort {
+		n.values(ctx, p, v, hl, pl.traceType)
+		pl.write(pl.cur[:], v)
+		pl.curGen, pl.curPort = n.gen, p.InPort
 	}
-	off := TraceHeaderLen + (rem-pl.words)*4
-	pl.write(tr[off:], v)
-	tr.SetRemainingLen(rem - pl.words)
-	return true
+	copyNode(dst, pl.cur[:], pl.size)
+	if pl.hop >= 0 {
+		dst[pl.hop] = hl
+	}
+	if pl.hopW >= 0 {
+		dst[pl.hopW] = hl
+	}
+}
+
+// now sets the node time of this burst, once.
+func (n *node) now(ctx *plugins.Context) *hopTime {
+	if !n.timeValid {
+		n.time.set(ctx.Clock, ctx.Now)
+		n.timeValid = true
+	}
+	return &n.time
+}
+
+// ingressIDs are the interface ids of port.
+func (n *node) ingressIDs(port uint16) egressIDs {
+	if int(port) < len(n.ingress) {
+		return n.ingress[port]
+	}
+	return egressIDs{short: unavailable16, wide: unavailable32}
+}
+
+// values fills the per-packet fields of the node data for p.
+func (n *node) values(ctx *plugins.Context, p *packet.Packet, v *hopValues, hopLimit uint8, types uint32) {
+	ids := n.ingressIDs(p.InPort)
+	v.hopLimit, v.ingress, v.ingressW = hopLimit, ids.short, ids.wide
+	if types&(TraceTimestampSeconds|TraceTimestampFraction|TraceTransitDelay) != 0 {
+		v.time = n.now(ctx)
+	}
+	v.pkt = p
+	if types&TraceTransitDelay != 0 {
+		// The delay so far, from rx to now: transmit writes it again up to
+		// the tx time (see nodePlan.write).
+		if n.clockNow == 0 {
+			n.clockNow = ctx.Clock.Now()
+		}
+		v.delay = packet.TransitDelay(p.RxTime, n.clockNow)
+	}
+	if types&TraceQueueDepth != 0 {
+		v.queue = unavailable32
+		if n.egress != packet.NoPort {
+			v.queue = uint32(ctx.Env.TxDepth(n.egress))
+		}
+	}
+	if types&TraceBufferOccupancy != 0 {
+		v.buffer = unavailable32
+		if pool := packet.PoolOf(p); pool != nil {
+			v.buffer = uint32(pool.Stats().InUse)
+		}
+	}
 }

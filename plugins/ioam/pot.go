@@ -279,3 +279,18 @@ func WritePOTKey(path string, k *POTKey) error {
 }
 
 func hex64(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
+
+// potKeys maps namespaces to POT keys.
+type potKeys struct {
+	ids  []uint16
+	keys []*POTKey
+}
+
+func (k *potKeys) lookup(ns uint16) *POTKey {
+	for i, id := range k.ids {
+		if id == ns {
+			return k.keys[i]
+		}
+	}
+	return nil
+}

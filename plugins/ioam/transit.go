@@ -10,63 +10,6 @@ import (
 	"github.com/linerate/linerate/plugins/route"
 )
 
-func init() {
-	plugins.Register(plugins.Kind{Name: "ioam.transit", Summary: "IOAM transit node: fill node data into the traces of known namespaces, update POT, export DEX", New: newTransit})
-}
-
-// potConfig names a POT key file for a namespace.
-type potConfig struct {
-	Namespace *Uint64 `toml:"namespace"`
-	KeyFile   string  `toml:"key_file"`
-}
-
-type transitConfig struct {
-	nodeConfig
-	exportConfig
-	loopbackConfig
-	// DecrementHopLimit makes the node a router: it lowers the IPv6 hop limit
-	// and writes the lowered value, as the kernel does on forwarding.
-	DecrementHopLimit bool        `toml:"decrement_hop_limit"`
-	POT               []potConfig `toml:"pot"`
-}
-
-// potKeys maps namespaces to POT keys.
-type potKeys struct {
-	ids  []uint16
-	keys []*POTKey
-}
-
-func (k *potKeys) lookup(ns uint16) *POTKey {
-	for i, id := range k.ids {
-		if id == ns {
-			return k.keys[i]
-		}
-	}
-	return nil
-}
-
-func loadPOTKeys(kind string, cs []potConfig, ns *nsTable) (potKeys, error) {
-	var k potKeys
-	for i, c := range cs {
-		if c.Namespace == nil || *c.Namespace > 0xFFFF {
-			return k, fmt.Errorf("%s: pot[%d] needs a 16-bit namespace", kind, i)
-		}
-		if ns.lookup(uint16(*c.Namespace)) == nil {
-			return k, fmt.Errorf("%s: pot[%d]: namespace %d is not among the stage's namespaces", kind, i, *c.Namespace)
-		}
-		if c.KeyFile == "" {
-			return k, fmt.Errorf("%s: pot[%d] needs a key_file", kind, i)
-		}
-		key, err := LoadPOTKey(c.KeyFile)
-		if err != nil {
-			return k, fmt.Errorf("%s: pot[%d]: %w", kind, i, err)
-		}
-		k.ids = append(k.ids, uint16(*c.Namespace))
-		k.keys = append(k.keys, key)
-	}
-	return k, nil
-}
-
 // transit is an IOAM transit node (RFC 9197 §4, RFC 9486): for every IOAM
 // option of a namespace it knows, it writes its node data into traces, folds
 // its POT share into the cumulative value, and exports DEX data. Options of
@@ -86,50 +29,6 @@ type transit struct {
 
 	cFilled, cOverflow, cUnknownNS, cNoIOAM, cPOT, cDEX, cGrown, cExtra, cExportDropped *stats.Counter
 	lastDropped                                                                         uint64
-}
-
-func newTransit(s *plugins.Setup) (plugins.Stage, error) {
-	var c transitConfig
-	if err := s.Config.Decode(&c); err != nil {
-		return nil, err
-	}
-	n, err := c.nodeConfig.build("ioam.transit", s)
-	if err != nil {
-		return nil, err
-	}
-	t := &transit{node: n, decHL: c.DecrementHopLimit}
-	if t.decHL {
-		if t.icmp, err = route.NewErrorSender(s); err != nil {
-			return nil, fmt.Errorf("ioam.transit: %w", err)
-		}
-	}
-	if t.pot, err = loadPOTKeys("ioam.transit", c.POT, &n.ns); err != nil {
-		return nil, err
-	}
-	if err := c.exportConfig.check("ioam.transit"); err != nil {
-		return nil, err
-	}
-	if c.Export {
-		ex, r := setupExport(s, &c.exportConfig)
-		t.exp = &exportState{ex: ex, ring: r}
-	}
-	if t.loop, err = c.loopbackConfig.build("ioam.transit", s); err != nil {
-		return nil, err
-	}
-	t.counters(s.Counters)
-	return t, nil
-}
-
-func (t *transit) counters(cs *stats.Set) {
-	t.cFilled = cs.New("filled", "trace options this node wrote its data into")
-	t.cOverflow = cs.New("overflow", "trace options without room for this node's data (O flag set)")
-	t.cUnknownNS = cs.New("unknown_namespace", "IOAM options of a namespace this node does not know, left untouched")
-	t.cNoIOAM = cs.New("no_ioam", "packets without IOAM options")
-	t.cPOT = cs.New("pot_updated", "POT options this node added its share to")
-	t.cDEX = cs.New("dex_exported", "DEX options exported as records")
-	t.cGrown = cs.New("incremental", "incremental traces this node inserted its data into")
-	t.cExtra = cs.New("extra_traces", "trace options beyond the first four of a packet, left untouched")
-	t.cExportDropped = cs.New("export_dropped", "records lost to a full export ring")
 }
 
 // Start starts the export.
@@ -421,14 +320,6 @@ func (t *transit) exportDEX(ctx *plugins.Context, p *packet.Packet, d []byte, s 
 	}
 	if t.exp.ring.Offer(r) {
 		t.cDEX.Inc()
-	}
-}
-
-// countDropped moves the ring's export_dropped into the stage counter.
-func (e *exportState) countDropped(c *stats.Counter, last *uint64) {
-	if n := e.ring.Dropped(); n != *last {
-		c.Add(n - *last)
-		*last = n
 	}
 }
 
