@@ -56,11 +56,14 @@ func (dc *decap) exporterOf() *exporter {
 	return dc.exp.ex
 }
 
-// Process reads and removes the IOAM data of every packet.
+// Process reads and removes the IOAM data of every packet: packets of the
+// remembered layout through quick, other packets with one pre-allocated
+// trace through fast, the rest through one, the general path.
 func (dc *decap) Process(ctx *plugins.Context, b *packet.Burst) {
 	dc.begin()
+	general := dc.general
 	for i := 0; i < b.N; i++ {
-		if p := b.H[i].P(); !dc.quick(ctx, p) {
+		if p := b.H[i].P(); general || !dc.quick(ctx, p) && !dc.fast(ctx, p) {
 			dc.one(ctx, p)
 		}
 	}
@@ -78,11 +81,7 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 			dc.cNoIOAM.Inc()
 			return
 		}
-		opt, hl := dc.layout.find(d, l3)
-		if opt != 0 && !p.LayersValid() && dc.fast(ctx, p, d, l3, opt, hl) {
-			return
-		}
-		if opt == 0 || !fastScan(d, l3, s) {
+		if dc.general || !dc.scanLayout(d, l3, s) {
 			if err := scanPacket(d, l3, s); err != nil {
 				p.Drop(dropReason(err))
 				return
@@ -209,13 +208,37 @@ func (dc *decap) owned(d []byte, s *scan) (o owned) {
 	return o
 }
 
-// fast handles the common case without a scan record: one pre-allocated
-// trace (fastTrace found and checked it at opt) of a known namespace, no
-// record to export, no copy to loop back. It reports false to leave the
-// packet to the general path.
-func (dc *decap) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt, hl int) bool {
+// scanLayout is scanPacket for a packet of fastTrace's layout. It reports
+// false, leaving s to scanPacket, for other packets.
+func (dc *decap) scanLayout(d []byte, l3 int, s *scan) bool {
+	opt, hl := dc.layout.find(d, l3)
+	if opt == 0 {
+		return false
+	}
+	fastScan(d, l3, opt, hl, s)
+	return true
+}
+
+// fast is one for a packet without a parse record whose Hop-by-Hop header
+// holds one pre-allocated trace option of a namespace this node knows, and
+// padding (fastTrace's layout), when there is no record to export and no
+// copy to loop back. It reports false, having changed nothing, to leave the
+// packet to one.
+func (dc *decap) fast(ctx *plugins.Context, p *packet.Packet) bool {
+	if p.LayersValid() || dc.wantRec {
+		return false
+	}
+	d := p.Data()
+	l3 := ipv6At14(p, d)
+	if l3 < 0 || d[l3+6] != packet.ProtocolHopByHop {
+		return false
+	}
+	opt, hl := dc.layout.find(d, l3)
+	if opt == 0 {
+		return false
+	}
 	tr := Trace(d[opt+OptionHeaderLen : opt+2+int(d[opt+1])])
-	if dc.wantRec || tr.Loopback() && dc.loop != nil {
+	if tr.Loopback() && dc.loop != nil {
 		return false
 	}
 	ns := dc.ns.lookup(binary.BigEndian.Uint16(tr))
@@ -292,7 +315,7 @@ func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, 
 	}
 	if outer {
 		n := packet.IPv6Len + hl
-		if removeHead(p, l3, n) || p.RemoveGap(l3, n) == nil {
+		if removeGap(p, l3, n, true) == nil {
 			dc.cStripped.Add(uint64(n))
 		}
 		return

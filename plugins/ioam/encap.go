@@ -120,7 +120,7 @@ func (e *encap) exporterOf() *exporter {
 func (e *encap) Process(ctx *plugins.Context, b *packet.Burst) {
 	e.begin()
 	var quick *profile
-	if len(e.defaults) == 1 && e.defaults[0].quick && !e.receiveLoop {
+	if len(e.defaults) == 1 && e.defaults[0].quick && !e.receiveLoop && !e.general {
 		quick = e.defaults[0]
 	}
 	for i := 0; i < b.N; i++ {
@@ -324,15 +324,12 @@ func (e *encap) encapsulate(ctx *plugins.Context, b *packet.Burst, i int, pr *pr
 	if valid {
 		old = *p.Layers()
 	}
-	gap, ok := insertHead(p, l3, n)
-	if !ok {
-		var err error
-		if gap, err = b.InsertGap(i, l3, n, ctx.Env); err != nil {
-			e.cNoRoom.Inc()
-			return
-		}
-		p = b.H[i].P()
+	gap, err := insertGap(b, i, l3, n, ctx.Env, !e.general)
+	if err != nil {
+		e.cNoRoom.Inc()
+		return
 	}
+	p = b.H[i].P()
 	d := p.Data()
 	hl := pr.writeOuter(gap, d[l3+n:], ipLen)
 	e.fill(ctx, p, pr, d, l3+packet.IPv6Len+4, l3+packet.IPv6Len+pr.hbhLen+4, hl)

@@ -45,30 +45,30 @@ func moveHead(d []byte, dst, src, n int) {
 	}
 }
 
-// insertHead opens n bytes after the first at bytes of p as InsertGap does
-// when it moves the head (the smaller side, into the headroom), with the
-// head moved in words. It reports false, touching nothing, for the cases it
-// leaves to InsertGap.
-func insertHead(p *packet.Packet, at, n int) ([]byte, bool) {
-	if at < 8 || at > maxWordHead || n < 0 || n > p.Headroom() || at > p.Len()-at {
-		return nil, false
+// insertGap is Burst.InsertGap. When InsertGap would move the head (the
+// smaller side) into the headroom, a head of up to maxWordHead bytes moves in
+// words, unless words is false (the general path).
+func insertGap(b *packet.Burst, i, at, n int, f packet.Freer, words bool) ([]byte, error) {
+	p := b.H[i].P()
+	if !words || at < 8 || at > maxWordHead || n < 0 || n > p.Headroom() || at > p.Len()-at {
+		return b.InsertGap(i, at, n, f)
 	}
 	if _, err := p.Prepend(n); err != nil {
-		return nil, false
+		return nil, err
 	}
 	d := p.Data()
 	moveHead(d, 0, n, at)
-	return d[at : at+n], true
+	return d[at : at+n], nil
 }
 
-// removeHead closes n bytes after the first at bytes of p as RemoveGap does
-// when it moves the head (the smaller side), with the head moved in words. It
-// reports false, touching nothing, for the cases it leaves to RemoveGap.
-func removeHead(p *packet.Packet, at, n int) bool {
+// removeGap is Packet.RemoveGap. When RemoveGap would move the head (the
+// smaller side), a head of up to maxWordHead bytes moves in words, unless
+// words is false (the general path).
+func removeGap(p *packet.Packet, at, n int, words bool) error {
 	d := p.Data()
-	if at < 8 || at > maxWordHead || n < 0 || at+n > len(d) || at > len(d)-at-n {
-		return false
+	if !words || at < 8 || at > maxWordHead || n < 0 || at+n > len(d) || at > len(d)-at-n {
+		return p.RemoveGap(at, n)
 	}
 	moveHead(d, n, 0, at)
-	return p.Adj(n) == nil
+	return p.Adj(n)
 }

@@ -274,7 +274,7 @@ func FuzzFastTrace(f *testing.F) {
 			t.Fatalf("fastTrace found %d/%d, scanPacket %+v", opt, hl, s)
 		}
 		var fs scan
-		if !fastScan(b, 14, &fs) || fs != s {
+		if fastScan(b, 14, opt, hl, &fs); fs != s {
 			t.Fatalf("fastScan %+v, scanPacket %+v", fs, s)
 		}
 	})

@@ -186,6 +186,10 @@ type node struct {
 	timeValid bool
 	clockNow  int64  // the clock read once per burst for transit delays
 	gen       uint64 // the burst: nodePlan.cur is valid for one
+	// general is a test hook: every packet takes the general path, none the
+	// fast ones (remembered layouts, images, word moves), so that tests can
+	// hold the two to the same results.
+	general bool
 }
 
 // begin forgets the per-burst readings: Process calls it first.
@@ -197,7 +201,7 @@ func (n *node) begin() { n.timeValid, n.clockNow, n.gen = false, 0, n.gen+1 }
 // other than the hop limit go through values and write. v is the stage's
 // scratch values.
 func (n *node) writeNode(ctx *plugins.Context, p *packet.Packet, pl *nodePlan, v *hopValues, dst []byte, hl uint8) {
-	if pl.perPacket || pl.size > curSize {
+	if pl.perPacket || pl.size > curSize || n.general {
 		n.values(ctx, p, v, hl, pl.traceType)
 		pl.write(dst, v)
 		return

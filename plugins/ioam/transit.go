@@ -54,11 +54,20 @@ func (t *transit) exporterOf() *exporter {
 }
 
 // Process fills this node's data into every packet's IOAM options: runs of
-// packets of the remembered layout through quickRun, the others through one.
+// packets of the remembered layout through quickRun, other packets with one
+// pre-allocated trace through fast, the rest through one, the general path.
 func (t *transit) Process(ctx *plugins.Context, b *packet.Burst) {
 	t.begin()
-	for i := t.quickRun(ctx, b, 0); i < b.N; i = t.quickRun(ctx, b, i+1) {
-		t.one(ctx, b, i)
+	if t.general {
+		for i := range b.N {
+			t.one(ctx, b, i)
+		}
+	} else {
+		for i := t.quickRun(ctx, b, 0); i < b.N; i = t.quickRun(ctx, b, i+1) {
+			if !t.fast(ctx, b.H[i].P()) {
+				t.one(ctx, b, i)
+			}
+		}
 	}
 	if t.exp != nil {
 		t.exp.countDropped(t.cExportDropped, &t.lastDropped)
@@ -84,10 +93,6 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	if !scanned {
 		if d[l3+6] != packet.ProtocolHopByHop {
 			t.cNoIOAM.Inc()
-			return
-		}
-		// The common case, one pre-allocated trace, without a scan record.
-		if opt, _ := t.layout.find(d, l3); opt != 0 && !p.LayersValid() && t.fast(ctx, p, d, l3, opt) {
 			return
 		}
 		if err := scanPacket(d, l3, s); err != nil {
@@ -174,14 +179,30 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	}
 }
 
-// fast fills this node's data into the one pre-allocated trace option at opt,
-// which fastTrace found and checked, of a packet one has applied the hop
-// limit rule to. It reports false for the cases it leaves to the general
-// path: a looped-back copy to send.
-func (t *transit) fast(ctx *plugins.Context, p *packet.Packet, d []byte, l3, opt int) bool {
+// fast is one for a packet without a parse record whose Hop-by-Hop header
+// holds one pre-allocated trace option and padding (fastTrace's layout). It
+// reports false, having changed nothing, for the packets it leaves to one:
+// other layouts, and a looped-back copy to send.
+func (t *transit) fast(ctx *plugins.Context, p *packet.Packet) bool {
+	d := p.Data()
+	if p.LayersValid() {
+		return false
+	}
+	l3 := ipv6At14(p, d)
+	if l3 < 0 || d[l3+6] != packet.ProtocolHopByHop {
+		return false
+	}
+	opt, _ := t.layout.find(d, l3)
+	if opt == 0 {
+		return false
+	}
 	tr := Trace(d[opt+OptionHeaderLen : opt+2+int(d[opt+1])])
 	if tr.Loopback() && t.loop != nil {
 		return false
+	}
+	if _, ok := t.hopLimit(d, l3); !ok {
+		t.expire(ctx, p)
+		return true
 	}
 	ns := t.ns.lookup(binary.BigEndian.Uint16(tr))
 	if ns == nil {

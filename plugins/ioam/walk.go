@@ -112,18 +112,14 @@ func fastTrace(d []byte, l3 int) (opt, hl int) {
 	return hbh + 4, hl
 }
 
-// fastScan is fastTrace filling s.
-func fastScan(d []byte, l3 int, s *scan) bool {
-	opt, hl := fastTrace(d, l3)
-	if opt == 0 {
-		return false
-	}
+// fastScan is scanPacket for a packet in which fastTrace found the trace
+// option at opt and a Hop-by-Hop header of hl bytes.
+func fastScan(d []byte, l3, opt, hl int, s *scan) {
 	hbh := l3 + packet.IPv6Len
 	s.l3, s.end, s.hbh, s.hbhLen = l3, hbh+int(binary.BigEndian.Uint16(d[l3+4:])), hbh, hl
 	s.dest, s.destLen, s.nTrace, s.trace[0] = 0, 0, 1, opt
 	s.pot, s.dex, s.e2e, s.extra = 0, 0, 0, 0
 	s.next, s.nextOff, s.hbhMore, s.dstMore = d[hbh], hbh+hl, false, false
-	return true
 }
 
 // scanPacket finds the IOAM options of the IPv6 packet at l3: in a Hop-by-Hop
