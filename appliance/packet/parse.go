@@ -46,7 +46,7 @@ const (
 // the first byte of data, and what the packet carries. An offset of 0 means the
 // header is absent. It is small and holds no pointers, so it lives in the
 // packet's Scratch area (Packet.Layers) and travels with the packet down the
-// chain; Scratch[LayersSize:] stays free for stages.
+// chain; Scratch[LayersSize:] stays free for stages, and a new parse clears it.
 type Layers struct {
 	Len uint32 // bytes parsed
 	End uint32 // offset one past the IP packet, by its length field
@@ -458,6 +458,9 @@ func (p *Packet) ParseLayers() (*Layers, error) {
 	if err := Parse(p.Data(), l); err != nil {
 		return l, err
 	}
+	// What stages left after a parse record is about that record's packet;
+	// a buffer keeps it from the packet it held before.
+	clear(p.Scratch[LayersSize:])
 	p.flags |= FlagLayers
 	return l, nil
 }

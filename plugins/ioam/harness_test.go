@@ -29,8 +29,14 @@ const testSec = testUnixBase/1e9 + 1
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
+	return newHarnessOf(t, 2048)
+}
+
+// newHarnessOf is newHarness with a pool of n buffers.
+func newHarnessOf(t testing.TB, n int) *harness {
+	t.Helper()
 	h := &harness{Harness: stagetest.NewHarness(t, testUnixBase)}
-	h.pool = h.NewPool("ioam-test", 2048, 2048)
+	h.pool = h.NewPool("ioam-test", n, 2048)
 	h.Ports = stagetest.Ports{
 		{ID: 0, Name: "eth0", MTU: 1500, Pool: h.pool},
 		{ID: 1, Name: "eth1", MTU: 1500, Pool: h.pool},
