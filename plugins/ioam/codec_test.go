@@ -193,6 +193,13 @@ func TestFillPrealloc(t *testing.T) {
 	tr := Trace(b)
 	tr.Encode(1, 0x800000, 0, 2)
 	v := &hopValues{hopLimit: 9}
+	fillPrealloc := func(tr Trace, pl *nodePlan, v *hopValues) bool {
+		off, ok := claimPrealloc(tr, pl.words)
+		if ok {
+			pl.write(tr[off:], v)
+		}
+		return ok
+	}
 	if !fillPrealloc(tr, &pl, v) || tr.RemainingLen() != 1 || !bytes.Equal(b[12:16], []byte{9, 0, 0, 5}) {
 		t.Fatalf("first fill: rem %d % x", tr.RemainingLen(), b)
 	}

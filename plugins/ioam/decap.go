@@ -25,7 +25,6 @@ type decap struct {
 	wantRec bool
 
 	scan   scan
-	vals   hopValues
 	rec    Record
 	ts     tsLayout
 	layout traceLayout
@@ -97,6 +96,7 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 		return // another domain's IOAM: not this node's to read or remove
 	}
 	dc.cDecap.Inc()
+	hl := d[s.l3+7]
 	// The first trace of a known namespace is the one recorded.
 	rec := -1
 	var recNS *nsState
@@ -121,20 +121,18 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 		if !dc.fill {
 			continue
 		}
-		pl := ns.plan(tr.TraceType(), dc.eg)
+		pl := dc.planOf(ns, tr)
 		if pl == nil {
-			tr.SetOverflow()
 			dc.cOverflow.Inc()
 			continue
 		}
-		dc.values(ctx, p, &dc.vals, d[s.l3+7], tr.TraceType())
 		if opt.IOAMType() == TypeIncrementalTrace {
 			if k == rec && !tr.Overflow() && tr.RemainingLen() >= pl.words {
 				recPlan = pl
 			}
 			continue
 		}
-		if !fillPrealloc(tr, pl, &dc.vals) {
+		if !dc.fillPrealloc(ctx, p, tr, pl, hl) {
 			dc.cOverflow.Inc()
 		}
 	}
@@ -248,8 +246,7 @@ func (dc *decap) fast(ctx *plugins.Context, p *packet.Packet) bool {
 	dc.cDecap.Inc()
 	var pl *nodePlan
 	if dc.fill {
-		if pl = ns.plan(tr.TraceType(), dc.eg); pl == nil {
-			tr.SetOverflow()
+		if pl = dc.planOf(ns, tr); pl == nil {
 			dc.cOverflow.Inc()
 		} else {
 			dc.layout.remember(ns, pl)
@@ -295,16 +292,10 @@ func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, 
 		// Without delays to record, data about to be removed with its header
 		// need not be written: only whether it had room counts.
 		removed := dc.remove && (outer || dc.mode != decapEncap) && dc.hops == nil && dc.e2e == nil
-		switch rem := tr.RemainingLen(); {
-		case tr.Overflow():
+		if off, ok := claimPrealloc(tr, pl.words); !ok {
 			dc.cOverflow.Inc()
-		case rem == 0 || rem < pl.words:
-			tr.SetOverflow()
-			dc.cOverflow.Inc()
-		case !removed:
-			rem -= pl.words
-			dc.writeNode(ctx, p, pl, &dc.vals, tr[TraceHeaderLen+rem*4:], d[l3+7])
-			tr.SetRemainingLen(rem)
+		} else if !removed {
+			dc.writeNode(ctx, p, pl, tr[off:], d[l3+7])
 		}
 	}
 	if dc.hops != nil || dc.e2e != nil {
@@ -348,7 +339,7 @@ func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *sca
 		}
 		n := 0
 		if own != nil {
-			own.write(r.Data[:], &dc.vals)
+			dc.writeNode(ctx, p, own, r.Data[:], d[s.l3+7])
 			n = own.size
 			r.RemLen -= uint8(own.words)
 		}

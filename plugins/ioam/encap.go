@@ -88,7 +88,6 @@ type encap struct {
 	exp           *exportState
 	rec           Record
 	scan          scan
-	vals          hopValues
 
 	cEncap, cInline, cGrown, cNoMatch, cRate, cNotIPv6, cNotLocal, cMTU, cNoRoom, cLoopRecv, cExportDropped *stats.Counter
 	lastDropped                                                                                             uint64
@@ -274,7 +273,7 @@ func (e *encap) quick(ctx *plugins.Context, p *packet.Packet, pr *profile) bool 
 	moveHead(d, 0, n, l3)
 	hl := pr.writeOuter(d[l3:l3+n], d[l3+n:], ipLen)
 	if pr.plan != nil {
-		e.writeNode(ctx, p, pr.plan, &e.vals, d[l3+packet.IPv6Len+4+pr.traceOff+pr.nodeAt:], hl)
+		e.writeNode(ctx, p, pr.plan, d[l3+packet.IPv6Len+4+pr.traceOff+pr.nodeAt:], hl)
 	}
 	pr.seq++
 	l := p.Layers()
@@ -393,7 +392,7 @@ func (e *encap) encapLayers(p *packet.Packet, d []byte, pr *profile, l3, n, ipLe
 // unused when the profile has none).
 func (e *encap) fill(ctx *plugins.Context, p *packet.Packet, pr *profile, d []byte, opts, e2e int, hopLimit uint8) {
 	if pr.plan != nil && opts >= 0 {
-		e.writeNode(ctx, p, pr.plan, &e.vals, d[opts+pr.traceOff+pr.nodeAt:], hopLimit)
+		e.writeNode(ctx, p, pr.plan, d[opts+pr.traceOff+pr.nodeAt:], hopLimit)
 	}
 	if pr.potKey != nil && opts >= 0 {
 		pot := POT(d[opts+pr.potOff+OptionHeaderLen:])

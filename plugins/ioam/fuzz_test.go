@@ -84,7 +84,10 @@ func FuzzTrace(f *testing.F) {
 			return
 		}
 		guard := append(append([]byte(nil), c...), 0xAA, 0xBB)
-		fillPrealloc(Trace(guard[:len(c)]), &pl, &hopValues{time: &hopTime{}})
+		tr = Trace(guard[:len(c)])
+		if off, ok := claimPrealloc(tr, pl.words); ok {
+			pl.write(tr[off:], &hopValues{time: &hopTime{}})
+		}
 		if guard[len(c)] != 0xAA || guard[len(c)+1] != 0xBB {
 			t.Fatal("fill wrote past the trace")
 		}

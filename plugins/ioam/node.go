@@ -185,7 +185,8 @@ type node struct {
 	time      hopTime
 	timeValid bool
 	clockNow  int64  // the clock read once per burst for transit delays
-	gen       uint64 // the burst: nodePlan.cur is valid for one
+	gen       uint64 // the burst, from 1: nodePlan.cur is valid for one
+	vals      hopValues
 	// general is a test hook: every packet takes the general path, none the
 	// fast ones (remembered layouts, images, word moves), so that tests can
 	// hold the two to the same results.
@@ -195,29 +196,44 @@ type node struct {
 // begin forgets the per-burst readings: Process calls it first.
 func (n *node) begin() { n.timeValid, n.clockNow, n.gen = false, 0, n.gen+1 }
 
-// writeNode writes this node's data of plan pl for p, with hop limit hl, into
-// dst: the plan's image with this burst's time and p's input port ids, built
-// once per burst and port, and the hop limit. Plans with per-packet fields
-// other than the hop limit go through values and write. v is the stage's
-// scratch values.
-func (n *node) writeNode(ctx *plugins.Context, p *packet.Packet, pl *nodePlan, v *hopValues, dst []byte, hl uint8) {
-	if pl.perPacket || pl.size > curSize || n.general {
-		n.values(ctx, p, v, hl, pl.traceType)
-		pl.write(dst, v)
+// writeNode writes this node's data of plan pl for p, with hop limit hl,
+// into dst. A plan whose only per-packet field is the hop limit writes from
+// cur: its data with this burst's time and p's input port ids, built once per
+// burst and port. The others go through values and write.
+func (n *node) writeNode(ctx *plugins.Context, p *packet.Packet, pl *nodePlan, dst []byte, hl uint8) {
+	if pl.cached(n.gen, p.InPort) {
+		pl.writeCur(dst, hl)
 		return
 	}
-	if pl.curGen != n.gen || pl.curGen == 0 || pl.curPort != p.InPort {
-		n.values(ctx, p, v, hl, pl.traceType)
-		pl.write(pl.cur[:], v)
-		pl.curGen, pl.curPort = n.gen, p.InPort
+	n.values(ctx, p, hl, pl.traceType)
+	if pl.perPacket || pl.size > curSize || n.general {
+		pl.write(dst, &n.vals)
+		return
 	}
-	copyNode(dst, pl.cur[:], pl.size)
-	if pl.hop >= 0 {
-		dst[pl.hop] = hl
+	pl.write(pl.cur[:], &n.vals)
+	pl.curGen, pl.curPort = n.gen, p.InPort
+	pl.writeCur(dst, hl)
+}
+
+// fillPrealloc writes this node's data of plan pl for p, with hop limit hl,
+// into the pre-allocated trace tr, and reports whether the trace had room
+// (claimPrealloc).
+func (n *node) fillPrealloc(ctx *plugins.Context, p *packet.Packet, tr Trace, pl *nodePlan, hl uint8) bool {
+	off, ok := claimPrealloc(tr, pl.words)
+	if ok {
+		n.writeNode(ctx, p, pl, tr[off:], hl)
 	}
-	if pl.hopW >= 0 {
-		dst[pl.hopW] = hl
+	return ok
+}
+
+// planOf is the plan of namespace ns for trace tr. Without one (the node's
+// data would not fit a trace) it sets the trace's O flag.
+func (n *node) planOf(ns *nsState, tr Trace) *nodePlan {
+	pl := ns.plan(tr.TraceType(), n.eg)
+	if pl == nil {
+		tr.SetOverflow()
 	}
+	return pl
 }
 
 // now sets the node time of this burst, once.
@@ -237,8 +253,9 @@ func (n *node) ingressIDs(port uint16) egressIDs {
 	return egressIDs{short: unavailable16, wide: unavailable32}
 }
 
-// values fills the per-packet fields of the node data for p.
-func (n *node) values(ctx *plugins.Context, p *packet.Packet, v *hopValues, hopLimit uint8, types uint32) {
+// values fills vals, the per-packet fields of the node data for p.
+func (n *node) values(ctx *plugins.Context, p *packet.Packet, hopLimit uint8, types uint32) {
+	v := &n.vals
 	ids := n.ingressIDs(p.InPort)
 	v.hopLimit, v.ingress, v.ingressW = hopLimit, ids.short, ids.wide
 	if types&(TraceTimestampSeconds|TraceTimestampFraction|TraceTransitDelay) != 0 {

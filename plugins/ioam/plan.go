@@ -186,30 +186,47 @@ func (pl *nodePlan) write(dst []byte, v *hopValues) {
 // call to memmove costs more than the copy.
 func copyNode(dst, src []byte, n int) {
 	dst, src = dst[:n], src[:n]
-	o := 0
-	for ; o+8 <= n; o += 8 {
-		binary.NativeEndian.PutUint64(dst[o:], binary.NativeEndian.Uint64(src[o:]))
+	for len(src) >= 8 {
+		binary.NativeEndian.PutUint64(dst, binary.NativeEndian.Uint64(src))
+		dst, src = dst[8:], src[8:]
 	}
-	if o < n {
-		binary.NativeEndian.PutUint32(dst[o:], binary.NativeEndian.Uint32(src[o:]))
+	if len(src) >= 4 {
+		binary.NativeEndian.PutUint32(dst, binary.NativeEndian.Uint32(src))
 	}
 }
 
-// fillPrealloc writes a node's data into a pre-allocated trace (RFC 9197
-// §4.4): into the words that end at RemainingLen, then lowers RemainingLen.
-// Without room it sets the O flag and writes nothing. It reports whether it
-// wrote.
-func fillPrealloc(tr Trace, pl *nodePlan, v *hopValues) bool {
+// claimPrealloc takes a node's words of a pre-allocated trace (RFC 9197
+// §4.4): the words that end at RemainingLen, which it lowers by them. Without
+// room it sets the O flag. It returns where the words start in tr, and
+// whether the node has them.
+func claimPrealloc(tr Trace, words int) (int, bool) {
+	_ = tr[TraceHeaderLen-1] // one bounds check for the header's fields
 	if tr.Overflow() {
-		return false
+		return 0, false
 	}
 	rem := tr.RemainingLen()
-	if rem == 0 || rem < pl.words {
+	if rem == 0 || rem < words {
 		tr.SetOverflow()
-		return false
+		return 0, false
 	}
-	off := TraceHeaderLen + (rem-pl.words)*4
-	pl.write(tr[off:], v)
-	tr.SetRemainingLen(rem - pl.words)
-	return true
+	rem -= words
+	tr.SetRemainingLen(rem)
+	return TraceHeaderLen + rem*4, true
+}
+
+// cached reports whether cur holds the plan's data for input port port in
+// burst gen (see node.writeNode).
+func (pl *nodePlan) cached(gen uint64, port uint16) bool {
+	return pl.curGen == gen && gen != 0 && pl.curPort == port
+}
+
+// writeCur writes cur into dst, with hop limit hl.
+func (pl *nodePlan) writeCur(dst []byte, hl uint8) {
+	copyNode(dst, pl.cur[:], pl.size)
+	if pl.hop >= 0 {
+		dst[pl.hop] = hl
+	}
+	if pl.hopW >= 0 {
+		dst[pl.hopW] = hl
+	}
 }

@@ -1,7 +1,6 @@
 package ioam
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/linerate/linerate/appliance/packet"
@@ -23,7 +22,6 @@ type transit struct {
 	loop  *loopback
 
 	scan   scan
-	vals   hopValues
 	rec    Record
 	layout traceLayout
 
@@ -86,7 +84,8 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 			return
 		}
 	}
-	if _, ok := t.hopLimit(d, l3); !ok {
+	hl, ok := t.hopLimit(d, l3)
+	if !ok {
 		t.expire(ctx, p)
 		return
 	}
@@ -123,24 +122,18 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 		if tr.Loopback() && loopNS < 0 {
 			loopNS = k
 		}
-		pl := ns.plan(tr.TraceType(), t.eg)
+		pl := t.planOf(ns, tr)
 		if pl == nil {
-			tr.SetOverflow()
 			t.cOverflow.Inc()
 			continue
 		}
-		t.values(ctx, p, &t.vals, d[s.l3+7], tr.TraceType())
 		if opt.IOAMType() == TypeIncrementalTrace {
 			if incr < 0 {
 				incr, incrPlan = o, pl
 			}
 			continue
 		}
-		if fillPrealloc(tr, pl, &t.vals) {
-			t.cFilled.Inc()
-		} else {
-			t.cOverflow.Inc()
-		}
+		t.fill(ctx, p, tr, pl, hl)
 	}
 	if s.pot != 0 {
 		pot := POT(Option(d[s.pot:]).Body())
@@ -152,12 +145,13 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	if s.dex != 0 && t.exp != nil {
 		dex := DEX(Option(d[s.dex:]).Body())
 		if t.ns.lookup(dex.NamespaceID()) != nil {
-			t.exportDEX(ctx, p, d, s, dex)
+			t.exportDEX(ctx, p, d, s, dex, hl)
 		}
 	}
 	if incr >= 0 {
-		switch err := growIncremental(b, i, s, incr, incrPlan, &t.vals, ctx.Env); err {
+		switch slot, err := growIncremental(b, i, s, incr, incrPlan, ctx.Env); err {
 		case nil:
+			t.writeNode(ctx, b.H[i].P(), incrPlan, slot, hl)
 			t.cGrown.Inc()
 			t.cFilled.Inc()
 			if loopNS >= 0 {
@@ -200,43 +194,42 @@ func (t *transit) fast(ctx *plugins.Context, p *packet.Packet) bool {
 	if tr.Loopback() && t.loop != nil {
 		return false
 	}
-	if _, ok := t.hopLimit(d, l3); !ok {
+	hl, ok := t.hopLimit(d, l3)
+	if !ok {
 		t.expire(ctx, p)
 		return true
 	}
-	ns := t.ns.lookup(binary.BigEndian.Uint16(tr))
+	ns := t.ns.lookup(tr.NamespaceID())
 	if ns == nil {
 		t.cUnknownNS.Inc()
 		return true
 	}
-	hl := d[l3+7] // lowered by one already, with decrement_hop_limit
-	tt := tr.TraceType()
-	pl := ns.plan(tt, t.eg)
+	pl := t.planOf(ns, tr)
 	if pl == nil {
-		tr.SetOverflow()
 		t.cOverflow.Inc()
 		return true
 	}
-	if tt&perBurst != 0 {
-		t.values(ctx, p, &t.vals, hl, tt)
-	} else {
-		ids := t.ingressIDs(p.InPort)
-		t.vals.hopLimit, t.vals.ingress, t.vals.ingressW = hl, ids.short, ids.wide
-	}
 	t.layout.remember(ns, pl)
-	if fillPrealloc(tr, pl, &t.vals) {
+	t.fill(ctx, p, tr, pl, hl)
+	return true
+}
+
+// fill writes this node's data into the pre-allocated trace tr, and counts
+// it.
+func (t *transit) fill(ctx *plugins.Context, p *packet.Packet, tr Trace, pl *nodePlan, hl uint8) {
+	if t.fillPrealloc(ctx, p, tr, pl, hl) {
 		t.cFilled.Inc()
 	} else {
 		t.cOverflow.Inc()
 	}
-	return true
 }
 
 // quickRun is fast for the packets of b from i on that have the remembered
-// layout, with its namespace and plan known and room for this node's data: it
-// makes the checks fastTrace would make of their lengths, then the fill,
-// with what a burst shares (the plan, its per-burst image, the counters) held
-// once. It returns the index of the first packet it leaves, unchanged, to one.
+// layout, its namespace and plan known: the checks fastTrace would make of
+// their lengths, then fast's work, with what a burst shares (the plan, its
+// per-burst image, the counters) held once. It returns the index of the first
+// packet it leaves, unchanged, to fast and one: another layout, or a copy to
+// loop back.
 func (t *transit) quickRun(ctx *plugins.Context, b *packet.Burst, i int) int {
 	m := &t.layout
 	if m.pl == nil || i >= b.N {
@@ -246,48 +239,38 @@ func (t *transit) quickRun(ctx *plugins.Context, b *packet.Burst, i int) int {
 	if pl == nil {
 		return i
 	}
-	const hbh = 14 + packet.IPv6Len
-	// A copy to loop back, or an overflow, goes to one to count or send.
-	flagMask := uint8(0x04)
-	if t.loop != nil {
-		flagMask = 0x06
-	}
-	image := !pl.perPacket && pl.size <= curSize
-	filled := 0
+	const at = 14 + packet.IPv6Len + 4 + OptionHeaderLen // the trace, in the layout
+	end := at + TraceHeaderLen + m.data
+	filled, overflow := 0, 0
 	for ; i < b.N; i++ {
 		p := b.H[i].P()
 		d := p.Data()
-		if len(d) < hbh+16 || d[12] != 0x86 || d[13] != 0xDD || d[14]>>4 != 6 || p.LayersValid() || !m.match(d, 14) {
+		if !untaggedIPv6(p, d) || !m.match(d, 14) {
 			break
 		}
-		h := (*[16]byte)(d[hbh:])
-		rem := int(h[11] & 0x7F)
-		if h[10]&flagMask != 0 || rem < pl.words || rem == 0 {
+		tr := Trace(d[at:end])
+		if tr.Loopback() && t.loop != nil {
 			break
 		}
 		hl, ok := t.hopLimit(d, 14)
 		if !ok {
-			break // expired: one drops it
+			t.expire(ctx, p)
+			continue
 		}
-		rem -= pl.words
-		dst := d[hbh+16+rem*4:]
-		if image && pl.curGen == t.gen && pl.curPort == p.InPort {
-			// writeNode's write of a current image, written out here: as a
-			// call (too big to inline) it costs ~1 ns a packet.
-			copyNode(dst, pl.cur[:], pl.size)
-			if pl.hop >= 0 {
-				dst[pl.hop] = hl
-			}
-			if pl.hopW >= 0 {
-				dst[pl.hopW] = hl
-			}
-		} else {
-			t.writeNode(ctx, p, pl, &t.vals, dst, hl)
+		off, ok := claimPrealloc(tr, pl.words)
+		switch {
+		case !ok:
+			overflow++
+			continue
+		case pl.cached(t.gen, p.InPort):
+			pl.writeCur(tr[off:], hl) // writeNode's common case, without the call
+		default:
+			t.writeNode(ctx, p, pl, tr[off:], hl)
 		}
-		h[11] = h[11]&0x80 | uint8(rem)
 		filled++
 	}
 	t.cFilled.Add(uint64(filled))
+	t.cOverflow.Add(uint64(overflow))
 	return i
 }
 
@@ -320,7 +303,7 @@ func (t *transit) expire(ctx *plugins.Context, p *packet.Packet) {
 
 // exportDEX offers a record of a DEX option: this node's data of the DEX
 // trace type (RFC 9326 §3) as the first and only hop.
-func (t *transit) exportDEX(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, dex DEX) {
+func (t *transit) exportDEX(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, dex DEX, hl uint8) {
 	r := &t.rec
 	*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleTransit, Lcore: uint8(ctx.Instance), Len: uint16(p.Len()), Have: HaveDEX}
 	r.setAddrs(d, s)
@@ -333,8 +316,7 @@ func (t *transit) exportDEX(ctx *plugins.Context, p *packet.Packet, d []byte, s 
 	}
 	if ns := t.ns.lookup(r.DEXNS); ns != nil {
 		if pl := ns.plan(r.DEXType, t.eg); pl != nil {
-			t.values(ctx, p, &t.vals, d[s.l3+7], r.DEXType)
-			pl.write(r.Data[:], &t.vals)
+			t.writeNode(ctx, p, pl, r.Data[:], hl)
 			r.Have |= HaveTrace
 			r.TraceNS, r.TraceType, r.NodeLen, r.DataLen, r.Format = r.DEXNS, r.DEXType, uint8(NodeLen(r.DEXType)), uint8(pl.size), ns.Timestamp
 		}
@@ -344,30 +326,26 @@ func (t *transit) exportDEX(ctx *plugins.Context, p *packet.Packet, d []byte, s 
 	}
 }
 
-// perBurst are the trace fields whose values take more than the packet's own
-// fields: the clock, the tx buffer, the pool.
-const perBurst = TraceTimestampSeconds | TraceTimestampFraction | TraceTransitDelay | TraceQueueDepth | TraceBufferOccupancy
-
 // errOverflow: the trace had no room; the O flag is set.
 var errOverflow = fmt.Errorf("ioam: overflow")
 
-// growIncremental inserts the node data of pl right after the header of the
-// incremental trace option at off (RFC 9197 §4.4): the option, its options
-// header and the IPv6 payload grow, the header keeping its 8-byte multiple by
-// absorbing or adding trailing padding.
-func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, v *hopValues, f packet.Freer) error {
+// growIncremental opens room for the node data of pl right after the header
+// of the incremental trace option at off (RFC 9197 §4.4), and returns it: the
+// option, its options header and the IPv6 payload grow, the header keeping
+// its 8-byte multiple by absorbing or adding trailing padding.
+func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, f packet.Freer) ([]byte, error) {
 	p := b.H[i].P()
 	d := p.Data()
 	opt := Option(d[off:])
 	tr := Trace(opt.Body())
 	if tr.Overflow() {
-		return errOverflow
+		return nil, errOverflow
 	}
 	rem := tr.RemainingLen()
 	need := pl.size
 	if rem < pl.words || int(opt.OptDataLen())+need > 255 || len(tr)-TraceHeaderLen+need > MaxTraceData {
 		tr.SetOverflow()
-		return errOverflow
+		return nil, errOverflow
 	}
 	hdr := s.hbh
 	old := s.hbhLen
@@ -375,7 +353,7 @@ func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, v *
 	newLen := max((end+need+7)&^7, old)
 	if newLen > maxOptionsHeader {
 		tr.SetOverflow()
-		return errOverflow
+		return nil, errOverflow
 	}
 	gap := newLen - old
 	ins := off + OptionHeaderLen + TraceHeaderLen
@@ -384,7 +362,7 @@ func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, v *
 	if gap > 0 {
 		if _, err := b.InsertGap(i, ins, gap, f); err != nil {
 			tr.SetOverflow()
-			return errOverflow
+			return nil, errOverflow
 		}
 		p = b.H[i].P()
 		d = p.Data()
@@ -392,19 +370,17 @@ func growIncremental(b *packet.Burst, i int, s *scan, off int, pl *nodePlan, v *
 	// What followed the insertion point, up to the end of the options, moves
 	// to ins+need; the trailing padding takes up the difference.
 	copy(d[ins+need:hdr+end+need], d[ins+gap:hdr+end+gap])
-	pl.write(d[ins:], v)
 	putPad(d[hdr+end+need : hdr+newLen])
 	d[hdr+1] = uint8(newLen/8 - 1)
 	opt = Option(d[off:])
 	opt[1] += uint8(need)
 	Trace(opt.Body()).SetRemainingLen(rem - pl.words)
 	if gap > 0 {
-		pl := binary.BigEndian.Uint16(d[s.l3+4:])
-		binary.BigEndian.PutUint16(d[s.l3+4:], pl+uint16(gap))
+		addPayloadLength(d, s.l3, gap)
 		if valid {
 			shiftLayers(p.Layers(), ins, gap)
 			p.SetFlag(packet.FlagLayers)
 		}
 	}
-	return nil
+	return d[ins : ins+need], nil
 }

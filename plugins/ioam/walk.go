@@ -257,10 +257,16 @@ func scanHeader(d []byte, l3, off int, s *scan, dest bool) (n int, more bool, ne
 	return n, more, next, nil
 }
 
-// ipv6At14 is ipv6At for the untagged Ethernet frame without a parse record,
-// the usual case, in one check; anything else goes to ipv6At.
+// untaggedIPv6 reports whether d, without a parse record, is an untagged
+// Ethernet frame of IPv6: the usual case, the IPv6 header at 14.
+func untaggedIPv6(p *packet.Packet, d []byte) bool {
+	return len(d) >= 14+packet.IPv6Len && d[12] == 0x86 && d[13] == 0xDD && d[14]>>4 == 6 && !p.LayersValid()
+}
+
+// ipv6At14 is ipv6At for the usual case in one check; anything else goes to
+// ipv6At.
 func ipv6At14(p *packet.Packet, d []byte) int {
-	if len(d) >= 14+packet.IPv6Len && d[12] == 0x86 && d[13] == 0xDD && d[14]>>4 == 6 && !p.LayersValid() {
+	if untaggedIPv6(p, d) {
 		return 14
 	}
 	return ipv6At(p, d)
