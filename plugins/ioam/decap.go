@@ -162,10 +162,7 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 			dc.cExported.Inc()
 		}
 	} else if rec >= 0 && (dc.hops != nil || dc.e2e != nil) {
-		tr := Trace(Option(d[s.trace[rec]:]).Body())
-		if data := tr.Data(); tr.RemainingLen()*4 <= len(data) {
-			dc.delays(tr.TraceType(), data[tr.RemainingLen()*4:], recNS.Timestamp)
-		}
+		dc.traceDelays(Trace(Option(d[s.trace[rec]:]).Body()), recNS.Timestamp)
 	}
 	if loopNS >= 0 && dc.loop != nil {
 		dc.loop.send(ctx, p, s, loopNS)
@@ -265,7 +262,7 @@ func (dc *decap) quick(ctx *plugins.Context, p *packet.Packet) bool {
 		return false
 	}
 	d := p.Data()
-	if len(d) < 14+packet.IPv6Len || d[12] != 0x86 || d[13] != 0xDD || d[14]>>4 != 6 || p.LayersValid() || !m.match(d, 14) {
+	if !untaggedIPv6(p, d) || !m.match(d, 14) {
 		return false
 	}
 	ns, pl := m.known()
@@ -283,11 +280,11 @@ func (dc *decap) quick(ctx *plugins.Context, p *packet.Packet) bool {
 }
 
 // fastRest is the rest of fast: this node's data into tr (pl nil: none),
-// the delays, and the removal of the Hop-by-Hop header of length hl.
-func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, hl int, tr Trace, ns *nsState, pl *nodePlan) {
+// the delays, and the removal of the Hop-by-Hop header of hbhLen bytes, which
+// holds nothing but tr and padding.
+func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, hbhLen int, tr Trace, ns *nsState, pl *nodePlan) {
 	hbh := l3 + packet.IPv6Len
-	end := hbh + int(binary.BigEndian.Uint16(d[l3+4:]))
-	outer := d[hbh] == packet.ProtocolIPv6 && dc.mode != decapInline && hbh+hl+packet.IPv6Len <= end
+	outer := dc.stripsOuter(d[hbh], hbh+hbhLen, hbh+int(binary.BigEndian.Uint16(d[l3+4:])))
 	if pl != nil {
 		// Without delays to record, data about to be removed with its header
 		// need not be written: only whether it had room counts.
@@ -299,25 +296,14 @@ func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, 
 		}
 	}
 	if dc.hops != nil || dc.e2e != nil {
-		dc.delays(tr.TraceType(), tr.Data()[tr.RemainingLen()*4:], ns.Timestamp)
+		dc.traceDelays(tr, ns.Timestamp)
 	}
-	if !dc.remove {
-		return
-	}
-	if outer {
-		n := packet.IPv6Len + hl
-		if removeGap(p, l3, n, true) == nil {
-			dc.cStripped.Add(uint64(n))
-		}
-		return
-	}
-	if dc.mode == decapEncap {
-		return
-	}
-	d[l3+6] = d[hbh]
-	if p.RemoveGap(hbh, hl) == nil {
-		addPayloadLength(p.Data(), l3, -hl)
-		dc.cStripped.Add(uint64(hl))
+	switch {
+	case !dc.remove:
+	case outer:
+		dc.removeOuter(p, l3, packet.IPv6Len+hbhLen)
+	case dc.mode != decapEncap:
+		dc.removed(p, l3, removeHeader(p, l3+6, hbh, hbhLen))
 	}
 }
 
@@ -372,17 +358,14 @@ func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *sca
 // encapsulated packet, or its IOAM options of the namespaces it knows (the
 // whole options header when nothing else is in it).
 func (dc *decap) strip(p *packet.Packet, s *scan) {
-	d := p.Data()
-	if s.next == packet.ProtocolIPv6 && dc.mode != decapInline && s.nextOff+packet.IPv6Len <= s.end {
-		n := s.nextOff - s.l3
-		if p.RemoveGap(s.l3, n) == nil {
-			dc.cStripped.Add(uint64(n))
-		}
+	if dc.stripsOuter(s.next, s.nextOff, s.end) {
+		dc.removeOuter(p, s.l3, s.nextOff-s.l3)
 		return
 	}
 	if dc.mode == decapEncap {
 		return
 	}
+	d := p.Data()
 	removed := 0
 	// The Destination Options header first: it lies after the Hop-by-Hop
 	// header, so removing it moves nothing the second step needs.
@@ -392,10 +375,7 @@ func (dc *decap) strip(p *packet.Packet, s *scan) {
 			if s.hbh != 0 {
 				prev = s.hbh
 			}
-			d[prev] = d[s.dest]
-			if p.RemoveGap(s.dest, s.destLen) == nil {
-				removed += s.destLen
-			}
+			removed += removeHeader(p, prev, s.dest, s.destLen)
 		} else if n, err := stripHeader(p, s.dest, &dc.ns); err == nil {
 			removed += n
 		}
@@ -403,17 +383,35 @@ func (dc *decap) strip(p *packet.Packet, s *scan) {
 	}
 	if s.hbh != 0 && (s.nTrace > 0 || s.pot != 0 || s.dex != 0) {
 		if onlyOwn(d[s.hbh:s.hbh+s.hbhLen], &dc.ns) {
-			d[s.l3+6] = d[s.hbh]
-			if p.RemoveGap(s.hbh, s.hbhLen) == nil {
-				removed += s.hbhLen
-			}
+			removed += removeHeader(p, s.l3+6, s.hbh, s.hbhLen)
 		} else if n, err := stripHeader(p, s.hbh, &dc.ns); err == nil {
 			removed += n
 		}
 	}
-	if removed > 0 {
-		d = p.Data()
-		addPayloadLength(d, s.l3, -removed)
-		dc.cStripped.Add(uint64(removed))
+	dc.removed(p, s.l3, removed)
+}
+
+// stripsOuter reports whether strip takes off the outer header of an IPv6
+// packet that ends at end, whose options headers end at nextOff with next
+// header next: an IPv6-in-IPv6 packet, in a mode that removes the outer
+// header.
+func (dc *decap) stripsOuter(next uint8, nextOff, end int) bool {
+	return next == packet.ProtocolIPv6 && dc.mode != decapInline && nextOff+packet.IPv6Len <= end
+}
+
+// removeOuter removes the n bytes of the outer IPv6 header at l3 and its
+// options headers, and counts them.
+func (dc *decap) removeOuter(p *packet.Packet, l3, n int) {
+	if removeGap(p, l3, n, !dc.general) == nil {
+		dc.cStripped.Add(uint64(n))
+	}
+}
+
+// removed lowers the payload length of the IPv6 header at l3 by the n bytes
+// of options headers removed after it, and counts them.
+func (dc *decap) removed(p *packet.Packet, l3, n int) {
+	if n > 0 {
+		addPayloadLength(p.Data(), l3, -n)
+		dc.cStripped.Add(uint64(n))
 	}
 }

@@ -214,6 +214,18 @@ func stripHeader(p *packet.Packet, off int, ns *nsTable) (int, error) {
 	return removed, nil
 }
 
+// removeHeader removes the options header of n bytes at off from p, giving
+// its next header to the field at prev (the IPv6 header's, or the header's
+// before it), and returns the bytes removed.
+func removeHeader(p *packet.Packet, prev, off, n int) int {
+	d := p.Data()
+	d[prev] = d[off]
+	if p.RemoveGap(off, n) != nil {
+		return 0
+	}
+	return n
+}
+
 // addPayloadLength adds n to the IPv6 payload length of the header at l3.
 func addPayloadLength(d []byte, l3, n int) {
 	pl := binary.BigEndian.Uint16(d[l3+4:])
