@@ -41,6 +41,7 @@ type profile struct {
 	trace     *nsState
 	plan      *nodePlan // the encapsulating node's own data; nil: none
 	nodeAt    int       // its offset in the trace option
+	nodeOff   int       // and in the HbH option block
 	traceType uint32
 	incr      bool
 
@@ -51,15 +52,22 @@ type profile struct {
 	seq     uint64
 
 	dexExt uint8
+	// fields: the profile has POT, a DEX sequence number or E2E, fields of
+	// its own to write per packet (fillFields).
+	fields bool
 
 	cInserted *stats.Counter
 
-	// quick: the profile is one quick encapsulates with (see encap.quick),
+	// hbhOnly: the options are all in the Hop-by-Hop header, where the IOAM
+	// scratch can say where they are.
+	hbhOnly bool
+	// quick: the profile is one encap.quick encapsulates with (see setQuick),
 	// and these are the parse record and scratch of its output for an
-	// untagged frame, but for the lengths.
-	quick   bool
-	layers  packet.Layers
-	scratch scratch
+	// untagged frame, but for the lengths and the window: encapRecord(14)
+	// and encapScratch(14).
+	quick     bool
+	layers14  packet.Layers
+	scratch14 scratch
 }
 
 // lpmEntry is one destination prefix of a profile; the table is sorted
@@ -248,48 +256,40 @@ func (e *encap) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	e.inline(ctx, b, i, pr, l3, ipLen)
 }
 
-// quick is encapsulate with profile pr, the only one (see setQuick), for an
-// untagged IPv6 frame with headroom for the outer headers: one gives it the
-// same bytes, parse record and scratch, through more general steps. It
-// reports false, having changed nothing, to leave the packet to one.
+// quick is encapsulate for profile pr, the only one (see setQuick), and an
+// untagged frame without a parse record whose head moves in words: one
+// gives it the same bytes, parse record and scratch, by more general steps.
+// It reports false, having changed nothing, to leave the packet to one.
 func (e *encap) quick(ctx *plugins.Context, p *packet.Packet, pr *profile) bool {
 	const l3 = 14
 	d := p.Data()
-	if len(d) < l3+packet.IPv6Len || d[12] != 0x86 || d[13] != 0xDD || d[l3]>>4 != 6 || p.LayersValid() ||
-		pr.mode == modeAuto && p.Flags()&packet.FlagLocal != 0 {
+	if !untaggedIPv6(p, d) || pr.mode == modeAuto && p.Flags()&packet.FlagLocal != 0 {
 		return false
 	}
-	ipLen := packet.IPv6Len + (int(d[l3+4])<<8 | int(d[l3+5]))
+	ipLen := packet.IPv6Len + int(binary.BigEndian.Uint16(d[l3+4:]))
 	n := len(pr.tmplEncap)
-	if l3+ipLen > len(d) || ipLen+n > 0xFFFF+packet.IPv6Len || (e.mtu > 0 && ipLen+n > e.mtu) ||
-		n > p.Headroom() || l3 > len(d)-l3 {
+	if l3+ipLen > len(d) || !e.fits(ipLen, n) || !wordHead(p, l3, n) {
 		return false
 	}
-	if _, err := p.Prepend(n); err != nil {
-		return false
-	}
+	_, _ = p.Prepend(n)
 	d = p.Data()
-	// InsertGap's move of the smaller side, the head, then the template.
 	moveHead(d, 0, n, l3)
 	hl := pr.writeOuter(d[l3:l3+n], d[l3+n:], ipLen)
 	if pr.plan != nil {
-		e.writeNode(ctx, p, pr.plan, d[l3+packet.IPv6Len+4+pr.traceOff+pr.nodeAt:], hl)
+		e.writeNode(ctx, p, pr.plan, d[l3+packet.IPv6Len+4+pr.nodeOff:], hl)
 	}
-	pr.seq++
 	l := p.Layers()
-	*l = pr.layers
-	end := l3 + n + ipLen
-	l.Len, l.End = uint32(len(d)), uint32(end)
-	if end < len(d) {
-		l.Flags |= packet.FlagTrailer
-	}
-	p.SetFlag(packet.FlagLayers)
-	c := scratchOf(p)
-	*c = pr.scratch
-	c.winOff, c.winLen = uint16(p.Offset()), uint16(p.Len())
+	*l = pr.layers14
+	pr.finishRecord(p, d, l, l3, ipLen, &pr.scratch14)
 	e.cEncap.Inc()
 	pr.cInserted.Inc()
 	return true
+}
+
+// fits reports whether an IPv6 packet of ipLen bytes, grown by n, still fits
+// the payload length field and the egress MTU.
+func (e *encap) fits(ipLen, n int) bool {
+	return ipLen+n <= 0xFFFF+packet.IPv6Len && (e.mtu == 0 || ipLen+n <= e.mtu)
 }
 
 // writeOuter writes the outer IPv6 header and options into gap, in front of
@@ -310,54 +310,75 @@ func (pr *profile) writeOuter(gap, inner []byte, ipLen int) uint8 {
 
 // encapsulate puts the packet in an outer IPv6 header with the profile's
 // options: the kernel's ip6ip6 encapsulation (ioam6_do_encap), the outer
-// header a copy of the inner one but for the addresses and next header.
+// header a copy of the inner one but for the addresses and next header. It
+// writes the packet's Layers record and IOAM scratch from what it knows,
+// without a parse: the engine's own parse would find the outer header, its
+// options headers, and IPv6 as the upper layer.
 func (e *encap) encapsulate(ctx *plugins.Context, b *packet.Burst, i int, pr *profile, l3, ipLen int) {
 	n := len(pr.tmplEncap)
-	if ipLen+n > 0xFFFF+packet.IPv6Len || (e.mtu > 0 && ipLen+n > e.mtu) {
+	if !e.fits(ipLen, n) {
 		e.cMTU.Inc()
 		return
 	}
 	p := b.H[i].P()
-	valid := p.LayersValid()
-	var old packet.Layers
-	if valid {
-		old = *p.Layers()
+	valid := p.LayersValid() // the record stays in Scratch, a copy's too, once the window moves
+	var gap []byte
+	if !e.general && wordHead(p, l3, n) {
+		_, _ = p.Prepend(n)
+		d := p.Data()
+		moveHead(d, 0, n, l3)
+		gap = d[l3 : l3+n]
+	} else {
+		var err error
+		if gap, err = b.InsertGap(i, l3, n, ctx.Env); err != nil {
+			e.cNoRoom.Inc()
+			return
+		}
+		p = b.H[i].P()
 	}
-	gap, err := insertGap(b, i, l3, n, ctx.Env, !e.general)
-	if err != nil {
-		e.cNoRoom.Inc()
-		return
-	}
-	p = b.H[i].P()
 	d := p.Data()
 	hl := pr.writeOuter(gap, d[l3+n:], ipLen)
 	e.fill(ctx, p, pr, d, l3+packet.IPv6Len+4, l3+packet.IPv6Len+pr.hbhLen+4, hl)
-	e.encapLayers(p, d, pr, l3, n, ipLen, valid, &old)
-	e.cEncap.Inc()
-	pr.cInserted.Inc()
-}
-
-// encapLayers writes the Layers record and the scratch of an encapsulated
-// packet from what encap knows, without a parse: the engine's own parse would
-// find the outer header, its options headers, and IPv6 as the upper layer.
-func (e *encap) encapLayers(p *packet.Packet, d []byte, pr *profile, l3, n, ipLen int, valid bool, old *packet.Layers) {
 	l := p.Layers()
 	if valid {
-		*l = packet.Layers{EtherType: old.EtherType, VLAN: old.VLAN, VLANs: old.VLANs}
+		et, tags, vlans := l.EtherType, l.VLAN, l.VLANs
+		*l = pr.encapRecord(l3)
+		l.EtherType, l.VLAN, l.VLANs = et, tags, vlans
 	} else {
-		*l = packet.Layers{EtherType: packet.EtherTypeIPv6}
+		*l = pr.encapRecord(l3)
 		for v := 0; v < (l3-14)/4 && v < packet.MaxVLANTags; v++ {
 			l.VLAN[v] = binary.BigEndian.Uint16(d[14+4*v:])
 			l.VLANs++
 		}
 	}
-	end := l3 + n + ipLen
+	c := pr.encapScratch(l3)
+	pr.finishRecord(p, d, l, l3, ipLen, &c)
+	e.cEncap.Inc()
+	pr.cInserted.Inc()
+}
+
+// finishRecord completes the Layers record l of a packet encapsulated at l3
+// into d, whose link layer and headers the caller wrote, with its lengths,
+// and gives the packet its IOAM scratch, c with the window.
+func (pr *profile) finishRecord(p *packet.Packet, d []byte, l *packet.Layers, l3, ipLen int, c *scratch) {
+	end := l3 + len(pr.tmplEncap) + ipLen
 	l.Len, l.End = uint32(len(d)), uint32(end)
-	l.L3, l.IPVersion = uint16(l3), 6
-	l.Flags = packet.FlagIPv6
 	if end < len(d) {
 		l.Flags |= packet.FlagTrailer
 	}
+	p.SetFlag(packet.FlagLayers)
+	if pr.hbhOnly {
+		sc := scratchOf(p)
+		*sc = *c
+		sc.winOff, sc.winLen = uint16(p.Offset()), uint16(p.Len())
+	}
+}
+
+// encapRecord is the Layers record of a packet encapsulated at l3, but for
+// the link layer's tags and the lengths.
+func (pr *profile) encapRecord(l3 int) packet.Layers {
+	l := packet.Layers{EtherType: packet.EtherTypeIPv6, L3: uint16(l3), IPVersion: 6, Flags: packet.FlagIPv6,
+		L4: uint16(l3 + len(pr.tmplEncap)), Proto: packet.ProtocolIPv6}
 	hbh := l3 + packet.IPv6Len
 	if pr.hbhLen > 0 {
 		l.HopByHop = uint16(hbh)
@@ -369,31 +390,42 @@ func (e *encap) encapLayers(p *packet.Packet, d []byte, pr *profile, l3, n, ipLe
 		l.DestOpts2 = uint16(hbh + pr.hbhLen)
 		l.NumExt++
 	}
-	l.L4, l.Proto = uint16(l3+n), packet.ProtocolIPv6
-	p.SetFlag(packet.FlagLayers)
-	if pr.hbhLen > 0 && pr.destLen == 0 {
-		c := scratchOf(p)
-		opts := hbh + 4
-		*c = scratch{magic: scratchMagic, hbh: uint16(hbh), winOff: uint16(p.Offset()), winLen: uint16(p.Len())}
-		if pr.traceOff >= 0 {
-			c.traces, c.trace = 1, uint16(opts+pr.traceOff)
-		}
-		if pr.potOff >= 0 {
-			c.pot = uint16(opts + pr.potOff)
-		}
-		if pr.dexOff >= 0 {
-			c.dex = uint16(opts + pr.dexOff)
-		}
+	return l
+}
+
+// encapScratch is the IOAM scratch of a packet encapsulated at l3, but for
+// the window, when its options are all in the Hop-by-Hop header.
+func (pr *profile) encapScratch(l3 int) scratch {
+	hbh := l3 + packet.IPv6Len
+	opts := hbh + 4
+	c := scratch{magic: scratchMagic, hbh: uint16(hbh)}
+	if pr.traceOff >= 0 {
+		c.traces, c.trace = 1, uint16(opts+pr.traceOff)
+	}
+	if pr.potOff >= 0 {
+		c.pot = uint16(opts + pr.potOff)
+	}
+	if pr.dexOff >= 0 {
+		c.dex = uint16(opts + pr.dexOff)
+	}
+	return c
+}
+
+// fill writes the per-packet fields of the profile's options: the node's
+// own data and fillFields'. opts is the offset of the HbH option block in d,
+// e2e that of the E2E block (-1 or unused when the profile has none).
+func (e *encap) fill(ctx *plugins.Context, p *packet.Packet, pr *profile, d []byte, opts, e2e int, hopLimit uint8) {
+	if pr.plan != nil && opts >= 0 {
+		e.writeNode(ctx, p, pr.plan, d[opts+pr.nodeOff:], hopLimit)
+	}
+	if pr.fields {
+		e.fillFields(ctx, pr, d, opts, e2e)
 	}
 }
 
-// fill writes the per-packet fields of the profile's options: opts is the
-// offset of the HbH option block in d, e2e that of the E2E block (-1 or
-// unused when the profile has none).
-func (e *encap) fill(ctx *plugins.Context, p *packet.Packet, pr *profile, d []byte, opts, e2e int, hopLimit uint8) {
-	if pr.plan != nil && opts >= 0 {
-		e.writeNode(ctx, p, pr.plan, d[opts+pr.traceOff+pr.nodeAt:], hopLimit)
-	}
+// fillFields writes the POT random and first cumulative value, the DEX
+// sequence number and the E2E data of a profile that has them.
+func (e *encap) fillFields(ctx *plugins.Context, pr *profile, d []byte, opts, e2e int) {
 	if pr.potKey != nil && opts >= 0 {
 		pot := POT(d[opts+pr.potOff+OptionHeaderLen:])
 		r := pr.potKey.Random(e.rng)

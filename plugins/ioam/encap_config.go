@@ -429,31 +429,20 @@ func (e *encap) buildProfile(s *plugins.Setup, c *encapConfig, pc *profileConfig
 		packet.IPv6(pr.tmplEncap).Encode(&packet.IPv6Fields{NextHeader: first, HopLimit: 64, Src: src.As16(), Dst: dst.As16()})
 		copy(pr.tmplEncap[packet.IPv6Len:], pr.tmplInline)
 	}
+	pr.fields = pr.potKey != nil || pr.dexExt&DEXSequence != 0 || pr.e2eType != 0
+	pr.hbhOnly = pr.hbhLen > 0 && pr.destLen == 0
+	pr.nodeOff = pr.traceOff + pr.nodeAt
 	pr.cInserted = s.Counters.New("profile_"+sanitize(pc.Name), "packets profile "+pc.Name+" gave IOAM")
 	return pr, nil
 }
 
 // setQuick marks the profile for encap.quick when it fits: every packet,
-// IPv6-in-IPv6 (or auto), a Hop-by-Hop header alone, and no per-packet field
-// but the node data.
+// IPv6-in-IPv6 (or auto), and no per-packet field but the node data.
 func (pr *profile) setQuick() {
-	if pr.src != nil || pr.needL4 || pr.k != 1 || pr.n != 1 || pr.mode == modeInline || pr.hbhLen == 0 || pr.destLen != 0 ||
-		pr.potKey != nil || pr.dexExt&DEXSequence != 0 || pr.e2eType != 0 || len(pr.tmplEncap) > 0xFFFF {
+	if pr.src != nil || pr.needL4 || pr.k != 1 || pr.n != 1 || pr.mode == modeInline || pr.fields {
 		return
 	}
-	const l3 = 14
-	hbh := l3 + packet.IPv6Len
-	n := len(pr.tmplEncap)
-	pr.layers = packet.Layers{EtherType: packet.EtherTypeIPv6, L3: l3, IPVersion: 6, Flags: packet.FlagIPv6,
-		HopByHop: uint16(hbh), NumExt: 1, L4: uint16(l3 + n), Proto: packet.ProtocolIPv6}
-	pr.scratch = scratch{magic: scratchMagic, hbh: uint16(hbh)}
-	opts := hbh + 4
-	if pr.traceOff >= 0 {
-		pr.scratch.traces, pr.scratch.trace = 1, uint16(opts+pr.traceOff)
-	}
-	if pr.dexOff >= 0 {
-		pr.scratch.dex = uint16(opts + pr.dexOff)
-	}
+	pr.layers14, pr.scratch14 = pr.encapRecord(14), pr.encapScratch(14)
 	pr.quick = true
 }
 

@@ -15,7 +15,7 @@ func (e *encap) inline(ctx *plugins.Context, b *packet.Burst, i int, pr *profile
 	hl := d[l3+7]
 	if !hasHbH {
 		n := len(pr.tmplInline)
-		if ipLen+n > 0xFFFF+packet.IPv6Len || (e.mtu > 0 && ipLen+n > e.mtu) {
+		if !e.fits(ipLen, n) {
 			e.cMTU.Inc()
 			return
 		}
@@ -71,7 +71,7 @@ func (e *encap) inline(ctx *plugins.Context, b *packet.Burst, i int, pr *profile
 			return
 		}
 	}
-	if ipLen+len(pr.opts)+8+pr.destLen > 0xFFFF+packet.IPv6Len || (e.mtu > 0 && ipLen+len(pr.opts)+8+pr.destLen > e.mtu) {
+	if !e.fits(ipLen, len(pr.opts)+8+pr.destLen) {
 		e.cMTU.Inc()
 		return
 	}

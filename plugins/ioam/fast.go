@@ -45,20 +45,12 @@ func moveHead(d []byte, dst, src, n int) {
 	}
 }
 
-// insertGap is Burst.InsertGap. When InsertGap would move the head (the
-// smaller side) into the headroom, a head of up to maxWordHead bytes moves in
-// words, unless words is false (the general path).
-func insertGap(b *packet.Burst, i, at, n int, f packet.Freer, words bool) ([]byte, error) {
-	p := b.H[i].P()
-	if !words || at < 8 || at > maxWordHead || n < 0 || n > p.Headroom() || at > p.Len()-at {
-		return b.InsertGap(i, at, n, f)
-	}
-	if _, err := p.Prepend(n); err != nil {
-		return nil, err
-	}
-	d := p.Data()
-	moveHead(d, 0, n, at)
-	return d[at : at+n], nil
+// wordHead reports whether n bytes open after the first at bytes of p by
+// moving the head in words (Prepend, then moveHead): where InsertGap would
+// move the head (the smaller side) into the headroom, for a head of up to
+// maxWordHead bytes.
+func wordHead(p *packet.Packet, at, n int) bool {
+	return at >= 8 && at <= maxWordHead && n >= 0 && n <= p.Headroom() && at <= p.Len()-at
 }
 
 // removeGap is Packet.RemoveGap. When RemoveGap would move the head (the
