@@ -240,7 +240,6 @@ func (t *transit) quickRun(ctx *plugins.Context, b *packet.Burst, i int) int {
 		return i
 	}
 	const at = 14 + packet.IPv6Len + 4 + OptionHeaderLen // the trace, in the layout
-	end := at + TraceHeaderLen + m.data
 	filled, overflow := 0, 0
 	for ; i < b.N; i++ {
 		p := b.H[i].P()
@@ -248,7 +247,8 @@ func (t *transit) quickRun(ctx *plugins.Context, b *packet.Burst, i int) int {
 		if !untaggedIPv6(p, d) || !m.match(d, 14) {
 			break
 		}
-		tr := Trace(d[at:end])
+		// The trace header; match checked the data's length.
+		tr := Trace(d[at : at+TraceHeaderLen])
 		if tr.Loopback() && t.loop != nil {
 			break
 		}
@@ -263,9 +263,9 @@ func (t *transit) quickRun(ctx *plugins.Context, b *packet.Burst, i int) int {
 			overflow++
 			continue
 		case pl.cached(t.gen, p.InPort):
-			pl.writeCur(tr[off:], hl) // writeNode's common case, without the call
+			pl.writeCur(d[at+off:], hl) // writeNode's common case, without the call
 		default:
-			t.writeNode(ctx, p, pl, tr[off:], hl)
+			t.writeNode(ctx, p, pl, d[at+off:], hl)
 		}
 		filled++
 	}
