@@ -14,11 +14,11 @@ import (
 // packet, or the IOAM options of an inline one.
 type decap struct {
 	*node
+	exported
 	mode    int
 	fill    bool
 	remove  bool
 	pot     potKeys
-	exp     *exportState
 	loop    *loopback
 	hops    []*stats.Histogram
 	e2e     *stats.Histogram
@@ -29,30 +29,7 @@ type decap struct {
 	ts     tsLayout
 	layout traceLayout
 
-	cDecap, cStripped, cNoIOAM, cPOTValid, cPOTInvalid, cOverflow, cUnknownNS, cExported, cExportDropped *stats.Counter
-	lastDropped                                                                                          uint64
-}
-
-// Start starts the export.
-func (dc *decap) Start(ctx *plugins.Context) error {
-	if dc.exp != nil {
-		return dc.exp.ex.start()
-	}
-	return nil
-}
-
-// Stop stops the export.
-func (dc *decap) Stop(ctx *plugins.Context) {
-	if dc.exp != nil {
-		dc.exp.ex.stop()
-	}
-}
-
-func (dc *decap) exporterOf() *exporter {
-	if dc.exp == nil {
-		return nil
-	}
-	return dc.exp.ex
+	cDecap, cStripped, cNoIOAM, cPOTValid, cPOTInvalid, cOverflow, cUnknownNS, cExported *stats.Counter
 }
 
 // Process reads and removes the IOAM data of every packet: packets of the
@@ -66,9 +43,7 @@ func (dc *decap) Process(ctx *plugins.Context, b *packet.Burst) {
 			dc.one(ctx, p)
 		}
 	}
-	if dc.exp != nil {
-		dc.exp.countDropped(dc.cExportDropped, &dc.lastDropped)
-	}
+	dc.countDropped()
 }
 
 func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
@@ -311,18 +286,9 @@ func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, 
 // for an incremental trace, which goes first in the record's node list.
 func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, mine owned, rec int, ns *nsState, own *nodePlan, pot uint8) {
 	r := &dc.rec
-	r.Mono, r.Unix, r.Role, r.Lcore, r.Len, r.Have = ctx.Now, ctx.Now+ctx.Clock.UnixOffset(), RoleDecap, uint8(ctx.Instance), uint16(p.Len()), 0
-	r.setAddrs(d, s)
+	r.begin(ctx, RoleDecap, p, d, s)
 	if rec >= 0 {
-		opt := Option(d[s.trace[rec]:])
-		tr := Trace(opt.Body())
-		r.Have |= HaveTrace
-		r.TraceNS, r.TraceOption, r.TraceFlags, r.TraceType = tr.NamespaceID(), opt.IOAMType(), tr.Flags(), tr.TraceType()
-		r.NodeLen, r.RemLen, r.Format = uint8(tr.NodeLen()), uint8(tr.RemainingLen()), ns.Timestamp
-		data := tr.Data()
-		if opt.IOAMType() == TypePreallocatedTrace {
-			data = data[min(tr.RemainingLen()*4, len(data)):]
-		}
+		data := r.setTrace(Option(d[s.trace[rec]:]), ns.Timestamp)
 		n := 0
 		if own != nil {
 			dc.writeNode(ctx, p, own, r.Data[:], d[s.l3+7])
@@ -342,15 +308,7 @@ func (dc *decap) record(ctx *plugins.Context, p *packet.Packet, d []byte, s *sca
 		r.E2ENS, r.E2EType, r.E2E = e.NamespaceID(), e.E2EType(), e.Fields()
 	}
 	if mine.dex {
-		x := DEX(Option(d[s.dex:]).Body())
-		r.Have |= HaveDEX
-		r.DEXNS, r.DEXExt, r.DEXType = x.NamespaceID(), x.ExtensionFlags(), x.TraceType()
-		if r.DEXExt&DEXFlowID != 0 {
-			r.DEXFlow = x.FlowID()
-		}
-		if r.DEXExt&DEXSequence != 0 {
-			r.DEXSeq = x.Sequence()
-		}
+		r.setDEX(DEX(Option(d[s.dex:]).Body()))
 	}
 }
 

@@ -68,10 +68,7 @@ func newDecap(s *plugins.Setup) (plugins.Stage, error) {
 	if err := c.exportConfig.check("ioam.decap"); err != nil {
 		return nil, err
 	}
-	if c.Export {
-		ex, r := setupExport(s, &c.exportConfig)
-		dc.exp = &exportState{ex: ex, ring: r}
-	}
+	dc.exp = setupExport(s, &c.exportConfig)
 	if dc.loop, err = c.loopbackConfig.build("ioam.decap", s); err != nil {
 		return nil, err
 	}
@@ -95,6 +92,6 @@ func newDecap(s *plugins.Setup) (plugins.Stage, error) {
 	dc.cOverflow = cs.New("overflow", "traces without room for this node's data (O flag set)")
 	dc.cUnknownNS = cs.New("unknown_namespace", "trace options of a namespace this node does not know")
 	dc.cExported = cs.New("exported", "records offered to the export ring")
-	dc.cExportDropped = cs.New("export_dropped", "records lost to a full export ring")
+	dc.cDropped = cs.New("export_dropped", "records lost to a full export ring")
 	return dc, nil
 }

@@ -84,6 +84,7 @@ type lpmEntry struct {
 // cumulative value, E2E sequence numbers and timestamps, the DEX sequence.
 type encap struct {
 	*node
+	exported
 	lpm           []lpmEntry
 	defaults      []*profile
 	inlineTransit bool
@@ -93,34 +94,10 @@ type encap struct {
 	lcores        uint64
 	loopAddr      [16]byte
 	receiveLoop   bool
-	exp           *exportState
 	rec           Record
 	scan          scan
 
-	cEncap, cInline, cGrown, cNoMatch, cRate, cNotIPv6, cNotLocal, cMTU, cNoRoom, cLoopRecv, cExportDropped *stats.Counter
-	lastDropped                                                                                             uint64
-}
-
-// Start starts the export of looped-back records.
-func (e *encap) Start(ctx *plugins.Context) error {
-	if e.exp != nil {
-		return e.exp.ex.start()
-	}
-	return nil
-}
-
-// Stop stops the export.
-func (e *encap) Stop(ctx *plugins.Context) {
-	if e.exp != nil {
-		e.exp.ex.stop()
-	}
-}
-
-func (e *encap) exporterOf() *exporter {
-	if e.exp == nil {
-		return nil
-	}
-	return e.exp.ex
+	cEncap, cInline, cGrown, cNoMatch, cRate, cNotIPv6, cNotLocal, cMTU, cNoRoom, cLoopRecv *stats.Counter
 }
 
 // Process gives IOAM to the packets its profiles select.
@@ -135,9 +112,7 @@ func (e *encap) Process(ctx *plugins.Context, b *packet.Burst) {
 			e.one(ctx, b, i)
 		}
 	}
-	if e.exp != nil {
-		e.exp.countDropped(e.cExportDropped, &e.lastDropped)
-	}
+	e.countDropped()
 }
 
 // match picks the profile for a packet: the longest destination prefix whose

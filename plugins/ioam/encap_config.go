@@ -171,10 +171,7 @@ func newEncap(s *plugins.Setup) (plugins.Stage, error) {
 			return nil, fmt.Errorf("ioam.encap: a profile with loopback needs src, the address looped-back copies return to")
 		}
 		e.loopAddr = c.Src.As16()
-		if c.Export {
-			ex, r := setupExport(s, &c.exportConfig)
-			e.exp = &exportState{ex: ex, ring: r}
-		}
+		e.exp = setupExport(s, &c.exportConfig)
 	}
 	cs := s.Counters
 	e.cEncap = cs.New("encapsulated", "packets given IOAM in an outer IPv6 header")
@@ -187,7 +184,7 @@ func newEncap(s *plugins.Setup) (plugins.Stage, error) {
 	e.cMTU = cs.New("mtu_skipped", "packets left without IOAM: with it they would exceed the egress MTU")
 	e.cNoRoom = cs.New("no_room", "packets left without IOAM: no buffer room, or headers at their limit")
 	e.cLoopRecv = cs.New("loopback_received", "looped-back copies that came home, consumed")
-	e.cExportDropped = cs.New("export_dropped", "records lost to a full export ring")
+	e.cDropped = cs.New("export_dropped", "records lost to a full export ring")
 	return e, nil
 }
 

@@ -80,9 +80,13 @@ type streamItem struct {
 // exportInterval is how often the rings are drained.
 const exportInterval = 2 * time.Millisecond
 
-// setupExport returns the stage's exporter, shared by its lcore instances,
-// and a ring of this instance's own.
-func setupExport(s *plugins.Setup, c *exportConfig) (*exporter, *ring.Export[Record]) {
+// setupExport returns this instance's side of the stage's export, when c asks
+// for one: a ring of its own, and the exporter its stage's lcore instances
+// share. It returns nil otherwise.
+func setupExport(s *plugins.Setup, c *exportConfig) *exportState {
+	if !c.Export {
+		return nil
+	}
 	ex := s.Shared("ioam.export/"+s.Name, func() any {
 		return &exporter{stage: s.Name, file: c.ExportFile, log: s.Log, subs: map[*subscriber]struct{}{}}
 	}).(*exporter)
@@ -90,7 +94,7 @@ func setupExport(s *plugins.Setup, c *exportConfig) (*exporter, *ring.Export[Rec
 	ex.mu.Lock()
 	ex.rings = append(ex.rings, r)
 	ex.mu.Unlock()
-	return ex, r
+	return &exportState{ex: ex, ring: r}
 }
 
 // start begins the drain goroutine on the first instance's start.
@@ -227,23 +231,58 @@ func (ex *exporter) unsubscribe(s *subscriber) {
 	ex.mu.Unlock()
 }
 
-// exportState is an instance's side of the export: its ring and the counter
-// the engine publishes.
+// exportState is an instance's side of the export: its ring, and the
+// exporter that drains it.
 type exportState struct {
 	ex   *exporter
 	ring *ring.Export[Record]
+}
+
+// exported is what a stage that exports records holds: its side of the
+// export (nil without one) and the export_dropped counter. It gives the stage
+// Start, Stop and exporterOf.
+type exported struct {
+	exp         *exportState
+	cDropped    *stats.Counter
+	lastDropped uint64
+}
+
+// Start starts the export.
+func (x *exported) Start(ctx *plugins.Context) error {
+	if x.exp != nil {
+		return x.exp.ex.start()
+	}
+	return nil
+}
+
+// Stop stops the export.
+func (x *exported) Stop(ctx *plugins.Context) {
+	if x.exp != nil {
+		x.exp.ex.stop()
+	}
+}
+
+func (x *exported) exporterOf() *exporter {
+	if x.exp == nil {
+		return nil
+	}
+	return x.exp.ex
+}
+
+// countDropped moves the ring's export_dropped into the stage counter: once
+// a burst.
+func (x *exported) countDropped() {
+	if x.exp == nil {
+		return
+	}
+	if n := x.exp.ring.Dropped(); n != x.lastDropped {
+		x.cDropped.Add(n - x.lastDropped)
+		x.lastDropped = n
+	}
 }
 
 // recordStage is implemented by the stages that export records; the control
 // service finds their exporters through it.
 type recordStage interface {
 	exporterOf() *exporter
-}
-
-// countDropped moves the ring's export_dropped into the stage counter.
-func (e *exportState) countDropped(c *stats.Counter, last *uint64) {
-	if n := e.ring.Dropped(); n != *last {
-		c.Add(n - *last)
-		*last = n
-	}
 }

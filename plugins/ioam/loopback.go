@@ -146,21 +146,13 @@ func (e *encap) loopedBack(ctx *plugins.Context, h packet.Handle, d []byte, l3 i
 	e.cLoopRecv.Inc()
 	if e.exp != nil {
 		r := &e.rec
-		*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleLoopback, Lcore: uint8(ctx.Instance), Len: uint16(p.Len())}
-		r.setAddrs(d, s)
+		r.begin(ctx, RoleLoopback, p, d, s)
 		opt := Option(d[s.trace[0]:])
-		tr := Trace(opt.Body())
-		r.Have = HaveTrace
-		r.TraceNS, r.TraceOption, r.TraceFlags, r.TraceType = tr.NamespaceID(), opt.IOAMType(), tr.Flags(), tr.TraceType()
-		r.NodeLen, r.RemLen = uint8(tr.NodeLen()), uint8(tr.RemainingLen())
-		if ns := e.ns.lookup(r.TraceNS); ns != nil {
-			r.Format = ns.Timestamp
+		f := TimestampPTP
+		if ns := e.ns.lookup(Trace(opt.Body()).NamespaceID()); ns != nil {
+			f = ns.Timestamp
 		}
-		data := tr.Data()
-		if opt.IOAMType() == TypePreallocatedTrace {
-			data = data[min(tr.RemainingLen()*4, len(data)):]
-		}
-		r.DataLen = uint8(copy(r.Data[:], data))
+		r.DataLen = uint8(copy(r.Data[:], r.setTrace(opt, f)))
 		e.exp.ring.Offer(r)
 	}
 	p.Consume()

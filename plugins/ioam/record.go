@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/plugins"
 )
 
 // Record is one packet's IOAM data as a node saw it. It is a flat value with no
@@ -70,6 +71,42 @@ const (
 	HaveDEX
 	HaveInner // the packet is IPv6-in-IPv6
 )
+
+// begin starts the record of what a node of role saw of packet p, d its
+// data, whose IOAM s describes: when, where, and its addresses. What it holds
+// (Have, and those fields) comes after; the fields of what it does not hold
+// are left as they were.
+func (r *Record) begin(ctx *plugins.Context, role uint8, p *packet.Packet, d []byte, s *scan) {
+	r.Mono, r.Unix, r.Role, r.Lcore, r.Len, r.Have = ctx.Now, ctx.Now+ctx.Clock.UnixOffset(), role, uint8(ctx.Instance), uint16(p.Len()), 0
+	r.setAddrs(d, s)
+}
+
+// setTrace records the trace option opt, whose timestamps are in format f:
+// its header. It returns the trace's filled node data, for the caller to
+// copy into Data.
+func (r *Record) setTrace(opt Option, f TimestampFormat) []byte {
+	tr := Trace(opt.Body())
+	r.Have |= HaveTrace
+	r.TraceNS, r.TraceOption, r.TraceFlags, r.TraceType = tr.NamespaceID(), opt.IOAMType(), tr.Flags(), tr.TraceType()
+	r.NodeLen, r.RemLen, r.Format = uint8(tr.NodeLen()), uint8(tr.RemainingLen()), f
+	data := tr.Data()
+	if opt.IOAMType() == TypePreallocatedTrace {
+		data = data[min(tr.RemainingLen()*4, len(data)):]
+	}
+	return data
+}
+
+// setDEX records the DEX option x.
+func (r *Record) setDEX(x DEX) {
+	r.Have |= HaveDEX
+	r.DEXNS, r.DEXExt, r.DEXType = x.NamespaceID(), x.ExtensionFlags(), x.TraceType()
+	if r.DEXExt&DEXFlowID != 0 {
+		r.DEXFlow = x.FlowID()
+	}
+	if r.DEXExt&DEXSequence != 0 {
+		r.DEXSeq = x.Sequence()
+	}
+}
 
 // setAddrs sets the record's addresses from the packet d whose IOAM s
 // describes: those of the header that carries it, and of the inner header

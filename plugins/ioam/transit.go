@@ -15,40 +15,17 @@ import (
 // other namespaces pass untouched.
 type transit struct {
 	*node
+	exported
 	decHL bool
 	icmp  *route.ErrorSender // Time Exceeded, in routed mode
 	pot   potKeys
-	exp   *exportState
 	loop  *loopback
 
 	scan   scan
 	rec    Record
 	layout traceLayout
 
-	cFilled, cOverflow, cUnknownNS, cNoIOAM, cPOT, cDEX, cGrown, cExtra, cExportDropped *stats.Counter
-	lastDropped                                                                         uint64
-}
-
-// Start starts the export.
-func (t *transit) Start(ctx *plugins.Context) error {
-	if t.exp != nil {
-		return t.exp.ex.start()
-	}
-	return nil
-}
-
-// Stop stops the export.
-func (t *transit) Stop(ctx *plugins.Context) {
-	if t.exp != nil {
-		t.exp.ex.stop()
-	}
-}
-
-func (t *transit) exporterOf() *exporter {
-	if t.exp == nil {
-		return nil
-	}
-	return t.exp.ex
+	cFilled, cOverflow, cUnknownNS, cNoIOAM, cPOT, cDEX, cGrown, cExtra *stats.Counter
 }
 
 // Process fills this node's data into every packet's IOAM options: runs of
@@ -67,9 +44,7 @@ func (t *transit) Process(ctx *plugins.Context, b *packet.Burst) {
 			}
 		}
 	}
-	if t.exp != nil {
-		t.exp.countDropped(t.cExportDropped, &t.lastDropped)
-	}
+	t.countDropped()
 }
 
 func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
@@ -305,20 +280,14 @@ func (t *transit) expire(ctx *plugins.Context, p *packet.Packet) {
 // trace type (RFC 9326 §3) as the first and only hop.
 func (t *transit) exportDEX(ctx *plugins.Context, p *packet.Packet, d []byte, s *scan, dex DEX, hl uint8) {
 	r := &t.rec
-	*r = Record{Mono: ctx.Now, Unix: ctx.Now + ctx.Clock.UnixOffset(), Role: RoleTransit, Lcore: uint8(ctx.Instance), Len: uint16(p.Len()), Have: HaveDEX}
-	r.setAddrs(d, s)
-	r.DEXNS, r.DEXExt, r.DEXType = dex.NamespaceID(), dex.ExtensionFlags(), dex.TraceType()
-	if r.DEXExt&DEXFlowID != 0 {
-		r.DEXFlow = dex.FlowID()
-	}
-	if r.DEXExt&DEXSequence != 0 {
-		r.DEXSeq = dex.Sequence()
-	}
+	r.begin(ctx, RoleTransit, p, d, s)
+	r.setDEX(dex)
 	if ns := t.ns.lookup(r.DEXNS); ns != nil {
 		if pl := ns.plan(r.DEXType, t.eg); pl != nil {
 			t.writeNode(ctx, p, pl, r.Data[:], hl)
 			r.Have |= HaveTrace
-			r.TraceNS, r.TraceType, r.NodeLen, r.DataLen, r.Format = r.DEXNS, r.DEXType, uint8(NodeLen(r.DEXType)), uint8(pl.size), ns.Timestamp
+			r.TraceNS, r.TraceOption, r.TraceFlags, r.TraceType = r.DEXNS, TypePreallocatedTrace, 0, r.DEXType
+			r.NodeLen, r.RemLen, r.DataLen, r.Format = uint8(NodeLen(r.DEXType)), 0, uint8(pl.size), ns.Timestamp
 		}
 	}
 	if t.exp.ring.Offer(r) {

@@ -44,10 +44,7 @@ func newTransit(s *plugins.Setup) (plugins.Stage, error) {
 	if err := c.exportConfig.check("ioam.transit"); err != nil {
 		return nil, err
 	}
-	if c.Export {
-		ex, r := setupExport(s, &c.exportConfig)
-		t.exp = &exportState{ex: ex, ring: r}
-	}
+	t.exp = setupExport(s, &c.exportConfig)
 	if t.loop, err = c.loopbackConfig.build("ioam.transit", s); err != nil {
 		return nil, err
 	}
@@ -64,5 +61,5 @@ func (t *transit) counters(cs *stats.Set) {
 	t.cDEX = cs.New("dex_exported", "DEX options exported as records")
 	t.cGrown = cs.New("incremental", "incremental traces this node inserted its data into")
 	t.cExtra = cs.New("extra_traces", "trace options beyond the first four of a packet, left untouched")
-	t.cExportDropped = cs.New("export_dropped", "records lost to a full export ring")
+	t.cDropped = cs.New("export_dropped", "records lost to a full export ring")
 }
