@@ -208,13 +208,7 @@ func (e *encap) one(ctx *plugins.Context, b *packet.Burst, i int) {
 		return
 	}
 	local := p.Flags()&packet.FlagLocal != 0
-	mode := pr.mode
-	if mode == modeAuto {
-		mode = modeEncap
-		if local {
-			mode = modeInline
-		}
-	}
+	mode := pr.modeFor(local)
 	if mode == modeInline && !local && !e.inlineTransit {
 		e.cNotLocal.Inc()
 		return
@@ -238,7 +232,7 @@ func (e *encap) one(ctx *plugins.Context, b *packet.Burst, i int) {
 func (e *encap) quick(ctx *plugins.Context, p *packet.Packet, pr *profile) bool {
 	const l3 = 14
 	d := p.Data()
-	if !untaggedIPv6(p, d) || pr.mode == modeAuto && p.Flags()&packet.FlagLocal != 0 {
+	if !untaggedIPv6(p, d) || pr.modeFor(p.Flags()&packet.FlagLocal != 0) != modeEncap {
 		return false
 	}
 	ipLen := packet.IPv6Len + int(binary.BigEndian.Uint16(d[l3+4:]))
@@ -259,6 +253,18 @@ func (e *encap) quick(ctx *plugins.Context, p *packet.Packet, pr *profile) bool 
 	e.cEncap.Inc()
 	pr.cInserted.Inc()
 	return true
+}
+
+// modeFor is the mode the profile gives a packet: auto is inline for a
+// packet linerate made (local), encap for a forwarded one.
+func (pr *profile) modeFor(local bool) int {
+	switch {
+	case pr.mode != modeAuto:
+		return pr.mode
+	case local:
+		return modeInline
+	}
+	return modeEncap
 }
 
 // fits reports whether an IPv6 packet of ipLen bytes, grown by n, still fits
