@@ -457,7 +457,7 @@ func FuzzTransitPaths(f *testing.F) {
 		nodeKeys(2) + "decrement_hop_limit = true\n",
 		"node_id = 5\ntimestamp = \"ntp\"\nnamespaces = [ { id = 7 } ]\n",
 	}}
-	addSeeds(f, d, ioamSeeds(f, pot[0]))
+	addSeeds(f, d, append(ioamSeeds(f, pot[0]), d.primers...))
 	f.Fuzz(d.check)
 }
 
@@ -473,7 +473,7 @@ func FuzzDecapPaths(f *testing.F) {
 		fmt.Sprintf("export = true\nexport_ring = 64\nloopback = true\nhistograms = false\npot = [ { namespace = 123, key_file = %q } ]\n", pot[2])} {
 		d.configs = append(d.configs, nodeKeys(3)+keys)
 	}
-	addSeeds(f, d, ioamSeeds(f, pot[0]))
+	addSeeds(f, d, append(ioamSeeds(f, pot[0]), d.primers...))
 	f.Fuzz(d.check)
 }
 
