@@ -264,10 +264,13 @@ func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, 
 		// Without delays to record, data about to be removed with its header
 		// need not be written: only whether it had room counts.
 		removed := dc.remove && (outer || dc.mode != decapEncap) && dc.hops == nil && dc.e2e == nil
-		if off, ok := claimPrealloc(tr, pl.words); !ok {
+		switch {
+		case removed:
+			if !preallocRoom(tr, pl.words) {
+				dc.cOverflow.Inc()
+			}
+		case !dc.fillPrealloc(ctx, p, tr, pl, d[l3+7]):
 			dc.cOverflow.Inc()
-		} else if !removed {
-			dc.writeNode(ctx, p, pl, tr[off:], d[l3+7])
 		}
 	}
 	if dc.hops != nil || dc.e2e != nil {

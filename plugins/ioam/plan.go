@@ -195,23 +195,31 @@ func copyNode(dst, src []byte, n int) {
 	}
 }
 
-// claimPrealloc takes a node's words of a pre-allocated trace (RFC 9197
-// §4.4): the words that end at RemainingLen, which it lowers by them. Without
-// room it sets the O flag. It returns where the words start in tr, and
-// whether the node has them.
-func claimPrealloc(tr Trace, words int) (int, bool) {
+// preallocRoom reports whether a pre-allocated trace has room for a node's
+// words (RFC 9197 §4.4): the O flag is clear and RemainingLen is at least
+// words. Without room it sets the O flag.
+func preallocRoom(tr Trace, words int) bool {
 	_ = tr[TraceHeaderLen-1] // one bounds check for the header's fields
 	if tr.Overflow() {
-		return 0, false
+		return false
 	}
-	rem := tr.RemainingLen()
-	if rem == 0 || rem < words {
+	if rem := tr.RemainingLen(); rem == 0 || rem < words {
 		tr.SetOverflow()
+		return false
+	}
+	return true
+}
+
+// claimPrealloc takes a node's words of a pre-allocated trace, when it has
+// room for them (preallocRoom): the words that end at RemainingLen, which it
+// lowers by them. It returns where the words start in tr, and whether the
+// node has them.
+func claimPrealloc(tr Trace, words int) (int, bool) {
+	if !preallocRoom(tr, words) {
 		return 0, false
 	}
-	rem -= words
-	tr.SetRemainingLen(rem)
-	return TraceHeaderLen + rem*4, true
+	tr[3] -= uint8(words) // RemainingLen, at least words: the bit above it stays
+	return TraceHeaderLen + tr.RemainingLen()*4, true
 }
 
 // cached reports whether cur holds the plan's data for input port port in
