@@ -137,7 +137,8 @@ func (dc *decap) one(ctx *plugins.Context, p *packet.Packet) {
 			dc.cExported.Inc()
 		}
 	} else if rec >= 0 && (dc.hops != nil || dc.e2e != nil) {
-		dc.traceDelays(Trace(Option(d[s.trace[rec]:]).Body()), recNS.Timestamp)
+		tr := Trace(Option(d[s.trace[rec]:]).Body())
+		dc.delays(tr.TraceType(), tr.filled(), recNS.Timestamp)
 	}
 	if loopNS >= 0 && dc.loop != nil {
 		dc.loop.send(ctx, p, s, loopNS)
@@ -264,17 +265,18 @@ func (dc *decap) fastRest(ctx *plugins.Context, p *packet.Packet, d []byte, l3, 
 		// Without delays to record, data about to be removed with its header
 		// need not be written: only whether it had room counts.
 		removed := dc.remove && (outer || dc.mode != decapEncap) && dc.hops == nil && dc.e2e == nil
-		switch {
-		case removed:
+		if removed {
 			if !preallocRoom(tr, pl.words) {
 				dc.cOverflow.Inc()
 			}
-		case !dc.fillPrealloc(ctx, p, tr, pl, d[l3+7]):
+		} else if off, ok := claimPrealloc(tr, pl.words); ok {
+			dc.writeNode(ctx, p, pl, tr[off:], d[l3+7])
+		} else {
 			dc.cOverflow.Inc()
 		}
 	}
 	if dc.hops != nil || dc.e2e != nil {
-		dc.traceDelays(tr, ns.Timestamp)
+		dc.delays(tr.TraceType(), tr.filled(), ns.Timestamp)
 	}
 	switch {
 	case !dc.remove:

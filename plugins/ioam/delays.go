@@ -64,10 +64,3 @@ func (dc *decap) delays(tt uint32, data []byte, f TimestampFormat) {
 		dc.e2e.Record(uint64(prev - first))
 	}
 }
-
-// traceDelays records the delays of the filled node data of trace tr.
-func (dc *decap) traceDelays(tr Trace, f TimestampFormat) {
-	if data := tr.Data(); tr.RemainingLen()*4 <= len(data) {
-		dc.delays(tr.TraceType(), data[tr.RemainingLen()*4:], f)
-	}
-}

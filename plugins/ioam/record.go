@@ -89,11 +89,10 @@ func (r *Record) setTrace(opt Option, f TimestampFormat) []byte {
 	r.Have |= HaveTrace
 	r.TraceNS, r.TraceOption, r.TraceFlags, r.TraceType = tr.NamespaceID(), opt.IOAMType(), tr.Flags(), tr.TraceType()
 	r.NodeLen, r.RemLen, r.Format = uint8(tr.NodeLen()), uint8(tr.RemainingLen()), f
-	data := tr.Data()
 	if opt.IOAMType() == TypePreallocatedTrace {
-		data = data[min(tr.RemainingLen()*4, len(data)):]
+		return tr.filled()
 	}
-	return data
+	return tr.Data()
 }
 
 // setDEX records the DEX option x.

@@ -126,6 +126,13 @@ func (b Trace) TraceType() uint32 { return uint32(b[4])<<16 | uint32(b[5])<<8 | 
 // Data is the node data list.
 func (b Trace) Data() []byte { return b[TraceHeaderLen:] }
 
+// filled is the node data the nodes of a pre-allocated trace wrote so far:
+// the data after RemainingLen's words, newest node first.
+func (b Trace) filled() []byte {
+	d := b.Data()
+	return d[min(b.RemainingLen()*4, len(d)):]
+}
+
 // SetOverflow sets the O flag.
 func (b Trace) SetOverflow() { b[2] |= 0x04 }
 
