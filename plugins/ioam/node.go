@@ -201,17 +201,16 @@ func (n *node) begin() { n.timeValid, n.clockNow, n.gen = false, 0, n.gen+1 }
 // cur: its data with this burst's time and p's input port ids, built once per
 // burst and port. The others go through values and write.
 func (n *node) writeNode(ctx *plugins.Context, p *packet.Packet, pl *nodePlan, dst []byte, hl uint8) {
-	if pl.cached(n.gen, p.InPort) {
-		pl.writeCur(dst, hl)
-		return
-	}
-	n.values(ctx, p, hl, pl.traceType)
 	if pl.perPacket || pl.size > curSize || n.general {
+		n.values(ctx, p, hl, pl.traceType)
 		pl.write(dst, &n.vals)
 		return
 	}
-	pl.write(pl.cur[:], &n.vals)
-	pl.curGen, pl.curPort = n.gen, p.InPort
+	if !pl.cached(n.gen, p.InPort) {
+		n.values(ctx, p, hl, pl.traceType)
+		pl.write(pl.cur[:], &n.vals)
+		pl.curGen, pl.curPort = n.gen, p.InPort
+	}
 	pl.writeCur(dst, hl)
 }
 
@@ -279,7 +278,17 @@ func (n *node) values(ctx *plugins.Context, p *packet.Packet, hopLimit uint8, ty
 	if types&TraceBufferOccupancy != 0 {
 		v.buffer = unavailable32
 		if pool := packet.PoolOf(p); pool != nil {
-			v.buffer = uint32(pool.Stats().InUse)
+			v.buffer = uint32(inUse(pool))
 		}
 	}
+}
+
+// inUse is the number of pool's buffers in use. A Go pool says it without its
+// Stats, whose copy, made for every packet, costs more than the rest of the
+// node data together.
+func inUse(pool packet.Pool) int {
+	if s, ok := pool.(*packet.Slab); ok {
+		return s.InUse()
+	}
+	return pool.Stats().InUse
 }
