@@ -1,21 +1,24 @@
-# make generate: rebuild the code generated from appliance/api/*.proto, and
-# ports/dpdk/lr_meta.h (the packet metadata's C side) from appliance/packet.
+# make generate: rebuild the code generated from the protos (the appliance's
+# own service in appliance/api, and each plugin's beside the plugin, in
+# plugins/<name>/api; the STAMP plugin's srv6pm protos one level further
+# down), and ports/dpdk/lr_meta.h (the packet metadata's C side) from
+# appliance/packet.
 #
 # protoc comes from Debian's protobuf-compiler (with libprotobuf-dev for the
 # well-known types); the plugins are the versions pinned by go.mod's tool
 # directives, built into a temporary directory. The output is committed, so a
 # plain `go build` never needs any of this.
 #
-# Protos are named from the repository root (appliance/api/x.proto), which keeps
-# their registered paths unique in the process; one imports another by that path.
+# Protos are named from the repository root (appliance/api/x.proto,
+# plugins/stamp/api/stamp.proto), which keeps their registered paths unique in
+# the process; one imports another by that path.
 #
 # Included from the top-level Makefile. Other generators add themselves as
 # further prerequisites of `generate`.
 
 GEN_PROTOC ?= protoc
 GEN_GO ?= go
-GEN_API_DIR := appliance/api
-GEN_API_PROTOS := $(wildcard $(GEN_API_DIR)/*.proto)
+GEN_API_PROTOS := $(wildcard appliance/api/*.proto plugins/*/api/*.proto plugins/*/api/*/*.proto)
 
 .PHONY: generate generate-proto generate-meta lint-generated
 

@@ -4,8 +4,10 @@
 // - protoc             v3.21.12
 // source: appliance/api/appliance.proto
 
-// One file per service: STAMP, IOAM and RLNC add their own files beside this
-// one, in the same package, and register on the same gRPC server.
+// The appliance's own service. Each plugin's service is defined beside its
+// plugin (plugins/stamp/api, plugins/ioam/api, plugins/rlnc/api,
+// plugins/route/api), in this same proto package, and registers on the same
+// gRPC server.
 
 package api
 

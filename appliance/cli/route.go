@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/cli/table"
+	"github.com/linerate/linerate/plugins/route/api"
 )
 
 const routeUsage = `Usage: linerate route [list | get ADDRESS | add PREFIX [via ADDRESS] [dev PORT]

@@ -20,9 +20,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/plugins/stamp"
+	"github.com/linerate/linerate/plugins/stamp/api"
 )
 
 const stampUsage = `Usage: linerate stamp <command> [flags] [arguments]

@@ -33,12 +33,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/linerate/linerate/appliance"
-	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/netns"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/plugins/route/api"
 )
 
 // Addresses of the topology.

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance"
-	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/plugins/ioam"
+	"github.com/linerate/linerate/plugins/ioam/api"
 
 	_ "github.com/linerate/linerate/plugins/builtin" // generator, forward, link, sink
 	_ "github.com/linerate/linerate/ports/mem"

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/ioam/api"
 )
 
 func init() {

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/rlnc/api"
 )
 
 func init() {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance"
-	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/internal/enginetest"
+	"github.com/linerate/linerate/plugins/rlnc/api"
 )
 
 const serviceConfig = `version = 1

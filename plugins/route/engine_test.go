@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/linerate/linerate/appliance"
-	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/internal/enginetest"
+	"github.com/linerate/linerate/plugins/route/api"
 
 	_ "github.com/linerate/linerate/appliance/all"
 )

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/route/api"
 )
 
 func init() {

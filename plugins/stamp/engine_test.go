@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance"
-	"github.com/linerate/linerate/appliance/api"
-	"github.com/linerate/linerate/appliance/api/srv6pm"
 	clitable "github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/internal/enginetest"
+	"github.com/linerate/linerate/plugins/stamp/api"
+	"github.com/linerate/linerate/plugins/stamp/api/srv6pm"
 
 	_ "github.com/linerate/linerate/ports/mem"
 )

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/linerate/linerate/appliance/api/srv6pm"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stamp/api/srv6pm"
 )
 
 // The seed controller's southbound services (srv6pm): the same sessions as

@@ -20,7 +20,7 @@ import (
 )
 
 // The seed's SDN controller drives linerate unchanged: a Python client with
-// stubs generated from appliance/api/srv6pm (grpc_tools.protoc) runs Init
+// stubs generated from plugins/stamp/api/srv6pm (grpc_tools.protoc) runs Init
 // (with the seed's sender UDP port, 50000), Create, Start,
 // GetStampSessionResults while running, Stop, GetStampSessionResults and
 // Destroy against two linerate processes with default STAMP stages (no
@@ -47,7 +47,7 @@ func TestSeedController(t *testing.T) {
 	if err := os.Mkdir(gen, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	protos, _ := filepath.Glob(filepath.Join(root, "appliance/api/srv6pm/*.proto"))
+	protos, _ := filepath.Glob(filepath.Join(root, "plugins/stamp/api/srv6pm/*.proto"))
 	args := []string{"-m", "grpc_tools.protoc", "-I", root, "--python_out=" + gen, "--grpc_python_out=" + gen}
 	for _, p := range protos {
 		rel, _ := filepath.Rel(root, p)

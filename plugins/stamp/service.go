@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/linerate/linerate/appliance/api"
-	"github.com/linerate/linerate/appliance/api/srv6pm"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stamp/api"
+	"github.com/linerate/linerate/plugins/stamp/api/srv6pm"
 )
 
 func init() {
@@ -25,7 +25,7 @@ func init() {
 	})
 }
 
-// service is linerate's STAMP control service (appliance/api/stamp.proto).
+// service is linerate's STAMP control service (plugins/stamp/api/stamp.proto).
 type service struct {
 	api.UnimplementedStampServer
 	h plugins.Host

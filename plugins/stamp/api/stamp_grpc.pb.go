@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: appliance/api/stamp.proto
+// source: plugins/stamp/api/stamp.proto
 
 // The STAMP plugin's control service (plugins/stamp): sessions of the
 // stamp.sender and stamp.reflector stages, created here or in the config
@@ -446,5 +446,5 @@ var Stamp_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "appliance/api/stamp.proto",
+	Metadata: "plugins/stamp/api/stamp.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: appliance/api/srv6pm/common.proto
+// source: plugins/stamp/api/srv6pm/common.proto
 
 // The southbound API of the seed paper's SDN controller ("High Performance
 // Delay Monitoring for SRv6 Based SD-WANs", everywan-io/srv6pm-delay-
@@ -63,11 +63,11 @@ func (x AuthenticationMode) String() string {
 }
 
 func (AuthenticationMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_appliance_api_srv6pm_common_proto_enumTypes[0].Descriptor()
+	return file_plugins_stamp_api_srv6pm_common_proto_enumTypes[0].Descriptor()
 }
 
 func (AuthenticationMode) Type() protoreflect.EnumType {
-	return &file_appliance_api_srv6pm_common_proto_enumTypes[0]
+	return &file_plugins_stamp_api_srv6pm_common_proto_enumTypes[0]
 }
 
 func (x AuthenticationMode) Number() protoreflect.EnumNumber {
@@ -76,7 +76,7 @@ func (x AuthenticationMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AuthenticationMode.Descriptor instead.
 func (AuthenticationMode) EnumDescriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_common_proto_rawDescGZIP(), []int{0}
+	return file_plugins_stamp_api_srv6pm_common_proto_rawDescGZIP(), []int{0}
 }
 
 // TimestampFormat is the timestamp format of a session.
@@ -113,11 +113,11 @@ func (x TimestampFormat) String() string {
 }
 
 func (TimestampFormat) Descriptor() protoreflect.EnumDescriptor {
-	return file_appliance_api_srv6pm_common_proto_enumTypes[1].Descriptor()
+	return file_plugins_stamp_api_srv6pm_common_proto_enumTypes[1].Descriptor()
 }
 
 func (TimestampFormat) Type() protoreflect.EnumType {
-	return &file_appliance_api_srv6pm_common_proto_enumTypes[1]
+	return &file_plugins_stamp_api_srv6pm_common_proto_enumTypes[1]
 }
 
 func (x TimestampFormat) Number() protoreflect.EnumNumber {
@@ -126,7 +126,7 @@ func (x TimestampFormat) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TimestampFormat.Descriptor instead.
 func (TimestampFormat) EnumDescriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_common_proto_rawDescGZIP(), []int{1}
+	return file_plugins_stamp_api_srv6pm_common_proto_rawDescGZIP(), []int{1}
 }
 
 // PacketLossType says how loss is measured.
@@ -166,11 +166,11 @@ func (x PacketLossType) String() string {
 }
 
 func (PacketLossType) Descriptor() protoreflect.EnumDescriptor {
-	return file_appliance_api_srv6pm_common_proto_enumTypes[2].Descriptor()
+	return file_plugins_stamp_api_srv6pm_common_proto_enumTypes[2].Descriptor()
 }
 
 func (PacketLossType) Type() protoreflect.EnumType {
-	return &file_appliance_api_srv6pm_common_proto_enumTypes[2]
+	return &file_plugins_stamp_api_srv6pm_common_proto_enumTypes[2]
 }
 
 func (x PacketLossType) Number() protoreflect.EnumNumber {
@@ -179,7 +179,7 @@ func (x PacketLossType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PacketLossType.Descriptor instead.
 func (PacketLossType) EnumDescriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_common_proto_rawDescGZIP(), []int{2}
+	return file_plugins_stamp_api_srv6pm_common_proto_rawDescGZIP(), []int{2}
 }
 
 // DelayMeasurementMode says what delay is measured.
@@ -219,11 +219,11 @@ func (x DelayMeasurementMode) String() string {
 }
 
 func (DelayMeasurementMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_appliance_api_srv6pm_common_proto_enumTypes[3].Descriptor()
+	return file_plugins_stamp_api_srv6pm_common_proto_enumTypes[3].Descriptor()
 }
 
 func (DelayMeasurementMode) Type() protoreflect.EnumType {
-	return &file_appliance_api_srv6pm_common_proto_enumTypes[3]
+	return &file_plugins_stamp_api_srv6pm_common_proto_enumTypes[3]
 }
 
 func (x DelayMeasurementMode) Number() protoreflect.EnumNumber {
@@ -232,7 +232,7 @@ func (x DelayMeasurementMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DelayMeasurementMode.Descriptor instead.
 func (DelayMeasurementMode) EnumDescriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_common_proto_rawDescGZIP(), []int{3}
+	return file_plugins_stamp_api_srv6pm_common_proto_rawDescGZIP(), []int{3}
 }
 
 // SessionReflectorMode is stateless (the reflector echoes the sender's
@@ -270,11 +270,11 @@ func (x SessionReflectorMode) String() string {
 }
 
 func (SessionReflectorMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_appliance_api_srv6pm_common_proto_enumTypes[4].Descriptor()
+	return file_plugins_stamp_api_srv6pm_common_proto_enumTypes[4].Descriptor()
 }
 
 func (SessionReflectorMode) Type() protoreflect.EnumType {
-	return &file_appliance_api_srv6pm_common_proto_enumTypes[4]
+	return &file_plugins_stamp_api_srv6pm_common_proto_enumTypes[4]
 }
 
 func (x SessionReflectorMode) Number() protoreflect.EnumNumber {
@@ -283,7 +283,7 @@ func (x SessionReflectorMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionReflectorMode.Descriptor instead.
 func (SessionReflectorMode) EnumDescriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_common_proto_rawDescGZIP(), []int{4}
+	return file_plugins_stamp_api_srv6pm_common_proto_rawDescGZIP(), []int{4}
 }
 
 // StatusCode is an operation's outcome.
@@ -350,11 +350,11 @@ func (x StatusCode) String() string {
 }
 
 func (StatusCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_appliance_api_srv6pm_common_proto_enumTypes[5].Descriptor()
+	return file_plugins_stamp_api_srv6pm_common_proto_enumTypes[5].Descriptor()
 }
 
 func (StatusCode) Type() protoreflect.EnumType {
-	return &file_appliance_api_srv6pm_common_proto_enumTypes[5]
+	return &file_plugins_stamp_api_srv6pm_common_proto_enumTypes[5]
 }
 
 func (x StatusCode) Number() protoreflect.EnumNumber {
@@ -363,7 +363,7 @@ func (x StatusCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StatusCode.Descriptor instead.
 func (StatusCode) EnumDescriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_common_proto_rawDescGZIP(), []int{5}
+	return file_plugins_stamp_api_srv6pm_common_proto_rawDescGZIP(), []int{5}
 }
 
 // SRv6Path is a segment list, first segment to visit first.
@@ -376,7 +376,7 @@ type SRv6Path struct {
 
 func (x *SRv6Path) Reset() {
 	*x = SRv6Path{}
-	mi := &file_appliance_api_srv6pm_common_proto_msgTypes[0]
+	mi := &file_plugins_stamp_api_srv6pm_common_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +388,7 @@ func (x *SRv6Path) String() string {
 func (*SRv6Path) ProtoMessage() {}
 
 func (x *SRv6Path) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_common_proto_msgTypes[0]
+	mi := &file_plugins_stamp_api_srv6pm_common_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +401,7 @@ func (x *SRv6Path) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SRv6Path.ProtoReflect.Descriptor instead.
 func (*SRv6Path) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_common_proto_rawDescGZIP(), []int{0}
+	return file_plugins_stamp_api_srv6pm_common_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *SRv6Path) GetSegments() []string {
@@ -411,11 +411,11 @@ func (x *SRv6Path) GetSegments() []string {
 	return nil
 }
 
-var File_appliance_api_srv6pm_common_proto protoreflect.FileDescriptor
+var File_plugins_stamp_api_srv6pm_common_proto protoreflect.FileDescriptor
 
-const file_appliance_api_srv6pm_common_proto_rawDesc = "" +
+const file_plugins_stamp_api_srv6pm_common_proto_rawDesc = "" +
 	"\n" +
-	"!appliance/api/srv6pm/common.proto\x12\x06srv6pm\"&\n" +
+	"%plugins/stamp/api/srv6pm/common.proto\x12\x06srv6pm\"&\n" +
 	"\bSRv6Path\x12\x1a\n" +
 	"\bsegments\x18\x01 \x03(\tR\bsegments*\x88\x01\n" +
 	"\x12AuthenticationMode\x12#\n" +
@@ -455,23 +455,23 @@ const file_appliance_api_srv6pm_common_proto_rawDesc = "" +
 	"\x1aSTATUS_CODE_INTERNAL_ERROR\x10\n" +
 	"\x12\"\n" +
 	"\x1eSTATUS_CODE_ALREADY_REGISTERED\x10\v\x12\x1e\n" +
-	"\x1aSTATUS_CODE_NODE_NOT_FOUND\x10\fB:Z8github.com/linerate/linerate/appliance/api/srv6pm;srv6pmb\x06proto3"
+	"\x1aSTATUS_CODE_NODE_NOT_FOUND\x10\fB>Z<github.com/linerate/linerate/plugins/stamp/api/srv6pm;srv6pmb\x06proto3"
 
 var (
-	file_appliance_api_srv6pm_common_proto_rawDescOnce sync.Once
-	file_appliance_api_srv6pm_common_proto_rawDescData []byte
+	file_plugins_stamp_api_srv6pm_common_proto_rawDescOnce sync.Once
+	file_plugins_stamp_api_srv6pm_common_proto_rawDescData []byte
 )
 
-func file_appliance_api_srv6pm_common_proto_rawDescGZIP() []byte {
-	file_appliance_api_srv6pm_common_proto_rawDescOnce.Do(func() {
-		file_appliance_api_srv6pm_common_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_appliance_api_srv6pm_common_proto_rawDesc), len(file_appliance_api_srv6pm_common_proto_rawDesc)))
+func file_plugins_stamp_api_srv6pm_common_proto_rawDescGZIP() []byte {
+	file_plugins_stamp_api_srv6pm_common_proto_rawDescOnce.Do(func() {
+		file_plugins_stamp_api_srv6pm_common_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_stamp_api_srv6pm_common_proto_rawDesc), len(file_plugins_stamp_api_srv6pm_common_proto_rawDesc)))
 	})
-	return file_appliance_api_srv6pm_common_proto_rawDescData
+	return file_plugins_stamp_api_srv6pm_common_proto_rawDescData
 }
 
-var file_appliance_api_srv6pm_common_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_appliance_api_srv6pm_common_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
-var file_appliance_api_srv6pm_common_proto_goTypes = []any{
+var file_plugins_stamp_api_srv6pm_common_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_plugins_stamp_api_srv6pm_common_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_plugins_stamp_api_srv6pm_common_proto_goTypes = []any{
 	(AuthenticationMode)(0),   // 0: srv6pm.AuthenticationMode
 	(TimestampFormat)(0),      // 1: srv6pm.TimestampFormat
 	(PacketLossType)(0),       // 2: srv6pm.PacketLossType
@@ -480,7 +480,7 @@ var file_appliance_api_srv6pm_common_proto_goTypes = []any{
 	(StatusCode)(0),           // 5: srv6pm.StatusCode
 	(*SRv6Path)(nil),          // 6: srv6pm.SRv6Path
 }
-var file_appliance_api_srv6pm_common_proto_depIdxs = []int32{
+var file_plugins_stamp_api_srv6pm_common_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
 	0, // [0:0] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
@@ -488,27 +488,27 @@ var file_appliance_api_srv6pm_common_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_appliance_api_srv6pm_common_proto_init() }
-func file_appliance_api_srv6pm_common_proto_init() {
-	if File_appliance_api_srv6pm_common_proto != nil {
+func init() { file_plugins_stamp_api_srv6pm_common_proto_init() }
+func file_plugins_stamp_api_srv6pm_common_proto_init() {
+	if File_plugins_stamp_api_srv6pm_common_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_appliance_api_srv6pm_common_proto_rawDesc), len(file_appliance_api_srv6pm_common_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_stamp_api_srv6pm_common_proto_rawDesc), len(file_plugins_stamp_api_srv6pm_common_proto_rawDesc)),
 			NumEnums:      6,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_appliance_api_srv6pm_common_proto_goTypes,
-		DependencyIndexes: file_appliance_api_srv6pm_common_proto_depIdxs,
-		EnumInfos:         file_appliance_api_srv6pm_common_proto_enumTypes,
-		MessageInfos:      file_appliance_api_srv6pm_common_proto_msgTypes,
+		GoTypes:           file_plugins_stamp_api_srv6pm_common_proto_goTypes,
+		DependencyIndexes: file_plugins_stamp_api_srv6pm_common_proto_depIdxs,
+		EnumInfos:         file_plugins_stamp_api_srv6pm_common_proto_enumTypes,
+		MessageInfos:      file_plugins_stamp_api_srv6pm_common_proto_msgTypes,
 	}.Build()
-	File_appliance_api_srv6pm_common_proto = out.File
-	file_appliance_api_srv6pm_common_proto_goTypes = nil
-	file_appliance_api_srv6pm_common_proto_depIdxs = nil
+	File_plugins_stamp_api_srv6pm_common_proto = out.File
+	file_plugins_stamp_api_srv6pm_common_proto_goTypes = nil
+	file_plugins_stamp_api_srv6pm_common_proto_depIdxs = nil
 }

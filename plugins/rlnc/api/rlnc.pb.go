@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: appliance/api/rlnc.proto
+// source: plugins/rlnc/api/rlnc.proto
 
 // The RLNC plugin's control service (plugins/rlnc): the CODED IP sessions each
 // encoder, recoder and decoder instance holds, their buffered generations, and
@@ -40,7 +40,7 @@ type RlncSessionFilter struct {
 
 func (x *RlncSessionFilter) Reset() {
 	*x = RlncSessionFilter{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[0]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -52,7 +52,7 @@ func (x *RlncSessionFilter) String() string {
 func (*RlncSessionFilter) ProtoMessage() {}
 
 func (x *RlncSessionFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[0]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -65,7 +65,7 @@ func (x *RlncSessionFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RlncSessionFilter.ProtoReflect.Descriptor instead.
 func (*RlncSessionFilter) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{0}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *RlncSessionFilter) GetStage() string {
@@ -105,7 +105,7 @@ type ListRlncSessionsRequest struct {
 
 func (x *ListRlncSessionsRequest) Reset() {
 	*x = ListRlncSessionsRequest{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[1]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -117,7 +117,7 @@ func (x *ListRlncSessionsRequest) String() string {
 func (*ListRlncSessionsRequest) ProtoMessage() {}
 
 func (x *ListRlncSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[1]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +130,7 @@ func (x *ListRlncSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRlncSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRlncSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{1}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ListRlncSessionsRequest) GetFilter() *RlncSessionFilter {
@@ -149,7 +149,7 @@ type ListRlncSessionsReply struct {
 
 func (x *ListRlncSessionsReply) Reset() {
 	*x = ListRlncSessionsReply{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[2]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -161,7 +161,7 @@ func (x *ListRlncSessionsReply) String() string {
 func (*ListRlncSessionsReply) ProtoMessage() {}
 
 func (x *ListRlncSessionsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[2]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -174,7 +174,7 @@ func (x *ListRlncSessionsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRlncSessionsReply.ProtoReflect.Descriptor instead.
 func (*ListRlncSessionsReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{2}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListRlncSessionsReply) GetStages() []*RlncStageSessions {
@@ -199,7 +199,7 @@ type RlncStageSessions struct {
 
 func (x *RlncStageSessions) Reset() {
 	*x = RlncStageSessions{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[3]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +211,7 @@ func (x *RlncStageSessions) String() string {
 func (*RlncStageSessions) ProtoMessage() {}
 
 func (x *RlncStageSessions) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[3]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +224,7 @@ func (x *RlncStageSessions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RlncStageSessions.ProtoReflect.Descriptor instead.
 func (*RlncStageSessions) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{3}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RlncStageSessions) GetPipeline() string {
@@ -288,7 +288,7 @@ type RlncStore struct {
 
 func (x *RlncStore) Reset() {
 	*x = RlncStore{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[4]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +300,7 @@ func (x *RlncStore) String() string {
 func (*RlncStore) ProtoMessage() {}
 
 func (x *RlncStore) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[4]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +313,7 @@ func (x *RlncStore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RlncStore.ProtoReflect.Descriptor instead.
 func (*RlncStore) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{4}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RlncStore) GetMaxSessions() uint32 {
@@ -402,7 +402,7 @@ type RlncSession struct {
 
 func (x *RlncSession) Reset() {
 	*x = RlncSession{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[5]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +414,7 @@ func (x *RlncSession) String() string {
 func (*RlncSession) ProtoMessage() {}
 
 func (x *RlncSession) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[5]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +427,7 @@ func (x *RlncSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RlncSession.ProtoReflect.Descriptor instead.
 func (*RlncSession) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{5}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RlncSession) GetSrc() []byte {
@@ -516,7 +516,7 @@ type ListRlncGenerationsRequest struct {
 
 func (x *ListRlncGenerationsRequest) Reset() {
 	*x = ListRlncGenerationsRequest{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[6]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +528,7 @@ func (x *ListRlncGenerationsRequest) String() string {
 func (*ListRlncGenerationsRequest) ProtoMessage() {}
 
 func (x *ListRlncGenerationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[6]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +541,7 @@ func (x *ListRlncGenerationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRlncGenerationsRequest.ProtoReflect.Descriptor instead.
 func (*ListRlncGenerationsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{6}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListRlncGenerationsRequest) GetFilter() *RlncSessionFilter {
@@ -560,7 +560,7 @@ type ListRlncGenerationsReply struct {
 
 func (x *ListRlncGenerationsReply) Reset() {
 	*x = ListRlncGenerationsReply{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[7]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +572,7 @@ func (x *ListRlncGenerationsReply) String() string {
 func (*ListRlncGenerationsReply) ProtoMessage() {}
 
 func (x *ListRlncGenerationsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[7]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +585,7 @@ func (x *ListRlncGenerationsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRlncGenerationsReply.ProtoReflect.Descriptor instead.
 func (*ListRlncGenerationsReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{7}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRlncGenerationsReply) GetStages() []*RlncStageGenerations {
@@ -608,7 +608,7 @@ type RlncStageGenerations struct {
 
 func (x *RlncStageGenerations) Reset() {
 	*x = RlncStageGenerations{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[8]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +620,7 @@ func (x *RlncStageGenerations) String() string {
 func (*RlncStageGenerations) ProtoMessage() {}
 
 func (x *RlncStageGenerations) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[8]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +633,7 @@ func (x *RlncStageGenerations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RlncStageGenerations.ProtoReflect.Descriptor instead.
 func (*RlncStageGenerations) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{8}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RlncStageGenerations) GetPipeline() string {
@@ -696,7 +696,7 @@ type RlncGeneration struct {
 
 func (x *RlncGeneration) Reset() {
 	*x = RlncGeneration{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[9]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +708,7 @@ func (x *RlncGeneration) String() string {
 func (*RlncGeneration) ProtoMessage() {}
 
 func (x *RlncGeneration) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[9]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +721,7 @@ func (x *RlncGeneration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RlncGeneration.ProtoReflect.Descriptor instead.
 func (*RlncGeneration) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{9}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RlncGeneration) GetSrc() []byte {
@@ -824,7 +824,7 @@ type FlushRlncSessionsRequest struct {
 
 func (x *FlushRlncSessionsRequest) Reset() {
 	*x = FlushRlncSessionsRequest{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[10]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +836,7 @@ func (x *FlushRlncSessionsRequest) String() string {
 func (*FlushRlncSessionsRequest) ProtoMessage() {}
 
 func (x *FlushRlncSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[10]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +849,7 @@ func (x *FlushRlncSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRlncSessionsRequest.ProtoReflect.Descriptor instead.
 func (*FlushRlncSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{10}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FlushRlncSessionsRequest) GetFilter() *RlncSessionFilter {
@@ -868,7 +868,7 @@ type FlushRlncSessionsReply struct {
 
 func (x *FlushRlncSessionsReply) Reset() {
 	*x = FlushRlncSessionsReply{}
-	mi := &file_appliance_api_rlnc_proto_msgTypes[11]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +880,7 @@ func (x *FlushRlncSessionsReply) String() string {
 func (*FlushRlncSessionsReply) ProtoMessage() {}
 
 func (x *FlushRlncSessionsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_rlnc_proto_msgTypes[11]
+	mi := &file_plugins_rlnc_api_rlnc_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +893,7 @@ func (x *FlushRlncSessionsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRlncSessionsReply.ProtoReflect.Descriptor instead.
 func (*FlushRlncSessionsReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_rlnc_proto_rawDescGZIP(), []int{11}
+	return file_plugins_rlnc_api_rlnc_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FlushRlncSessionsReply) GetFlushed() uint32 {
@@ -903,11 +903,11 @@ func (x *FlushRlncSessionsReply) GetFlushed() uint32 {
 	return 0
 }
 
-var File_appliance_api_rlnc_proto protoreflect.FileDescriptor
+var File_plugins_rlnc_api_rlnc_proto protoreflect.FileDescriptor
 
-const file_appliance_api_rlnc_proto_rawDesc = "" +
+const file_plugins_rlnc_api_rlnc_proto_rawDesc = "" +
 	"\n" +
-	"\x18appliance/api/rlnc.proto\x12\vlinerate.v1\"\x80\x01\n" +
+	"\x1bplugins/rlnc/api/rlnc.proto\x12\vlinerate.v1\"\x80\x01\n" +
 	"\x11RlncSessionFilter\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x10\n" +
 	"\x03src\x18\x02 \x01(\fR\x03src\x12\x10\n" +
@@ -986,22 +986,22 @@ const file_appliance_api_rlnc_proto_rawDesc = "" +
 	"\x04Rlnc\x12\\\n" +
 	"\x10ListRlncSessions\x12$.linerate.v1.ListRlncSessionsRequest\x1a\".linerate.v1.ListRlncSessionsReply\x12e\n" +
 	"\x13ListRlncGenerations\x12'.linerate.v1.ListRlncGenerationsRequest\x1a%.linerate.v1.ListRlncGenerationsReply\x12_\n" +
-	"\x11FlushRlncSessions\x12%.linerate.v1.FlushRlncSessionsRequest\x1a#.linerate.v1.FlushRlncSessionsReplyB0Z.github.com/linerate/linerate/appliance/api;apib\x06proto3"
+	"\x11FlushRlncSessions\x12%.linerate.v1.FlushRlncSessionsRequest\x1a#.linerate.v1.FlushRlncSessionsReplyB3Z1github.com/linerate/linerate/plugins/rlnc/api;apib\x06proto3"
 
 var (
-	file_appliance_api_rlnc_proto_rawDescOnce sync.Once
-	file_appliance_api_rlnc_proto_rawDescData []byte
+	file_plugins_rlnc_api_rlnc_proto_rawDescOnce sync.Once
+	file_plugins_rlnc_api_rlnc_proto_rawDescData []byte
 )
 
-func file_appliance_api_rlnc_proto_rawDescGZIP() []byte {
-	file_appliance_api_rlnc_proto_rawDescOnce.Do(func() {
-		file_appliance_api_rlnc_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_appliance_api_rlnc_proto_rawDesc), len(file_appliance_api_rlnc_proto_rawDesc)))
+func file_plugins_rlnc_api_rlnc_proto_rawDescGZIP() []byte {
+	file_plugins_rlnc_api_rlnc_proto_rawDescOnce.Do(func() {
+		file_plugins_rlnc_api_rlnc_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_rlnc_api_rlnc_proto_rawDesc), len(file_plugins_rlnc_api_rlnc_proto_rawDesc)))
 	})
-	return file_appliance_api_rlnc_proto_rawDescData
+	return file_plugins_rlnc_api_rlnc_proto_rawDescData
 }
 
-var file_appliance_api_rlnc_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
-var file_appliance_api_rlnc_proto_goTypes = []any{
+var file_plugins_rlnc_api_rlnc_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_plugins_rlnc_api_rlnc_proto_goTypes = []any{
 	(*RlncSessionFilter)(nil),          // 0: linerate.v1.RlncSessionFilter
 	(*ListRlncSessionsRequest)(nil),    // 1: linerate.v1.ListRlncSessionsRequest
 	(*ListRlncSessionsReply)(nil),      // 2: linerate.v1.ListRlncSessionsReply
@@ -1015,7 +1015,7 @@ var file_appliance_api_rlnc_proto_goTypes = []any{
 	(*FlushRlncSessionsRequest)(nil),   // 10: linerate.v1.FlushRlncSessionsRequest
 	(*FlushRlncSessionsReply)(nil),     // 11: linerate.v1.FlushRlncSessionsReply
 }
-var file_appliance_api_rlnc_proto_depIdxs = []int32{
+var file_plugins_rlnc_api_rlnc_proto_depIdxs = []int32{
 	0,  // 0: linerate.v1.ListRlncSessionsRequest.filter:type_name -> linerate.v1.RlncSessionFilter
 	3,  // 1: linerate.v1.ListRlncSessionsReply.stages:type_name -> linerate.v1.RlncStageSessions
 	4,  // 2: linerate.v1.RlncStageSessions.store:type_name -> linerate.v1.RlncStore
@@ -1037,27 +1037,27 @@ var file_appliance_api_rlnc_proto_depIdxs = []int32{
 	0,  // [0:8] is the sub-list for field type_name
 }
 
-func init() { file_appliance_api_rlnc_proto_init() }
-func file_appliance_api_rlnc_proto_init() {
-	if File_appliance_api_rlnc_proto != nil {
+func init() { file_plugins_rlnc_api_rlnc_proto_init() }
+func file_plugins_rlnc_api_rlnc_proto_init() {
+	if File_plugins_rlnc_api_rlnc_proto != nil {
 		return
 	}
-	file_appliance_api_rlnc_proto_msgTypes[0].OneofWrappers = []any{}
+	file_plugins_rlnc_api_rlnc_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_appliance_api_rlnc_proto_rawDesc), len(file_appliance_api_rlnc_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_rlnc_api_rlnc_proto_rawDesc), len(file_plugins_rlnc_api_rlnc_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_appliance_api_rlnc_proto_goTypes,
-		DependencyIndexes: file_appliance_api_rlnc_proto_depIdxs,
-		MessageInfos:      file_appliance_api_rlnc_proto_msgTypes,
+		GoTypes:           file_plugins_rlnc_api_rlnc_proto_goTypes,
+		DependencyIndexes: file_plugins_rlnc_api_rlnc_proto_depIdxs,
+		MessageInfos:      file_plugins_rlnc_api_rlnc_proto_msgTypes,
 	}.Build()
-	File_appliance_api_rlnc_proto = out.File
-	file_appliance_api_rlnc_proto_goTypes = nil
-	file_appliance_api_rlnc_proto_depIdxs = nil
+	File_plugins_rlnc_api_rlnc_proto = out.File
+	file_plugins_rlnc_api_rlnc_proto_goTypes = nil
+	file_plugins_rlnc_api_rlnc_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: appliance/api/ioam.proto
+// source: plugins/ioam/api/ioam.proto
 
 // The IOAM plugin's control service (plugins/ioam): the namespaces each IOAM
 // stage knows, and a stream of the trace records the stages export.
@@ -33,7 +33,7 @@ type ListIoamNamespacesRequest struct {
 
 func (x *ListIoamNamespacesRequest) Reset() {
 	*x = ListIoamNamespacesRequest{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[0]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +45,7 @@ func (x *ListIoamNamespacesRequest) String() string {
 func (*ListIoamNamespacesRequest) ProtoMessage() {}
 
 func (x *ListIoamNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[0]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +58,7 @@ func (x *ListIoamNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIoamNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListIoamNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{0}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{0}
 }
 
 type ListIoamNamespacesReply struct {
@@ -70,7 +70,7 @@ type ListIoamNamespacesReply struct {
 
 func (x *ListIoamNamespacesReply) Reset() {
 	*x = ListIoamNamespacesReply{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[1]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -82,7 +82,7 @@ func (x *ListIoamNamespacesReply) String() string {
 func (*ListIoamNamespacesReply) ProtoMessage() {}
 
 func (x *ListIoamNamespacesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[1]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -95,7 +95,7 @@ func (x *ListIoamNamespacesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIoamNamespacesReply.ProtoReflect.Descriptor instead.
 func (*ListIoamNamespacesReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{1}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ListIoamNamespacesReply) GetStages() []*IoamStageNamespaces {
@@ -118,7 +118,7 @@ type IoamStageNamespaces struct {
 
 func (x *IoamStageNamespaces) Reset() {
 	*x = IoamStageNamespaces{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[2]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -130,7 +130,7 @@ func (x *IoamStageNamespaces) String() string {
 func (*IoamStageNamespaces) ProtoMessage() {}
 
 func (x *IoamStageNamespaces) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[2]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -143,7 +143,7 @@ func (x *IoamStageNamespaces) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IoamStageNamespaces.ProtoReflect.Descriptor instead.
 func (*IoamStageNamespaces) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{2}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *IoamStageNamespaces) GetPipeline() string {
@@ -198,7 +198,7 @@ type IoamNamespace struct {
 
 func (x *IoamNamespace) Reset() {
 	*x = IoamNamespace{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[3]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +210,7 @@ func (x *IoamNamespace) String() string {
 func (*IoamNamespace) ProtoMessage() {}
 
 func (x *IoamNamespace) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[3]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +223,7 @@ func (x *IoamNamespace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IoamNamespace.ProtoReflect.Descriptor instead.
 func (*IoamNamespace) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{3}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IoamNamespace) GetId() uint32 {
@@ -296,7 +296,7 @@ type StreamIoamRecordsRequest struct {
 
 func (x *StreamIoamRecordsRequest) Reset() {
 	*x = StreamIoamRecordsRequest{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[4]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +308,7 @@ func (x *StreamIoamRecordsRequest) String() string {
 func (*StreamIoamRecordsRequest) ProtoMessage() {}
 
 func (x *StreamIoamRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[4]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +321,7 @@ func (x *StreamIoamRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamIoamRecordsRequest.ProtoReflect.Descriptor instead.
 func (*StreamIoamRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{4}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StreamIoamRecordsRequest) GetStage() string {
@@ -374,7 +374,7 @@ type IoamRecord struct {
 
 func (x *IoamRecord) Reset() {
 	*x = IoamRecord{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[5]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +386,7 @@ func (x *IoamRecord) String() string {
 func (*IoamRecord) ProtoMessage() {}
 
 func (x *IoamRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[5]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +399,7 @@ func (x *IoamRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IoamRecord.ProtoReflect.Descriptor instead.
 func (*IoamRecord) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{5}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *IoamRecord) GetTime() *timestamppb.Timestamp {
@@ -518,7 +518,7 @@ type IoamTrace struct {
 
 func (x *IoamTrace) Reset() {
 	*x = IoamTrace{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[6]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +530,7 @@ func (x *IoamTrace) String() string {
 func (*IoamTrace) ProtoMessage() {}
 
 func (x *IoamTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[6]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +543,7 @@ func (x *IoamTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IoamTrace.ProtoReflect.Descriptor instead.
 func (*IoamTrace) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{6}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *IoamTrace) GetNamespace() uint32 {
@@ -643,7 +643,7 @@ type IoamHop struct {
 
 func (x *IoamHop) Reset() {
 	*x = IoamHop{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[7]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +655,7 @@ func (x *IoamHop) String() string {
 func (*IoamHop) ProtoMessage() {}
 
 func (x *IoamHop) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[7]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +668,7 @@ func (x *IoamHop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IoamHop.ProtoReflect.Descriptor instead.
 func (*IoamHop) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{7}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IoamHop) GetHopLimit() uint32 {
@@ -838,7 +838,7 @@ type IoamPot struct {
 
 func (x *IoamPot) Reset() {
 	*x = IoamPot{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[8]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +850,7 @@ func (x *IoamPot) String() string {
 func (*IoamPot) ProtoMessage() {}
 
 func (x *IoamPot) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[8]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +863,7 @@ func (x *IoamPot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IoamPot.ProtoReflect.Descriptor instead.
 func (*IoamPot) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{8}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *IoamPot) GetNamespace() uint32 {
@@ -908,7 +908,7 @@ type IoamE2E struct {
 
 func (x *IoamE2E) Reset() {
 	*x = IoamE2E{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[9]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +920,7 @@ func (x *IoamE2E) String() string {
 func (*IoamE2E) ProtoMessage() {}
 
 func (x *IoamE2E) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[9]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +933,7 @@ func (x *IoamE2E) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IoamE2E.ProtoReflect.Descriptor instead.
 func (*IoamE2E) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{9}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IoamE2E) GetNamespace() uint32 {
@@ -991,7 +991,7 @@ type IoamDex struct {
 
 func (x *IoamDex) Reset() {
 	*x = IoamDex{}
-	mi := &file_appliance_api_ioam_proto_msgTypes[10]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1003,7 @@ func (x *IoamDex) String() string {
 func (*IoamDex) ProtoMessage() {}
 
 func (x *IoamDex) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_ioam_proto_msgTypes[10]
+	mi := &file_plugins_ioam_api_ioam_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1016,7 @@ func (x *IoamDex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IoamDex.ProtoReflect.Descriptor instead.
 func (*IoamDex) Descriptor() ([]byte, []int) {
-	return file_appliance_api_ioam_proto_rawDescGZIP(), []int{10}
+	return file_plugins_ioam_api_ioam_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IoamDex) GetNamespace() uint32 {
@@ -1054,11 +1054,11 @@ func (x *IoamDex) GetSequence() uint32 {
 	return 0
 }
 
-var File_appliance_api_ioam_proto protoreflect.FileDescriptor
+var File_plugins_ioam_api_ioam_proto protoreflect.FileDescriptor
 
-const file_appliance_api_ioam_proto_rawDesc = "" +
+const file_plugins_ioam_api_ioam_proto_rawDesc = "" +
 	"\n" +
-	"\x18appliance/api/ioam.proto\x12\vlinerate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1b\n" +
+	"\x1bplugins/ioam/api/ioam.proto\x12\vlinerate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1b\n" +
 	"\x19ListIoamNamespacesRequest\"S\n" +
 	"\x17ListIoamNamespacesReply\x128\n" +
 	"\x06stages\x18\x01 \x03(\v2 .linerate.v1.IoamStageNamespacesR\x06stages\"\xad\x01\n" +
@@ -1168,22 +1168,22 @@ const file_appliance_api_ioam_proto_rawDesc = "" +
 	"\bsequence\x18\x05 \x01(\rR\bsequence2\xc1\x01\n" +
 	"\x04Ioam\x12b\n" +
 	"\x12ListIoamNamespaces\x12&.linerate.v1.ListIoamNamespacesRequest\x1a$.linerate.v1.ListIoamNamespacesReply\x12U\n" +
-	"\x11StreamIoamRecords\x12%.linerate.v1.StreamIoamRecordsRequest\x1a\x17.linerate.v1.IoamRecord0\x01B0Z.github.com/linerate/linerate/appliance/api;apib\x06proto3"
+	"\x11StreamIoamRecords\x12%.linerate.v1.StreamIoamRecordsRequest\x1a\x17.linerate.v1.IoamRecord0\x01B3Z1github.com/linerate/linerate/plugins/ioam/api;apib\x06proto3"
 
 var (
-	file_appliance_api_ioam_proto_rawDescOnce sync.Once
-	file_appliance_api_ioam_proto_rawDescData []byte
+	file_plugins_ioam_api_ioam_proto_rawDescOnce sync.Once
+	file_plugins_ioam_api_ioam_proto_rawDescData []byte
 )
 
-func file_appliance_api_ioam_proto_rawDescGZIP() []byte {
-	file_appliance_api_ioam_proto_rawDescOnce.Do(func() {
-		file_appliance_api_ioam_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_appliance_api_ioam_proto_rawDesc), len(file_appliance_api_ioam_proto_rawDesc)))
+func file_plugins_ioam_api_ioam_proto_rawDescGZIP() []byte {
+	file_plugins_ioam_api_ioam_proto_rawDescOnce.Do(func() {
+		file_plugins_ioam_api_ioam_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_ioam_api_ioam_proto_rawDesc), len(file_plugins_ioam_api_ioam_proto_rawDesc)))
 	})
-	return file_appliance_api_ioam_proto_rawDescData
+	return file_plugins_ioam_api_ioam_proto_rawDescData
 }
 
-var file_appliance_api_ioam_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
-var file_appliance_api_ioam_proto_goTypes = []any{
+var file_plugins_ioam_api_ioam_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_plugins_ioam_api_ioam_proto_goTypes = []any{
 	(*ListIoamNamespacesRequest)(nil), // 0: linerate.v1.ListIoamNamespacesRequest
 	(*ListIoamNamespacesReply)(nil),   // 1: linerate.v1.ListIoamNamespacesReply
 	(*IoamStageNamespaces)(nil),       // 2: linerate.v1.IoamStageNamespaces
@@ -1198,7 +1198,7 @@ var file_appliance_api_ioam_proto_goTypes = []any{
 	nil,                               // 11: linerate.v1.IoamHop.UndefinedEntry
 	(*timestamppb.Timestamp)(nil),     // 12: google.protobuf.Timestamp
 }
-var file_appliance_api_ioam_proto_depIdxs = []int32{
+var file_plugins_ioam_api_ioam_proto_depIdxs = []int32{
 	2,  // 0: linerate.v1.ListIoamNamespacesReply.stages:type_name -> linerate.v1.IoamStageNamespaces
 	3,  // 1: linerate.v1.IoamStageNamespaces.namespaces:type_name -> linerate.v1.IoamNamespace
 	12, // 2: linerate.v1.IoamRecord.time:type_name -> google.protobuf.Timestamp
@@ -1219,27 +1219,27 @@ var file_appliance_api_ioam_proto_depIdxs = []int32{
 	0,  // [0:9] is the sub-list for field type_name
 }
 
-func init() { file_appliance_api_ioam_proto_init() }
-func file_appliance_api_ioam_proto_init() {
-	if File_appliance_api_ioam_proto != nil {
+func init() { file_plugins_ioam_api_ioam_proto_init() }
+func file_plugins_ioam_api_ioam_proto_init() {
+	if File_plugins_ioam_api_ioam_proto != nil {
 		return
 	}
-	file_appliance_api_ioam_proto_msgTypes[4].OneofWrappers = []any{}
+	file_plugins_ioam_api_ioam_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_appliance_api_ioam_proto_rawDesc), len(file_appliance_api_ioam_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_ioam_api_ioam_proto_rawDesc), len(file_plugins_ioam_api_ioam_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_appliance_api_ioam_proto_goTypes,
-		DependencyIndexes: file_appliance_api_ioam_proto_depIdxs,
-		MessageInfos:      file_appliance_api_ioam_proto_msgTypes,
+		GoTypes:           file_plugins_ioam_api_ioam_proto_goTypes,
+		DependencyIndexes: file_plugins_ioam_api_ioam_proto_depIdxs,
+		MessageInfos:      file_plugins_ioam_api_ioam_proto_msgTypes,
 	}.Build()
-	File_appliance_api_ioam_proto = out.File
-	file_appliance_api_ioam_proto_goTypes = nil
-	file_appliance_api_ioam_proto_depIdxs = nil
+	File_plugins_ioam_api_ioam_proto = out.File
+	file_plugins_ioam_api_ioam_proto_goTypes = nil
+	file_plugins_ioam_api_ioam_proto_depIdxs = nil
 }

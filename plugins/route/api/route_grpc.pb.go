@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: appliance/api/route.proto
+// source: plugins/route/api/route.proto
 
 package api
 
@@ -411,5 +411,5 @@ var Routing_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "appliance/api/route.proto",
+	Metadata: "plugins/route/api/route.proto",
 }

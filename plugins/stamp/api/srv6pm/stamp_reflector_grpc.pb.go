@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: appliance/api/srv6pm/stamp_reflector.proto
+// source: plugins/stamp/api/srv6pm/stamp_reflector.proto
 
 // The seed controller's STAMP Session-Reflector service (srv6pm
 // stamp_reflector.proto at 944117a), served by linerate's stamp.reflector
@@ -312,5 +312,5 @@ var STAMPSessionReflectorService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "appliance/api/srv6pm/stamp_reflector.proto",
+	Metadata: "plugins/stamp/api/srv6pm/stamp_reflector.proto",
 }

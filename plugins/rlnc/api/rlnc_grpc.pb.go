@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: appliance/api/rlnc.proto
+// source: plugins/rlnc/api/rlnc.proto
 
 // The RLNC plugin's control service (plugins/rlnc): the CODED IP sessions each
 // encoder, recoder and decoder instance holds, their buffered generations, and
@@ -209,5 +209,5 @@ var Rlnc_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "appliance/api/rlnc.proto",
+	Metadata: "plugins/rlnc/api/rlnc.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: appliance/api/route.proto
+// source: plugins/route/api/route.proto
 
 package api
 
@@ -30,7 +30,7 @@ type InterfacesRequest struct {
 
 func (x *InterfacesRequest) Reset() {
 	*x = InterfacesRequest{}
-	mi := &file_appliance_api_route_proto_msgTypes[0]
+	mi := &file_plugins_route_api_route_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -42,7 +42,7 @@ func (x *InterfacesRequest) String() string {
 func (*InterfacesRequest) ProtoMessage() {}
 
 func (x *InterfacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[0]
+	mi := &file_plugins_route_api_route_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -55,7 +55,7 @@ func (x *InterfacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterfacesRequest.ProtoReflect.Descriptor instead.
 func (*InterfacesRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{0}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{0}
 }
 
 type RoutedInterface struct {
@@ -73,7 +73,7 @@ type RoutedInterface struct {
 
 func (x *RoutedInterface) Reset() {
 	*x = RoutedInterface{}
-	mi := &file_appliance_api_route_proto_msgTypes[1]
+	mi := &file_plugins_route_api_route_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -85,7 +85,7 @@ func (x *RoutedInterface) String() string {
 func (*RoutedInterface) ProtoMessage() {}
 
 func (x *RoutedInterface) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[1]
+	mi := &file_plugins_route_api_route_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -98,7 +98,7 @@ func (x *RoutedInterface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutedInterface.ProtoReflect.Descriptor instead.
 func (*RoutedInterface) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{1}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *RoutedInterface) GetPort() string {
@@ -145,7 +145,7 @@ type InterfacesReply struct {
 
 func (x *InterfacesReply) Reset() {
 	*x = InterfacesReply{}
-	mi := &file_appliance_api_route_proto_msgTypes[2]
+	mi := &file_plugins_route_api_route_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +157,7 @@ func (x *InterfacesReply) String() string {
 func (*InterfacesReply) ProtoMessage() {}
 
 func (x *InterfacesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[2]
+	mi := &file_plugins_route_api_route_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +170,7 @@ func (x *InterfacesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterfacesReply.ProtoReflect.Descriptor instead.
 func (*InterfacesReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{2}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *InterfacesReply) GetInterfaces() []*RoutedInterface {
@@ -197,7 +197,7 @@ type RouteEntry struct {
 
 func (x *RouteEntry) Reset() {
 	*x = RouteEntry{}
-	mi := &file_appliance_api_route_proto_msgTypes[3]
+	mi := &file_plugins_route_api_route_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -209,7 +209,7 @@ func (x *RouteEntry) String() string {
 func (*RouteEntry) ProtoMessage() {}
 
 func (x *RouteEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[3]
+	mi := &file_plugins_route_api_route_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -222,7 +222,7 @@ func (x *RouteEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteEntry.ProtoReflect.Descriptor instead.
 func (*RouteEntry) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{3}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RouteEntry) GetPrefix() string {
@@ -268,7 +268,7 @@ type ListRoutesRequest struct {
 
 func (x *ListRoutesRequest) Reset() {
 	*x = ListRoutesRequest{}
-	mi := &file_appliance_api_route_proto_msgTypes[4]
+	mi := &file_plugins_route_api_route_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +280,7 @@ func (x *ListRoutesRequest) String() string {
 func (*ListRoutesRequest) ProtoMessage() {}
 
 func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[4]
+	mi := &file_plugins_route_api_route_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +293,7 @@ func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesRequest.ProtoReflect.Descriptor instead.
 func (*ListRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{4}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{4}
 }
 
 type ListRoutesReply struct {
@@ -308,7 +308,7 @@ type ListRoutesReply struct {
 
 func (x *ListRoutesReply) Reset() {
 	*x = ListRoutesReply{}
-	mi := &file_appliance_api_route_proto_msgTypes[5]
+	mi := &file_plugins_route_api_route_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +320,7 @@ func (x *ListRoutesReply) String() string {
 func (*ListRoutesReply) ProtoMessage() {}
 
 func (x *ListRoutesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[5]
+	mi := &file_plugins_route_api_route_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +333,7 @@ func (x *ListRoutesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesReply.ProtoReflect.Descriptor instead.
 func (*ListRoutesReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{5}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListRoutesReply) GetRoutes() []*RouteEntry {
@@ -371,7 +371,7 @@ type AddRouteRequest struct {
 
 func (x *AddRouteRequest) Reset() {
 	*x = AddRouteRequest{}
-	mi := &file_appliance_api_route_proto_msgTypes[6]
+	mi := &file_plugins_route_api_route_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -383,7 +383,7 @@ func (x *AddRouteRequest) String() string {
 func (*AddRouteRequest) ProtoMessage() {}
 
 func (x *AddRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[6]
+	mi := &file_plugins_route_api_route_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -396,7 +396,7 @@ func (x *AddRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRouteRequest.ProtoReflect.Descriptor instead.
 func (*AddRouteRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{6}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AddRouteRequest) GetPrefix() string {
@@ -439,7 +439,7 @@ type AddRouteReply struct {
 
 func (x *AddRouteReply) Reset() {
 	*x = AddRouteReply{}
-	mi := &file_appliance_api_route_proto_msgTypes[7]
+	mi := &file_plugins_route_api_route_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +451,7 @@ func (x *AddRouteReply) String() string {
 func (*AddRouteReply) ProtoMessage() {}
 
 func (x *AddRouteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[7]
+	mi := &file_plugins_route_api_route_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +464,7 @@ func (x *AddRouteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRouteReply.ProtoReflect.Descriptor instead.
 func (*AddRouteReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{7}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AddRouteReply) GetRoute() *RouteEntry {
@@ -490,7 +490,7 @@ type DeleteRouteRequest struct {
 
 func (x *DeleteRouteRequest) Reset() {
 	*x = DeleteRouteRequest{}
-	mi := &file_appliance_api_route_proto_msgTypes[8]
+	mi := &file_plugins_route_api_route_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +502,7 @@ func (x *DeleteRouteRequest) String() string {
 func (*DeleteRouteRequest) ProtoMessage() {}
 
 func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[8]
+	mi := &file_plugins_route_api_route_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +515,7 @@ func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRouteRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{8}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteRouteRequest) GetPrefix() string {
@@ -533,7 +533,7 @@ type DeleteRouteReply struct {
 
 func (x *DeleteRouteReply) Reset() {
 	*x = DeleteRouteReply{}
-	mi := &file_appliance_api_route_proto_msgTypes[9]
+	mi := &file_plugins_route_api_route_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +545,7 @@ func (x *DeleteRouteReply) String() string {
 func (*DeleteRouteReply) ProtoMessage() {}
 
 func (x *DeleteRouteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[9]
+	mi := &file_plugins_route_api_route_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +558,7 @@ func (x *DeleteRouteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteReply.ProtoReflect.Descriptor instead.
 func (*DeleteRouteReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{9}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{9}
 }
 
 type NeighborEntry struct {
@@ -580,7 +580,7 @@ type NeighborEntry struct {
 
 func (x *NeighborEntry) Reset() {
 	*x = NeighborEntry{}
-	mi := &file_appliance_api_route_proto_msgTypes[10]
+	mi := &file_plugins_route_api_route_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +592,7 @@ func (x *NeighborEntry) String() string {
 func (*NeighborEntry) ProtoMessage() {}
 
 func (x *NeighborEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[10]
+	mi := &file_plugins_route_api_route_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +605,7 @@ func (x *NeighborEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NeighborEntry.ProtoReflect.Descriptor instead.
 func (*NeighborEntry) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{10}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NeighborEntry) GetAddress() string {
@@ -667,7 +667,7 @@ type ListNeighborsRequest struct {
 
 func (x *ListNeighborsRequest) Reset() {
 	*x = ListNeighborsRequest{}
-	mi := &file_appliance_api_route_proto_msgTypes[11]
+	mi := &file_plugins_route_api_route_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +679,7 @@ func (x *ListNeighborsRequest) String() string {
 func (*ListNeighborsRequest) ProtoMessage() {}
 
 func (x *ListNeighborsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[11]
+	mi := &file_plugins_route_api_route_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +692,7 @@ func (x *ListNeighborsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNeighborsRequest.ProtoReflect.Descriptor instead.
 func (*ListNeighborsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{11}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListNeighborsRequest) GetPort() string {
@@ -717,7 +717,7 @@ type ListNeighborsReply struct {
 
 func (x *ListNeighborsReply) Reset() {
 	*x = ListNeighborsReply{}
-	mi := &file_appliance_api_route_proto_msgTypes[12]
+	mi := &file_plugins_route_api_route_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +729,7 @@ func (x *ListNeighborsReply) String() string {
 func (*ListNeighborsReply) ProtoMessage() {}
 
 func (x *ListNeighborsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[12]
+	mi := &file_plugins_route_api_route_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +742,7 @@ func (x *ListNeighborsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNeighborsReply.ProtoReflect.Descriptor instead.
 func (*ListNeighborsReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{12}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListNeighborsReply) GetNeighbors() []*NeighborEntry {
@@ -798,7 +798,7 @@ type AddNeighborRequest struct {
 
 func (x *AddNeighborRequest) Reset() {
 	*x = AddNeighborRequest{}
-	mi := &file_appliance_api_route_proto_msgTypes[13]
+	mi := &file_plugins_route_api_route_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +810,7 @@ func (x *AddNeighborRequest) String() string {
 func (*AddNeighborRequest) ProtoMessage() {}
 
 func (x *AddNeighborRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[13]
+	mi := &file_plugins_route_api_route_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +823,7 @@ func (x *AddNeighborRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNeighborRequest.ProtoReflect.Descriptor instead.
 func (*AddNeighborRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{13}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AddNeighborRequest) GetAddress() string {
@@ -855,7 +855,7 @@ type AddNeighborReply struct {
 
 func (x *AddNeighborReply) Reset() {
 	*x = AddNeighborReply{}
-	mi := &file_appliance_api_route_proto_msgTypes[14]
+	mi := &file_plugins_route_api_route_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +867,7 @@ func (x *AddNeighborReply) String() string {
 func (*AddNeighborReply) ProtoMessage() {}
 
 func (x *AddNeighborReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[14]
+	mi := &file_plugins_route_api_route_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +880,7 @@ func (x *AddNeighborReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNeighborReply.ProtoReflect.Descriptor instead.
 func (*AddNeighborReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{14}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{14}
 }
 
 type DeleteNeighborRequest struct {
@@ -893,7 +893,7 @@ type DeleteNeighborRequest struct {
 
 func (x *DeleteNeighborRequest) Reset() {
 	*x = DeleteNeighborRequest{}
-	mi := &file_appliance_api_route_proto_msgTypes[15]
+	mi := &file_plugins_route_api_route_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +905,7 @@ func (x *DeleteNeighborRequest) String() string {
 func (*DeleteNeighborRequest) ProtoMessage() {}
 
 func (x *DeleteNeighborRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[15]
+	mi := &file_plugins_route_api_route_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +918,7 @@ func (x *DeleteNeighborRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNeighborRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNeighborRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{15}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteNeighborRequest) GetAddress() string {
@@ -943,7 +943,7 @@ type DeleteNeighborReply struct {
 
 func (x *DeleteNeighborReply) Reset() {
 	*x = DeleteNeighborReply{}
-	mi := &file_appliance_api_route_proto_msgTypes[16]
+	mi := &file_plugins_route_api_route_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +955,7 @@ func (x *DeleteNeighborReply) String() string {
 func (*DeleteNeighborReply) ProtoMessage() {}
 
 func (x *DeleteNeighborReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[16]
+	mi := &file_plugins_route_api_route_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +968,7 @@ func (x *DeleteNeighborReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNeighborReply.ProtoReflect.Descriptor instead.
 func (*DeleteNeighborReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{16}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{16}
 }
 
 type LookupRequest struct {
@@ -980,7 +980,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_appliance_api_route_proto_msgTypes[17]
+	mi := &file_plugins_route_api_route_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +992,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[17]
+	mi := &file_plugins_route_api_route_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1005,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{17}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LookupRequest) GetAddress() string {
@@ -1029,7 +1029,7 @@ type LookupReply struct {
 
 func (x *LookupReply) Reset() {
 	*x = LookupReply{}
-	mi := &file_appliance_api_route_proto_msgTypes[18]
+	mi := &file_plugins_route_api_route_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1041,7 @@ func (x *LookupReply) String() string {
 func (*LookupReply) ProtoMessage() {}
 
 func (x *LookupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_route_proto_msgTypes[18]
+	mi := &file_plugins_route_api_route_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1054,7 @@ func (x *LookupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReply.ProtoReflect.Descriptor instead.
 func (*LookupReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_route_proto_rawDescGZIP(), []int{18}
+	return file_plugins_route_api_route_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LookupReply) GetRoute() *RouteEntry {
@@ -1078,11 +1078,11 @@ func (x *LookupReply) GetNeighbor() *NeighborEntry {
 	return nil
 }
 
-var File_appliance_api_route_proto protoreflect.FileDescriptor
+var File_plugins_route_api_route_proto protoreflect.FileDescriptor
 
-const file_appliance_api_route_proto_rawDesc = "" +
+const file_plugins_route_api_route_proto_rawDesc = "" +
 	"\n" +
-	"\x19appliance/api/route.proto\x12\vlinerate.v1\x1a\x1egoogle/protobuf/duration.proto\"\x13\n" +
+	"\x1dplugins/route/api/route.proto\x12\vlinerate.v1\x1a\x1egoogle/protobuf/duration.proto\"\x13\n" +
 	"\x11InterfacesRequest\"{\n" +
 	"\x0fRoutedInterface\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\tR\x04port\x12\x10\n" +
@@ -1159,22 +1159,22 @@ const file_appliance_api_route_proto_rawDesc = "" +
 	"\x06Lookup\x12\x1a.linerate.v1.LookupRequest\x1a\x18.linerate.v1.LookupReply\x12S\n" +
 	"\rListNeighbors\x12!.linerate.v1.ListNeighborsRequest\x1a\x1f.linerate.v1.ListNeighborsReply\x12M\n" +
 	"\vAddNeighbor\x12\x1f.linerate.v1.AddNeighborRequest\x1a\x1d.linerate.v1.AddNeighborReply\x12V\n" +
-	"\x0eDeleteNeighbor\x12\".linerate.v1.DeleteNeighborRequest\x1a .linerate.v1.DeleteNeighborReplyB0Z.github.com/linerate/linerate/appliance/api;apib\x06proto3"
+	"\x0eDeleteNeighbor\x12\".linerate.v1.DeleteNeighborRequest\x1a .linerate.v1.DeleteNeighborReplyB4Z2github.com/linerate/linerate/plugins/route/api;apib\x06proto3"
 
 var (
-	file_appliance_api_route_proto_rawDescOnce sync.Once
-	file_appliance_api_route_proto_rawDescData []byte
+	file_plugins_route_api_route_proto_rawDescOnce sync.Once
+	file_plugins_route_api_route_proto_rawDescData []byte
 )
 
-func file_appliance_api_route_proto_rawDescGZIP() []byte {
-	file_appliance_api_route_proto_rawDescOnce.Do(func() {
-		file_appliance_api_route_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_appliance_api_route_proto_rawDesc), len(file_appliance_api_route_proto_rawDesc)))
+func file_plugins_route_api_route_proto_rawDescGZIP() []byte {
+	file_plugins_route_api_route_proto_rawDescOnce.Do(func() {
+		file_plugins_route_api_route_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_route_api_route_proto_rawDesc), len(file_plugins_route_api_route_proto_rawDesc)))
 	})
-	return file_appliance_api_route_proto_rawDescData
+	return file_plugins_route_api_route_proto_rawDescData
 }
 
-var file_appliance_api_route_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
-var file_appliance_api_route_proto_goTypes = []any{
+var file_plugins_route_api_route_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_plugins_route_api_route_proto_goTypes = []any{
 	(*InterfacesRequest)(nil),     // 0: linerate.v1.InterfacesRequest
 	(*RoutedInterface)(nil),       // 1: linerate.v1.RoutedInterface
 	(*InterfacesReply)(nil),       // 2: linerate.v1.InterfacesReply
@@ -1196,7 +1196,7 @@ var file_appliance_api_route_proto_goTypes = []any{
 	(*LookupReply)(nil),           // 18: linerate.v1.LookupReply
 	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
 }
-var file_appliance_api_route_proto_depIdxs = []int32{
+var file_plugins_route_api_route_proto_depIdxs = []int32{
 	1,  // 0: linerate.v1.InterfacesReply.interfaces:type_name -> linerate.v1.RoutedInterface
 	3,  // 1: linerate.v1.ListRoutesReply.routes:type_name -> linerate.v1.RouteEntry
 	3,  // 2: linerate.v1.AddRouteReply.route:type_name -> linerate.v1.RouteEntry
@@ -1227,26 +1227,26 @@ var file_appliance_api_route_proto_depIdxs = []int32{
 	0,  // [0:7] is the sub-list for field type_name
 }
 
-func init() { file_appliance_api_route_proto_init() }
-func file_appliance_api_route_proto_init() {
-	if File_appliance_api_route_proto != nil {
+func init() { file_plugins_route_api_route_proto_init() }
+func file_plugins_route_api_route_proto_init() {
+	if File_plugins_route_api_route_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_appliance_api_route_proto_rawDesc), len(file_appliance_api_route_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_route_api_route_proto_rawDesc), len(file_plugins_route_api_route_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_appliance_api_route_proto_goTypes,
-		DependencyIndexes: file_appliance_api_route_proto_depIdxs,
-		MessageInfos:      file_appliance_api_route_proto_msgTypes,
+		GoTypes:           file_plugins_route_api_route_proto_goTypes,
+		DependencyIndexes: file_plugins_route_api_route_proto_depIdxs,
+		MessageInfos:      file_plugins_route_api_route_proto_msgTypes,
 	}.Build()
-	File_appliance_api_route_proto = out.File
-	file_appliance_api_route_proto_goTypes = nil
-	file_appliance_api_route_proto_depIdxs = nil
+	File_plugins_route_api_route_proto = out.File
+	file_plugins_route_api_route_proto_goTypes = nil
+	file_plugins_route_api_route_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: appliance/api/ioam.proto
+// source: plugins/ioam/api/ioam.proto
 
 // The IOAM plugin's control service (plugins/ioam): the namespaces each IOAM
 // stage knows, and a stream of the trace records the stages export.
@@ -174,5 +174,5 @@ var Ioam_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "appliance/api/ioam.proto",
+	Metadata: "plugins/ioam/api/ioam.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: appliance/api/stamp.proto
+// source: plugins/stamp/api/stamp.proto
 
 // The STAMP plugin's control service (plugins/stamp): sessions of the
 // stamp.sender and stamp.reflector stages, created here or in the config
@@ -59,11 +59,11 @@ func (x StampRole) String() string {
 }
 
 func (StampRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_appliance_api_stamp_proto_enumTypes[0].Descriptor()
+	return file_plugins_stamp_api_stamp_proto_enumTypes[0].Descriptor()
 }
 
 func (StampRole) Type() protoreflect.EnumType {
-	return &file_appliance_api_stamp_proto_enumTypes[0]
+	return &file_plugins_stamp_api_stamp_proto_enumTypes[0]
 }
 
 func (x StampRole) Number() protoreflect.EnumNumber {
@@ -72,7 +72,7 @@ func (x StampRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StampRole.Descriptor instead.
 func (StampRole) EnumDescriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{0}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{0}
 }
 
 type StampInitRequest struct {
@@ -87,7 +87,7 @@ type StampInitRequest struct {
 
 func (x *StampInitRequest) Reset() {
 	*x = StampInitRequest{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[0]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -99,7 +99,7 @@ func (x *StampInitRequest) String() string {
 func (*StampInitRequest) ProtoMessage() {}
 
 func (x *StampInitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[0]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -112,7 +112,7 @@ func (x *StampInitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampInitRequest.ProtoReflect.Descriptor instead.
 func (*StampInitRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{0}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *StampInitRequest) GetRole() StampRole {
@@ -151,7 +151,7 @@ type StampInitReply struct {
 
 func (x *StampInitReply) Reset() {
 	*x = StampInitReply{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[1]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -163,7 +163,7 @@ func (x *StampInitReply) String() string {
 func (*StampInitReply) ProtoMessage() {}
 
 func (x *StampInitReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[1]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -176,7 +176,7 @@ func (x *StampInitReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampInitReply.ProtoReflect.Descriptor instead.
 func (*StampInitReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{1}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{1}
 }
 
 type StampResetRequest struct {
@@ -188,7 +188,7 @@ type StampResetRequest struct {
 
 func (x *StampResetRequest) Reset() {
 	*x = StampResetRequest{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[2]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +200,7 @@ func (x *StampResetRequest) String() string {
 func (*StampResetRequest) ProtoMessage() {}
 
 func (x *StampResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[2]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,7 +213,7 @@ func (x *StampResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampResetRequest.ProtoReflect.Descriptor instead.
 func (*StampResetRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{2}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StampResetRequest) GetRole() StampRole {
@@ -232,7 +232,7 @@ type StampResetReply struct {
 
 func (x *StampResetReply) Reset() {
 	*x = StampResetReply{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[3]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +244,7 @@ func (x *StampResetReply) String() string {
 func (*StampResetReply) ProtoMessage() {}
 
 func (x *StampResetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[3]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +257,7 @@ func (x *StampResetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampResetReply.ProtoReflect.Descriptor instead.
 func (*StampResetReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{3}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StampResetReply) GetDestroyed() uint32 {
@@ -300,7 +300,7 @@ type StampSenderSession struct {
 
 func (x *StampSenderSession) Reset() {
 	*x = StampSenderSession{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[4]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +312,7 @@ func (x *StampSenderSession) String() string {
 func (*StampSenderSession) ProtoMessage() {}
 
 func (x *StampSenderSession) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[4]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +325,7 @@ func (x *StampSenderSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSenderSession.ProtoReflect.Descriptor instead.
 func (*StampSenderSession) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{4}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StampSenderSession) GetSsid() uint32 {
@@ -507,7 +507,7 @@ type StampReflectorSession struct {
 
 func (x *StampReflectorSession) Reset() {
 	*x = StampReflectorSession{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[5]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +519,7 @@ func (x *StampReflectorSession) String() string {
 func (*StampReflectorSession) ProtoMessage() {}
 
 func (x *StampReflectorSession) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[5]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +532,7 @@ func (x *StampReflectorSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampReflectorSession.ProtoReflect.Descriptor instead.
 func (*StampReflectorSession) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{5}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StampReflectorSession) GetSsid() uint32 {
@@ -612,7 +612,7 @@ type CreateStampSessionRequest struct {
 
 func (x *CreateStampSessionRequest) Reset() {
 	*x = CreateStampSessionRequest{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[6]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +624,7 @@ func (x *CreateStampSessionRequest) String() string {
 func (*CreateStampSessionRequest) ProtoMessage() {}
 
 func (x *CreateStampSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[6]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +637,7 @@ func (x *CreateStampSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateStampSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateStampSessionRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{6}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateStampSessionRequest) GetSession() isCreateStampSessionRequest_Session {
@@ -698,7 +698,7 @@ type StampSessionRef struct {
 
 func (x *StampSessionRef) Reset() {
 	*x = StampSessionRef{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[7]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +710,7 @@ func (x *StampSessionRef) String() string {
 func (*StampSessionRef) ProtoMessage() {}
 
 func (x *StampSessionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[7]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +723,7 @@ func (x *StampSessionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSessionRef.ProtoReflect.Descriptor instead.
 func (*StampSessionRef) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{7}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StampSessionRef) GetRole() StampRole {
@@ -757,7 +757,7 @@ type StampSessionInfo struct {
 
 func (x *StampSessionInfo) Reset() {
 	*x = StampSessionInfo{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[8]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +769,7 @@ func (x *StampSessionInfo) String() string {
 func (*StampSessionInfo) ProtoMessage() {}
 
 func (x *StampSessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[8]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +782,7 @@ func (x *StampSessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSessionInfo.ProtoReflect.Descriptor instead.
 func (*StampSessionInfo) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{8}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StampSessionInfo) GetRole() StampRole {
@@ -857,7 +857,7 @@ type StampSessionReply struct {
 
 func (x *StampSessionReply) Reset() {
 	*x = StampSessionReply{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[9]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +869,7 @@ func (x *StampSessionReply) String() string {
 func (*StampSessionReply) ProtoMessage() {}
 
 func (x *StampSessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[9]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +882,7 @@ func (x *StampSessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSessionReply.ProtoReflect.Descriptor instead.
 func (*StampSessionReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{9}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StampSessionReply) GetSession() *StampSessionInfo {
@@ -900,7 +900,7 @@ type ListStampSessionsRequest struct {
 
 func (x *ListStampSessionsRequest) Reset() {
 	*x = ListStampSessionsRequest{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[10]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +912,7 @@ func (x *ListStampSessionsRequest) String() string {
 func (*ListStampSessionsRequest) ProtoMessage() {}
 
 func (x *ListStampSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[10]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +925,7 @@ func (x *ListStampSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStampSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListStampSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{10}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{10}
 }
 
 type ListStampSessionsReply struct {
@@ -937,7 +937,7 @@ type ListStampSessionsReply struct {
 
 func (x *ListStampSessionsReply) Reset() {
 	*x = ListStampSessionsReply{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[11]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +949,7 @@ func (x *ListStampSessionsReply) String() string {
 func (*ListStampSessionsReply) ProtoMessage() {}
 
 func (x *ListStampSessionsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[11]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +962,7 @@ func (x *ListStampSessionsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStampSessionsReply.ProtoReflect.Descriptor instead.
 func (*ListStampSessionsReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{11}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListStampSessionsReply) GetSessions() []*StampSessionInfo {
@@ -983,7 +983,7 @@ type GetStampSessionResultsRequest struct {
 
 func (x *GetStampSessionResultsRequest) Reset() {
 	*x = GetStampSessionResultsRequest{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[12]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +995,7 @@ func (x *GetStampSessionResultsRequest) String() string {
 func (*GetStampSessionResultsRequest) ProtoMessage() {}
 
 func (x *GetStampSessionResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[12]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1008,7 @@ func (x *GetStampSessionResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStampSessionResultsRequest.ProtoReflect.Descriptor instead.
 func (*GetStampSessionResultsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{12}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetStampSessionResultsRequest) GetSsid() uint32 {
@@ -1043,7 +1043,7 @@ type StreamStampSessionResultsRequest struct {
 
 func (x *StreamStampSessionResultsRequest) Reset() {
 	*x = StreamStampSessionResultsRequest{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[13]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1055,7 @@ func (x *StreamStampSessionResultsRequest) String() string {
 func (*StreamStampSessionResultsRequest) ProtoMessage() {}
 
 func (x *StreamStampSessionResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[13]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1068,7 @@ func (x *StreamStampSessionResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamStampSessionResultsRequest.ProtoReflect.Descriptor instead.
 func (*StreamStampSessionResultsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{13}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StreamStampSessionResultsRequest) GetSsid() uint32 {
@@ -1103,7 +1103,7 @@ type StampSessionResults struct {
 
 func (x *StampSessionResults) Reset() {
 	*x = StampSessionResults{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[14]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1115,7 @@ func (x *StampSessionResults) String() string {
 func (*StampSessionResults) ProtoMessage() {}
 
 func (x *StampSessionResults) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[14]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1128,7 @@ func (x *StampSessionResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSessionResults.ProtoReflect.Descriptor instead.
 func (*StampSessionResults) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{14}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StampSessionResults) GetSsid() uint32 {
@@ -1181,7 +1181,7 @@ type StampRecord struct {
 
 func (x *StampRecord) Reset() {
 	*x = StampRecord{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[15]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1193,7 @@ func (x *StampRecord) String() string {
 func (*StampRecord) ProtoMessage() {}
 
 func (x *StampRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[15]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1206,7 @@ func (x *StampRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampRecord.ProtoReflect.Descriptor instead.
 func (*StampRecord) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{15}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StampRecord) GetSsid() uint32 {
@@ -1359,7 +1359,7 @@ type StampDelay struct {
 
 func (x *StampDelay) Reset() {
 	*x = StampDelay{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[16]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1371,7 @@ func (x *StampDelay) String() string {
 func (*StampDelay) ProtoMessage() {}
 
 func (x *StampDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[16]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1384,7 @@ func (x *StampDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampDelay.ProtoReflect.Descriptor instead.
 func (*StampDelay) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{16}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StampDelay) GetN() uint64 {
@@ -1463,7 +1463,7 @@ type StampJitter struct {
 
 func (x *StampJitter) Reset() {
 	*x = StampJitter{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[17]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1475,7 @@ func (x *StampJitter) String() string {
 func (*StampJitter) ProtoMessage() {}
 
 func (x *StampJitter) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[17]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1488,7 @@ func (x *StampJitter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampJitter.ProtoReflect.Descriptor instead.
 func (*StampJitter) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{17}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StampJitter) GetN() uint64 {
@@ -1553,7 +1553,7 @@ type StampMetrics struct {
 
 func (x *StampMetrics) Reset() {
 	*x = StampMetrics{}
-	mi := &file_appliance_api_stamp_proto_msgTypes[18]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1565,7 @@ func (x *StampMetrics) String() string {
 func (*StampMetrics) ProtoMessage() {}
 
 func (x *StampMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_stamp_proto_msgTypes[18]
+	mi := &file_plugins_stamp_api_stamp_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1578,7 @@ func (x *StampMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampMetrics.ProtoReflect.Descriptor instead.
 func (*StampMetrics) Descriptor() ([]byte, []int) {
-	return file_appliance_api_stamp_proto_rawDescGZIP(), []int{18}
+	return file_plugins_stamp_api_stamp_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StampMetrics) GetRunning() bool {
@@ -1714,11 +1714,11 @@ func (x *StampMetrics) GetJitterRtt() *StampJitter {
 	return nil
 }
 
-var File_appliance_api_stamp_proto protoreflect.FileDescriptor
+var File_plugins_stamp_api_stamp_proto protoreflect.FileDescriptor
 
-const file_appliance_api_stamp_proto_rawDesc = "" +
+const file_plugins_stamp_api_stamp_proto_rawDesc = "" +
 	"\n" +
-	"\x19appliance/api/stamp.proto\x12\vlinerate.v1\"\x80\x01\n" +
+	"\x1dplugins/stamp/api/stamp.proto\x12\vlinerate.v1\"\x80\x01\n" +
 	"\x10StampInitRequest\x12*\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x16.linerate.v1.StampRoleR\x04role\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x12\n" +
@@ -1887,23 +1887,23 @@ const file_appliance_api_stamp_proto_rawDesc = "" +
 	"\x13DestroyStampSession\x12\x1c.linerate.v1.StampSessionRef\x1a\x1e.linerate.v1.StampSessionReply\x12_\n" +
 	"\x11ListStampSessions\x12%.linerate.v1.ListStampSessionsRequest\x1a#.linerate.v1.ListStampSessionsReply\x12f\n" +
 	"\x16GetStampSessionResults\x12*.linerate.v1.GetStampSessionResultsRequest\x1a .linerate.v1.StampSessionResults\x12n\n" +
-	"\x19StreamStampSessionResults\x12-.linerate.v1.StreamStampSessionResultsRequest\x1a .linerate.v1.StampSessionResults0\x01B0Z.github.com/linerate/linerate/appliance/api;apib\x06proto3"
+	"\x19StreamStampSessionResults\x12-.linerate.v1.StreamStampSessionResultsRequest\x1a .linerate.v1.StampSessionResults0\x01B4Z2github.com/linerate/linerate/plugins/stamp/api;apib\x06proto3"
 
 var (
-	file_appliance_api_stamp_proto_rawDescOnce sync.Once
-	file_appliance_api_stamp_proto_rawDescData []byte
+	file_plugins_stamp_api_stamp_proto_rawDescOnce sync.Once
+	file_plugins_stamp_api_stamp_proto_rawDescData []byte
 )
 
-func file_appliance_api_stamp_proto_rawDescGZIP() []byte {
-	file_appliance_api_stamp_proto_rawDescOnce.Do(func() {
-		file_appliance_api_stamp_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_appliance_api_stamp_proto_rawDesc), len(file_appliance_api_stamp_proto_rawDesc)))
+func file_plugins_stamp_api_stamp_proto_rawDescGZIP() []byte {
+	file_plugins_stamp_api_stamp_proto_rawDescOnce.Do(func() {
+		file_plugins_stamp_api_stamp_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_stamp_api_stamp_proto_rawDesc), len(file_plugins_stamp_api_stamp_proto_rawDesc)))
 	})
-	return file_appliance_api_stamp_proto_rawDescData
+	return file_plugins_stamp_api_stamp_proto_rawDescData
 }
 
-var file_appliance_api_stamp_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_appliance_api_stamp_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
-var file_appliance_api_stamp_proto_goTypes = []any{
+var file_plugins_stamp_api_stamp_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_plugins_stamp_api_stamp_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_plugins_stamp_api_stamp_proto_goTypes = []any{
 	(StampRole)(0),                           // 0: linerate.v1.StampRole
 	(*StampInitRequest)(nil),                 // 1: linerate.v1.StampInitRequest
 	(*StampInitReply)(nil),                   // 2: linerate.v1.StampInitReply
@@ -1925,7 +1925,7 @@ var file_appliance_api_stamp_proto_goTypes = []any{
 	(*StampJitter)(nil),                      // 18: linerate.v1.StampJitter
 	(*StampMetrics)(nil),                     // 19: linerate.v1.StampMetrics
 }
-var file_appliance_api_stamp_proto_depIdxs = []int32{
+var file_plugins_stamp_api_stamp_proto_depIdxs = []int32{
 	0,  // 0: linerate.v1.StampInitRequest.role:type_name -> linerate.v1.StampRole
 	0,  // 1: linerate.v1.StampResetRequest.role:type_name -> linerate.v1.StampRole
 	5,  // 2: linerate.v1.CreateStampSessionRequest.sender:type_name -> linerate.v1.StampSenderSession
@@ -1967,13 +1967,13 @@ var file_appliance_api_stamp_proto_depIdxs = []int32{
 	0,  // [0:16] is the sub-list for field type_name
 }
 
-func init() { file_appliance_api_stamp_proto_init() }
-func file_appliance_api_stamp_proto_init() {
-	if File_appliance_api_stamp_proto != nil {
+func init() { file_plugins_stamp_api_stamp_proto_init() }
+func file_plugins_stamp_api_stamp_proto_init() {
+	if File_plugins_stamp_api_stamp_proto != nil {
 		return
 	}
-	file_appliance_api_stamp_proto_msgTypes[4].OneofWrappers = []any{}
-	file_appliance_api_stamp_proto_msgTypes[6].OneofWrappers = []any{
+	file_plugins_stamp_api_stamp_proto_msgTypes[4].OneofWrappers = []any{}
+	file_plugins_stamp_api_stamp_proto_msgTypes[6].OneofWrappers = []any{
 		(*CreateStampSessionRequest_Sender)(nil),
 		(*CreateStampSessionRequest_Reflector)(nil),
 	}
@@ -1981,18 +1981,18 @@ func file_appliance_api_stamp_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_appliance_api_stamp_proto_rawDesc), len(file_appliance_api_stamp_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_stamp_api_stamp_proto_rawDesc), len(file_plugins_stamp_api_stamp_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_appliance_api_stamp_proto_goTypes,
-		DependencyIndexes: file_appliance_api_stamp_proto_depIdxs,
-		EnumInfos:         file_appliance_api_stamp_proto_enumTypes,
-		MessageInfos:      file_appliance_api_stamp_proto_msgTypes,
+		GoTypes:           file_plugins_stamp_api_stamp_proto_goTypes,
+		DependencyIndexes: file_plugins_stamp_api_stamp_proto_depIdxs,
+		EnumInfos:         file_plugins_stamp_api_stamp_proto_enumTypes,
+		MessageInfos:      file_plugins_stamp_api_stamp_proto_msgTypes,
 	}.Build()
-	File_appliance_api_stamp_proto = out.File
-	file_appliance_api_stamp_proto_goTypes = nil
-	file_appliance_api_stamp_proto_depIdxs = nil
+	File_plugins_stamp_api_stamp_proto = out.File
+	file_plugins_stamp_api_stamp_proto_goTypes = nil
+	file_plugins_stamp_api_stamp_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: appliance/api/srv6pm/stamp_sender.proto
+// source: plugins/stamp/api/srv6pm/stamp_sender.proto
 
 // The seed controller's STAMP Session-Sender service (srv6pm
 // stamp_sender.proto at 944117a), served by linerate's stamp.sender and
@@ -392,5 +392,5 @@ var STAMPSessionSenderService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "appliance/api/srv6pm/stamp_sender.proto",
+	Metadata: "plugins/stamp/api/srv6pm/stamp_sender.proto",
 }

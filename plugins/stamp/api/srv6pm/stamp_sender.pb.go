@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: appliance/api/srv6pm/stamp_sender.proto
+// source: plugins/stamp/api/srv6pm/stamp_sender.proto
 
 // The seed controller's STAMP Session-Sender service (srv6pm
 // stamp_sender.proto at 944117a), served by linerate's stamp.sender and
@@ -41,7 +41,7 @@ type CreateStampSenderSessionRequest struct {
 
 func (x *CreateStampSenderSessionRequest) Reset() {
 	*x = CreateStampSenderSessionRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[0]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +53,7 @@ func (x *CreateStampSenderSessionRequest) String() string {
 func (*CreateStampSenderSessionRequest) ProtoMessage() {}
 
 func (x *CreateStampSenderSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[0]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +66,7 @@ func (x *CreateStampSenderSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateStampSenderSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateStampSenderSessionRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{0}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *CreateStampSenderSessionRequest) GetSsid() uint32 {
@@ -116,7 +116,7 @@ type CreateStampSenderSessionReply struct {
 
 func (x *CreateStampSenderSessionReply) Reset() {
 	*x = CreateStampSenderSessionReply{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[1]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -128,7 +128,7 @@ func (x *CreateStampSenderSessionReply) String() string {
 func (*CreateStampSenderSessionReply) ProtoMessage() {}
 
 func (x *CreateStampSenderSessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[1]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -141,7 +141,7 @@ func (x *CreateStampSenderSessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateStampSenderSessionReply.ProtoReflect.Descriptor instead.
 func (*CreateStampSenderSessionReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{1}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *CreateStampSenderSessionReply) GetStatus() StatusCode {
@@ -174,7 +174,7 @@ type StartStampSenderSessionRequest struct {
 
 func (x *StartStampSenderSessionRequest) Reset() {
 	*x = StartStampSenderSessionRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[2]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +186,7 @@ func (x *StartStampSenderSessionRequest) String() string {
 func (*StartStampSenderSessionRequest) ProtoMessage() {}
 
 func (x *StartStampSenderSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[2]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +199,7 @@ func (x *StartStampSenderSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartStampSenderSessionRequest.ProtoReflect.Descriptor instead.
 func (*StartStampSenderSessionRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{2}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StartStampSenderSessionRequest) GetSsid() uint32 {
@@ -225,7 +225,7 @@ type StampSenderParameters struct {
 
 func (x *StampSenderParameters) Reset() {
 	*x = StampSenderParameters{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[3]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +237,7 @@ func (x *StampSenderParameters) String() string {
 func (*StampSenderParameters) ProtoMessage() {}
 
 func (x *StampSenderParameters) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[3]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +250,7 @@ func (x *StampSenderParameters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSenderParameters.ProtoReflect.Descriptor instead.
 func (*StampSenderParameters) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{3}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StampSenderParameters) GetReflectorIp() string {
@@ -314,7 +314,7 @@ type InitStampSenderRequest struct {
 
 func (x *InitStampSenderRequest) Reset() {
 	*x = InitStampSenderRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[4]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +326,7 @@ func (x *InitStampSenderRequest) String() string {
 func (*InitStampSenderRequest) ProtoMessage() {}
 
 func (x *InitStampSenderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[4]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +339,7 @@ func (x *InitStampSenderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitStampSenderRequest.ProtoReflect.Descriptor instead.
 func (*InitStampSenderRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{4}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InitStampSenderRequest) GetSenderUdpPort() uint32 {
@@ -373,7 +373,7 @@ type InitStampSenderReply struct {
 
 func (x *InitStampSenderReply) Reset() {
 	*x = InitStampSenderReply{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[5]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +385,7 @@ func (x *InitStampSenderReply) String() string {
 func (*InitStampSenderReply) ProtoMessage() {}
 
 func (x *InitStampSenderReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[5]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +398,7 @@ func (x *InitStampSenderReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitStampSenderReply.ProtoReflect.Descriptor instead.
 func (*InitStampSenderReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{5}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InitStampSenderReply) GetStatus() StatusCode {
@@ -424,7 +424,7 @@ type StopStampSenderSessionRequest struct {
 
 func (x *StopStampSenderSessionRequest) Reset() {
 	*x = StopStampSenderSessionRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[6]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +436,7 @@ func (x *StopStampSenderSessionRequest) String() string {
 func (*StopStampSenderSessionRequest) ProtoMessage() {}
 
 func (x *StopStampSenderSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[6]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +449,7 @@ func (x *StopStampSenderSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopStampSenderSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopStampSenderSessionRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{6}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StopStampSenderSessionRequest) GetSsid() uint32 {
@@ -468,7 +468,7 @@ type DestroyStampSenderSessionRequest struct {
 
 func (x *DestroyStampSenderSessionRequest) Reset() {
 	*x = DestroyStampSenderSessionRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[7]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +480,7 @@ func (x *DestroyStampSenderSessionRequest) String() string {
 func (*DestroyStampSenderSessionRequest) ProtoMessage() {}
 
 func (x *DestroyStampSenderSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[7]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +493,7 @@ func (x *DestroyStampSenderSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyStampSenderSessionRequest.ProtoReflect.Descriptor instead.
 func (*DestroyStampSenderSessionRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{7}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DestroyStampSenderSessionRequest) GetSsid() uint32 {
@@ -513,7 +513,7 @@ type StartStampSenderSessionReply struct {
 
 func (x *StartStampSenderSessionReply) Reset() {
 	*x = StartStampSenderSessionReply{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[8]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +525,7 @@ func (x *StartStampSenderSessionReply) String() string {
 func (*StartStampSenderSessionReply) ProtoMessage() {}
 
 func (x *StartStampSenderSessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[8]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +538,7 @@ func (x *StartStampSenderSessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartStampSenderSessionReply.ProtoReflect.Descriptor instead.
 func (*StartStampSenderSessionReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{8}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StartStampSenderSessionReply) GetStatus() StatusCode {
@@ -565,7 +565,7 @@ type StopStampSenderSessionReply struct {
 
 func (x *StopStampSenderSessionReply) Reset() {
 	*x = StopStampSenderSessionReply{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[9]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +577,7 @@ func (x *StopStampSenderSessionReply) String() string {
 func (*StopStampSenderSessionReply) ProtoMessage() {}
 
 func (x *StopStampSenderSessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[9]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +590,7 @@ func (x *StopStampSenderSessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopStampSenderSessionReply.ProtoReflect.Descriptor instead.
 func (*StopStampSenderSessionReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{9}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StopStampSenderSessionReply) GetStatus() StatusCode {
@@ -617,7 +617,7 @@ type DestroyStampSenderSessionReply struct {
 
 func (x *DestroyStampSenderSessionReply) Reset() {
 	*x = DestroyStampSenderSessionReply{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[10]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +629,7 @@ func (x *DestroyStampSenderSessionReply) String() string {
 func (*DestroyStampSenderSessionReply) ProtoMessage() {}
 
 func (x *DestroyStampSenderSessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[10]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +642,7 @@ func (x *DestroyStampSenderSessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyStampSenderSessionReply.ProtoReflect.Descriptor instead.
 func (*DestroyStampSenderSessionReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{10}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DestroyStampSenderSessionReply) GetStatus() StatusCode {
@@ -668,7 +668,7 @@ type GetStampSessionResultsRequest struct {
 
 func (x *GetStampSessionResultsRequest) Reset() {
 	*x = GetStampSessionResultsRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[11]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +680,7 @@ func (x *GetStampSessionResultsRequest) String() string {
 func (*GetStampSessionResultsRequest) ProtoMessage() {}
 
 func (x *GetStampSessionResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[11]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +693,7 @@ func (x *GetStampSessionResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStampSessionResultsRequest.ProtoReflect.Descriptor instead.
 func (*GetStampSessionResultsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{11}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetStampSessionResultsRequest) GetSsid() uint32 {
@@ -714,7 +714,7 @@ type StampResults struct {
 
 func (x *StampResults) Reset() {
 	*x = StampResults{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[12]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +726,7 @@ func (x *StampResults) String() string {
 func (*StampResults) ProtoMessage() {}
 
 func (x *StampResults) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[12]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +739,7 @@ func (x *StampResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampResults.ProtoReflect.Descriptor instead.
 func (*StampResults) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{12}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StampResults) GetStatus() StatusCode {
@@ -781,7 +781,7 @@ type StampSessionResult struct {
 
 func (x *StampSessionResult) Reset() {
 	*x = StampSessionResult{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[13]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +793,7 @@ func (x *StampSessionResult) String() string {
 func (*StampSessionResult) ProtoMessage() {}
 
 func (x *StampSessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[13]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +806,7 @@ func (x *StampSessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSessionResult.ProtoReflect.Descriptor instead.
 func (*StampSessionResult) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{13}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StampSessionResult) GetSsid() uint32 {
@@ -852,7 +852,7 @@ type ResetStampSenderRequest struct {
 
 func (x *ResetStampSenderRequest) Reset() {
 	*x = ResetStampSenderRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[14]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +864,7 @@ func (x *ResetStampSenderRequest) String() string {
 func (*ResetStampSenderRequest) ProtoMessage() {}
 
 func (x *ResetStampSenderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[14]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +877,7 @@ func (x *ResetStampSenderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetStampSenderRequest.ProtoReflect.Descriptor instead.
 func (*ResetStampSenderRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{14}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{14}
 }
 
 type ResetStampSenderReply struct {
@@ -890,7 +890,7 @@ type ResetStampSenderReply struct {
 
 func (x *ResetStampSenderReply) Reset() {
 	*x = ResetStampSenderReply{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[15]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +902,7 @@ func (x *ResetStampSenderReply) String() string {
 func (*ResetStampSenderReply) ProtoMessage() {}
 
 func (x *ResetStampSenderReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[15]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +915,7 @@ func (x *ResetStampSenderReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetStampSenderReply.ProtoReflect.Descriptor instead.
 func (*ResetStampSenderReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{15}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResetStampSenderReply) GetStatus() StatusCode {
@@ -942,7 +942,7 @@ type StampResultsCountersReply struct {
 
 func (x *StampResultsCountersReply) Reset() {
 	*x = StampResultsCountersReply{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[16]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +954,7 @@ func (x *StampResultsCountersReply) String() string {
 func (*StampResultsCountersReply) ProtoMessage() {}
 
 func (x *StampResultsCountersReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[16]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +967,7 @@ func (x *StampResultsCountersReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampResultsCountersReply.ProtoReflect.Descriptor instead.
 func (*StampResultsCountersReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{16}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StampResultsCountersReply) GetStatus() StatusCode {
@@ -993,7 +993,7 @@ type StampResultsCountersRequest struct {
 
 func (x *StampResultsCountersRequest) Reset() {
 	*x = StampResultsCountersRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[17]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1005,7 @@ func (x *StampResultsCountersRequest) String() string {
 func (*StampResultsCountersRequest) ProtoMessage() {}
 
 func (x *StampResultsCountersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_sender_proto_msgTypes[17]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1018,7 @@ func (x *StampResultsCountersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampResultsCountersRequest.ProtoReflect.Descriptor instead.
 func (*StampResultsCountersRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{17}
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StampResultsCountersRequest) GetSsid() uint32 {
@@ -1028,11 +1028,11 @@ func (x *StampResultsCountersRequest) GetSsid() uint32 {
 	return 0
 }
 
-var File_appliance_api_srv6pm_stamp_sender_proto protoreflect.FileDescriptor
+var File_plugins_stamp_api_srv6pm_stamp_sender_proto protoreflect.FileDescriptor
 
-const file_appliance_api_srv6pm_stamp_sender_proto_rawDesc = "" +
+const file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDesc = "" +
 	"\n" +
-	"'appliance/api/srv6pm/stamp_sender.proto\x12\x06srv6pm\x1a!appliance/api/srv6pm/common.proto\"\xfa\x01\n" +
+	"+plugins/stamp/api/srv6pm/stamp_sender.proto\x12\x06srv6pm\x1a%plugins/stamp/api/srv6pm/common.proto\"\xfa\x01\n" +
 	"\x1fCreateStampSenderSessionRequest\x12\x12\n" +
 	"\x04ssid\x18\x01 \x01(\rR\x04ssid\x12*\n" +
 	"\asidlist\x18\x02 \x01(\v2\x10.srv6pm.SRv6PathR\asidlist\x12\x1a\n" +
@@ -1105,22 +1105,22 @@ const file_appliance_api_srv6pm_stamp_sender_proto_rawDesc = "" +
 	"\x10StopStampSession\x12%.srv6pm.StopStampSenderSessionRequest\x1a#.srv6pm.StopStampSenderSessionReply\"\x00\x12W\n" +
 	"\x16GetStampSessionResults\x12%.srv6pm.GetStampSessionResultsRequest\x1a\x14.srv6pm.StampResults\"\x00\x12i\n" +
 	"\x13DestroyStampSession\x12(.srv6pm.DestroyStampSenderSessionRequest\x1a&.srv6pm.DestroyStampSenderSessionReply\"\x00\x12]\n" +
-	"\x11GetResultsCounter\x12#.srv6pm.StampResultsCountersRequest\x1a!.srv6pm.StampResultsCountersReply\"\x00B:Z8github.com/linerate/linerate/appliance/api/srv6pm;srv6pmb\x06proto3"
+	"\x11GetResultsCounter\x12#.srv6pm.StampResultsCountersRequest\x1a!.srv6pm.StampResultsCountersReply\"\x00B>Z<github.com/linerate/linerate/plugins/stamp/api/srv6pm;srv6pmb\x06proto3"
 
 var (
-	file_appliance_api_srv6pm_stamp_sender_proto_rawDescOnce sync.Once
-	file_appliance_api_srv6pm_stamp_sender_proto_rawDescData []byte
+	file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescOnce sync.Once
+	file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescData []byte
 )
 
-func file_appliance_api_srv6pm_stamp_sender_proto_rawDescGZIP() []byte {
-	file_appliance_api_srv6pm_stamp_sender_proto_rawDescOnce.Do(func() {
-		file_appliance_api_srv6pm_stamp_sender_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_appliance_api_srv6pm_stamp_sender_proto_rawDesc), len(file_appliance_api_srv6pm_stamp_sender_proto_rawDesc)))
+func file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescGZIP() []byte {
+	file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescOnce.Do(func() {
+		file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDesc), len(file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDesc)))
 	})
-	return file_appliance_api_srv6pm_stamp_sender_proto_rawDescData
+	return file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDescData
 }
 
-var file_appliance_api_srv6pm_stamp_sender_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
-var file_appliance_api_srv6pm_stamp_sender_proto_goTypes = []any{
+var file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_plugins_stamp_api_srv6pm_stamp_sender_proto_goTypes = []any{
 	(*CreateStampSenderSessionRequest)(nil),  // 0: srv6pm.CreateStampSenderSessionRequest
 	(*CreateStampSenderSessionReply)(nil),    // 1: srv6pm.CreateStampSenderSessionReply
 	(*StartStampSenderSessionRequest)(nil),   // 2: srv6pm.StartStampSenderSessionRequest
@@ -1146,7 +1146,7 @@ var file_appliance_api_srv6pm_stamp_sender_proto_goTypes = []any{
 	(PacketLossType)(0),                      // 22: srv6pm.PacketLossType
 	(DelayMeasurementMode)(0),                // 23: srv6pm.DelayMeasurementMode
 }
-var file_appliance_api_srv6pm_stamp_sender_proto_depIdxs = []int32{
+var file_plugins_stamp_api_srv6pm_stamp_sender_proto_depIdxs = []int32{
 	18, // 0: srv6pm.CreateStampSenderSessionRequest.sidlist:type_name -> srv6pm.SRv6Path
 	3,  // 1: srv6pm.CreateStampSenderSessionRequest.stamp_params:type_name -> srv6pm.StampSenderParameters
 	19, // 2: srv6pm.CreateStampSenderSessionReply.status:type_name -> srv6pm.StatusCode
@@ -1186,27 +1186,27 @@ var file_appliance_api_srv6pm_stamp_sender_proto_depIdxs = []int32{
 	0,  // [0:16] is the sub-list for field type_name
 }
 
-func init() { file_appliance_api_srv6pm_stamp_sender_proto_init() }
-func file_appliance_api_srv6pm_stamp_sender_proto_init() {
-	if File_appliance_api_srv6pm_stamp_sender_proto != nil {
+func init() { file_plugins_stamp_api_srv6pm_stamp_sender_proto_init() }
+func file_plugins_stamp_api_srv6pm_stamp_sender_proto_init() {
+	if File_plugins_stamp_api_srv6pm_stamp_sender_proto != nil {
 		return
 	}
-	file_appliance_api_srv6pm_common_proto_init()
+	file_plugins_stamp_api_srv6pm_common_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_appliance_api_srv6pm_stamp_sender_proto_rawDesc), len(file_appliance_api_srv6pm_stamp_sender_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDesc), len(file_plugins_stamp_api_srv6pm_stamp_sender_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_appliance_api_srv6pm_stamp_sender_proto_goTypes,
-		DependencyIndexes: file_appliance_api_srv6pm_stamp_sender_proto_depIdxs,
-		MessageInfos:      file_appliance_api_srv6pm_stamp_sender_proto_msgTypes,
+		GoTypes:           file_plugins_stamp_api_srv6pm_stamp_sender_proto_goTypes,
+		DependencyIndexes: file_plugins_stamp_api_srv6pm_stamp_sender_proto_depIdxs,
+		MessageInfos:      file_plugins_stamp_api_srv6pm_stamp_sender_proto_msgTypes,
 	}.Build()
-	File_appliance_api_srv6pm_stamp_sender_proto = out.File
-	file_appliance_api_srv6pm_stamp_sender_proto_goTypes = nil
-	file_appliance_api_srv6pm_stamp_sender_proto_depIdxs = nil
+	File_plugins_stamp_api_srv6pm_stamp_sender_proto = out.File
+	file_plugins_stamp_api_srv6pm_stamp_sender_proto_goTypes = nil
+	file_plugins_stamp_api_srv6pm_stamp_sender_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: appliance/api/srv6pm/stamp_reflector.proto
+// source: plugins/stamp/api/srv6pm/stamp_reflector.proto
 
 // The seed controller's STAMP Session-Reflector service (srv6pm
 // stamp_reflector.proto at 944117a), served by linerate's stamp.reflector
@@ -38,7 +38,7 @@ type CreateStampReflectorSessionRequest struct {
 
 func (x *CreateStampReflectorSessionRequest) Reset() {
 	*x = CreateStampReflectorSessionRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[0]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +50,7 @@ func (x *CreateStampReflectorSessionRequest) String() string {
 func (*CreateStampReflectorSessionRequest) ProtoMessage() {}
 
 func (x *CreateStampReflectorSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[0]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +63,7 @@ func (x *CreateStampReflectorSessionRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use CreateStampReflectorSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateStampReflectorSessionRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{0}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *CreateStampReflectorSessionRequest) GetSsid() uint32 {
@@ -105,7 +105,7 @@ type CreateStampReflectorSessionReply struct {
 
 func (x *CreateStampReflectorSessionReply) Reset() {
 	*x = CreateStampReflectorSessionReply{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[1]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -117,7 +117,7 @@ func (x *CreateStampReflectorSessionReply) String() string {
 func (*CreateStampReflectorSessionReply) ProtoMessage() {}
 
 func (x *CreateStampReflectorSessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[1]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +130,7 @@ func (x *CreateStampReflectorSessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateStampReflectorSessionReply.ProtoReflect.Descriptor instead.
 func (*CreateStampReflectorSessionReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{1}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *CreateStampReflectorSessionReply) GetStatus() StatusCode {
@@ -168,7 +168,7 @@ type StampReflectorParameters struct {
 
 func (x *StampReflectorParameters) Reset() {
 	*x = StampReflectorParameters{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[2]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +180,7 @@ func (x *StampReflectorParameters) String() string {
 func (*StampReflectorParameters) ProtoMessage() {}
 
 func (x *StampReflectorParameters) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[2]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +193,7 @@ func (x *StampReflectorParameters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampReflectorParameters.ProtoReflect.Descriptor instead.
 func (*StampReflectorParameters) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{2}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StampReflectorParameters) GetReflectorUdpPort() uint32 {
@@ -240,7 +240,7 @@ type StartStampReflectorSessionRequest struct {
 
 func (x *StartStampReflectorSessionRequest) Reset() {
 	*x = StartStampReflectorSessionRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[3]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +252,7 @@ func (x *StartStampReflectorSessionRequest) String() string {
 func (*StartStampReflectorSessionRequest) ProtoMessage() {}
 
 func (x *StartStampReflectorSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[3]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +265,7 @@ func (x *StartStampReflectorSessionRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use StartStampReflectorSessionRequest.ProtoReflect.Descriptor instead.
 func (*StartStampReflectorSessionRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{3}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StartStampReflectorSessionRequest) GetSsid() uint32 {
@@ -286,7 +286,7 @@ type InitStampReflectorRequest struct {
 
 func (x *InitStampReflectorRequest) Reset() {
 	*x = InitStampReflectorRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[4]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +298,7 @@ func (x *InitStampReflectorRequest) String() string {
 func (*InitStampReflectorRequest) ProtoMessage() {}
 
 func (x *InitStampReflectorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[4]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +311,7 @@ func (x *InitStampReflectorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitStampReflectorRequest.ProtoReflect.Descriptor instead.
 func (*InitStampReflectorRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{4}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InitStampReflectorRequest) GetReflectorUdpPort() uint32 {
@@ -345,7 +345,7 @@ type InitStampReflectorReply struct {
 
 func (x *InitStampReflectorReply) Reset() {
 	*x = InitStampReflectorReply{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[5]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +357,7 @@ func (x *InitStampReflectorReply) String() string {
 func (*InitStampReflectorReply) ProtoMessage() {}
 
 func (x *InitStampReflectorReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[5]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +370,7 @@ func (x *InitStampReflectorReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitStampReflectorReply.ProtoReflect.Descriptor instead.
 func (*InitStampReflectorReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{5}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InitStampReflectorReply) GetStatus() StatusCode {
@@ -396,7 +396,7 @@ type StopStampReflectorSessionRequest struct {
 
 func (x *StopStampReflectorSessionRequest) Reset() {
 	*x = StopStampReflectorSessionRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[6]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +408,7 @@ func (x *StopStampReflectorSessionRequest) String() string {
 func (*StopStampReflectorSessionRequest) ProtoMessage() {}
 
 func (x *StopStampReflectorSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[6]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +421,7 @@ func (x *StopStampReflectorSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopStampReflectorSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopStampReflectorSessionRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{6}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StopStampReflectorSessionRequest) GetSsid() uint32 {
@@ -440,7 +440,7 @@ type DestroyStampReflectorSessionRequest struct {
 
 func (x *DestroyStampReflectorSessionRequest) Reset() {
 	*x = DestroyStampReflectorSessionRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[7]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +452,7 @@ func (x *DestroyStampReflectorSessionRequest) String() string {
 func (*DestroyStampReflectorSessionRequest) ProtoMessage() {}
 
 func (x *DestroyStampReflectorSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[7]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +465,7 @@ func (x *DestroyStampReflectorSessionRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DestroyStampReflectorSessionRequest.ProtoReflect.Descriptor instead.
 func (*DestroyStampReflectorSessionRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{7}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DestroyStampReflectorSessionRequest) GetSsid() uint32 {
@@ -485,7 +485,7 @@ type StartStampReflectorSessionReply struct {
 
 func (x *StartStampReflectorSessionReply) Reset() {
 	*x = StartStampReflectorSessionReply{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[8]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +497,7 @@ func (x *StartStampReflectorSessionReply) String() string {
 func (*StartStampReflectorSessionReply) ProtoMessage() {}
 
 func (x *StartStampReflectorSessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[8]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +510,7 @@ func (x *StartStampReflectorSessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartStampReflectorSessionReply.ProtoReflect.Descriptor instead.
 func (*StartStampReflectorSessionReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{8}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StartStampReflectorSessionReply) GetStatus() StatusCode {
@@ -537,7 +537,7 @@ type StopStampReflectorSessionReply struct {
 
 func (x *StopStampReflectorSessionReply) Reset() {
 	*x = StopStampReflectorSessionReply{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[9]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +549,7 @@ func (x *StopStampReflectorSessionReply) String() string {
 func (*StopStampReflectorSessionReply) ProtoMessage() {}
 
 func (x *StopStampReflectorSessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[9]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +562,7 @@ func (x *StopStampReflectorSessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopStampReflectorSessionReply.ProtoReflect.Descriptor instead.
 func (*StopStampReflectorSessionReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{9}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StopStampReflectorSessionReply) GetStatus() StatusCode {
@@ -589,7 +589,7 @@ type DestroyStampReflectorSessionReply struct {
 
 func (x *DestroyStampReflectorSessionReply) Reset() {
 	*x = DestroyStampReflectorSessionReply{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[10]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +601,7 @@ func (x *DestroyStampReflectorSessionReply) String() string {
 func (*DestroyStampReflectorSessionReply) ProtoMessage() {}
 
 func (x *DestroyStampReflectorSessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[10]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +614,7 @@ func (x *DestroyStampReflectorSessionReply) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use DestroyStampReflectorSessionReply.ProtoReflect.Descriptor instead.
 func (*DestroyStampReflectorSessionReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{10}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DestroyStampReflectorSessionReply) GetStatus() StatusCode {
@@ -639,7 +639,7 @@ type ResetStampReflectorRequest struct {
 
 func (x *ResetStampReflectorRequest) Reset() {
 	*x = ResetStampReflectorRequest{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[11]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +651,7 @@ func (x *ResetStampReflectorRequest) String() string {
 func (*ResetStampReflectorRequest) ProtoMessage() {}
 
 func (x *ResetStampReflectorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[11]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +664,7 @@ func (x *ResetStampReflectorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetStampReflectorRequest.ProtoReflect.Descriptor instead.
 func (*ResetStampReflectorRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{11}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{11}
 }
 
 type ResetStampReflectorReply struct {
@@ -677,7 +677,7 @@ type ResetStampReflectorReply struct {
 
 func (x *ResetStampReflectorReply) Reset() {
 	*x = ResetStampReflectorReply{}
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[12]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +689,7 @@ func (x *ResetStampReflectorReply) String() string {
 func (*ResetStampReflectorReply) ProtoMessage() {}
 
 func (x *ResetStampReflectorReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes[12]
+	mi := &file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +702,7 @@ func (x *ResetStampReflectorReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetStampReflectorReply.ProtoReflect.Descriptor instead.
 func (*ResetStampReflectorReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{12}
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResetStampReflectorReply) GetStatus() StatusCode {
@@ -719,11 +719,11 @@ func (x *ResetStampReflectorReply) GetDescription() string {
 	return ""
 }
 
-var File_appliance_api_srv6pm_stamp_reflector_proto protoreflect.FileDescriptor
+var File_plugins_stamp_api_srv6pm_stamp_reflector_proto protoreflect.FileDescriptor
 
-const file_appliance_api_srv6pm_stamp_reflector_proto_rawDesc = "" +
+const file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDesc = "" +
 	"\n" +
-	"*appliance/api/srv6pm/stamp_reflector.proto\x12\x06srv6pm\x1a!appliance/api/srv6pm/common.proto\"\xf1\x01\n" +
+	".plugins/stamp/api/srv6pm/stamp_reflector.proto\x12\x06srv6pm\x1a%plugins/stamp/api/srv6pm/common.proto\"\xf1\x01\n" +
 	"\"CreateStampReflectorSessionRequest\x12\x12\n" +
 	"\x04ssid\x18\x01 \x01(\rR\x04ssid\x127\n" +
 	"\x0ereturn_sidlist\x18\x02 \x01(\v2\x10.srv6pm.SRv6PathR\rreturnSidlist\x12C\n" +
@@ -773,22 +773,22 @@ const file_appliance_api_srv6pm_stamp_reflector_proto_rawDesc = "" +
 	"\x12CreateStampSession\x12*.srv6pm.CreateStampReflectorSessionRequest\x1a(.srv6pm.CreateStampReflectorSessionReply\"\x00\x12i\n" +
 	"\x11StartStampSession\x12).srv6pm.StartStampReflectorSessionRequest\x1a'.srv6pm.StartStampReflectorSessionReply\"\x00\x12f\n" +
 	"\x10StopStampSession\x12(.srv6pm.StopStampReflectorSessionRequest\x1a&.srv6pm.StopStampReflectorSessionReply\"\x00\x12o\n" +
-	"\x13DestroyStampSession\x12+.srv6pm.DestroyStampReflectorSessionRequest\x1a).srv6pm.DestroyStampReflectorSessionReply\"\x00B:Z8github.com/linerate/linerate/appliance/api/srv6pm;srv6pmb\x06proto3"
+	"\x13DestroyStampSession\x12+.srv6pm.DestroyStampReflectorSessionRequest\x1a).srv6pm.DestroyStampReflectorSessionReply\"\x00B>Z<github.com/linerate/linerate/plugins/stamp/api/srv6pm;srv6pmb\x06proto3"
 
 var (
-	file_appliance_api_srv6pm_stamp_reflector_proto_rawDescOnce sync.Once
-	file_appliance_api_srv6pm_stamp_reflector_proto_rawDescData []byte
+	file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescOnce sync.Once
+	file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescData []byte
 )
 
-func file_appliance_api_srv6pm_stamp_reflector_proto_rawDescGZIP() []byte {
-	file_appliance_api_srv6pm_stamp_reflector_proto_rawDescOnce.Do(func() {
-		file_appliance_api_srv6pm_stamp_reflector_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_appliance_api_srv6pm_stamp_reflector_proto_rawDesc), len(file_appliance_api_srv6pm_stamp_reflector_proto_rawDesc)))
+func file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescGZIP() []byte {
+	file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescOnce.Do(func() {
+		file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDesc), len(file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDesc)))
 	})
-	return file_appliance_api_srv6pm_stamp_reflector_proto_rawDescData
+	return file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDescData
 }
 
-var file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
-var file_appliance_api_srv6pm_stamp_reflector_proto_goTypes = []any{
+var file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_plugins_stamp_api_srv6pm_stamp_reflector_proto_goTypes = []any{
 	(*CreateStampReflectorSessionRequest)(nil),  // 0: srv6pm.CreateStampReflectorSessionRequest
 	(*CreateStampReflectorSessionReply)(nil),    // 1: srv6pm.CreateStampReflectorSessionReply
 	(*StampReflectorParameters)(nil),            // 2: srv6pm.StampReflectorParameters
@@ -808,7 +808,7 @@ var file_appliance_api_srv6pm_stamp_reflector_proto_goTypes = []any{
 	(TimestampFormat)(0),                        // 16: srv6pm.TimestampFormat
 	(SessionReflectorMode)(0),                   // 17: srv6pm.SessionReflectorMode
 }
-var file_appliance_api_srv6pm_stamp_reflector_proto_depIdxs = []int32{
+var file_plugins_stamp_api_srv6pm_stamp_reflector_proto_depIdxs = []int32{
 	13, // 0: srv6pm.CreateStampReflectorSessionRequest.return_sidlist:type_name -> srv6pm.SRv6Path
 	2,  // 1: srv6pm.CreateStampReflectorSessionRequest.stamp_params:type_name -> srv6pm.StampReflectorParameters
 	14, // 2: srv6pm.CreateStampReflectorSessionReply.status:type_name -> srv6pm.StatusCode
@@ -840,27 +840,27 @@ var file_appliance_api_srv6pm_stamp_reflector_proto_depIdxs = []int32{
 	0,  // [0:12] is the sub-list for field type_name
 }
 
-func init() { file_appliance_api_srv6pm_stamp_reflector_proto_init() }
-func file_appliance_api_srv6pm_stamp_reflector_proto_init() {
-	if File_appliance_api_srv6pm_stamp_reflector_proto != nil {
+func init() { file_plugins_stamp_api_srv6pm_stamp_reflector_proto_init() }
+func file_plugins_stamp_api_srv6pm_stamp_reflector_proto_init() {
+	if File_plugins_stamp_api_srv6pm_stamp_reflector_proto != nil {
 		return
 	}
-	file_appliance_api_srv6pm_common_proto_init()
+	file_plugins_stamp_api_srv6pm_common_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_appliance_api_srv6pm_stamp_reflector_proto_rawDesc), len(file_appliance_api_srv6pm_stamp_reflector_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDesc), len(file_plugins_stamp_api_srv6pm_stamp_reflector_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_appliance_api_srv6pm_stamp_reflector_proto_goTypes,
-		DependencyIndexes: file_appliance_api_srv6pm_stamp_reflector_proto_depIdxs,
-		MessageInfos:      file_appliance_api_srv6pm_stamp_reflector_proto_msgTypes,
+		GoTypes:           file_plugins_stamp_api_srv6pm_stamp_reflector_proto_goTypes,
+		DependencyIndexes: file_plugins_stamp_api_srv6pm_stamp_reflector_proto_depIdxs,
+		MessageInfos:      file_plugins_stamp_api_srv6pm_stamp_reflector_proto_msgTypes,
 	}.Build()
-	File_appliance_api_srv6pm_stamp_reflector_proto = out.File
-	file_appliance_api_srv6pm_stamp_reflector_proto_goTypes = nil
-	file_appliance_api_srv6pm_stamp_reflector_proto_depIdxs = nil
+	File_plugins_stamp_api_srv6pm_stamp_reflector_proto = out.File
+	file_plugins_stamp_api_srv6pm_stamp_reflector_proto_goTypes = nil
+	file_plugins_stamp_api_srv6pm_stamp_reflector_proto_depIdxs = nil
 }

@@ -1,0 +1,6 @@
+// Package api is routed mode's control service, linerate.v1.Routing, as
+// protobuf and the Go code generated from it. The generated files are
+// committed; `make generate` rebuilds them (see mk/generate.mk).
+package api
+
+//go:generate make -C ../../.. generate-proto
