@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/linerate/linerate/appliance/control"
+	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/config"
-	"github.com/linerate/linerate/plugins"
 )
 
 // Status describes what runs where, for the control API.
@@ -71,19 +71,19 @@ func (e *Engine) Status() control.Status {
 // RegisterServices registers every plugin's control services on the control
 // server. The Appliance service itself is registered by control.NewServer.
 func (e *Engine) RegisterServices(s *grpc.Server) {
-	for _, f := range plugins.Services() {
+	for _, f := range host.Services() {
 		f(s, e)
 	}
 }
 
 // Instances lists the running instances of a stage kind ("" for all).
-func (e *Engine) Instances(kind string) []plugins.StageRef {
-	var out []plugins.StageRef
+func (e *Engine) Instances(kind string) []host.StageRef {
+	var out []host.StageRef
 	for _, pl := range e.pipelines {
 		for _, in := range pl.instances {
 			for _, s := range in.stages {
 				if kind == "" || s.kind == kind {
-					out = append(out, plugins.StageRef{Pipeline: pl.name, Name: s.name, Kind: s.kind, Lcore: in.lc.id, Stage: s.st})
+					out = append(out, host.StageRef{Pipeline: pl.name, Name: s.name, Kind: s.kind, Lcore: in.lc.id, Stage: s.st})
 				}
 			}
 		}
@@ -94,7 +94,7 @@ func (e *Engine) Instances(kind string) []plugins.StageRef {
 // Logger is the engine's logger.
 func (e *Engine) Logger() *slog.Logger { return e.log }
 
-var _ plugins.Host = (*Engine)(nil)
+var _ host.Host = (*Engine)(nil)
 
 // Warnings are things validate reports without failing: a config that runs,
 // but not as well as it could.

@@ -19,6 +19,7 @@ import (
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/control"
+	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
@@ -128,7 +129,7 @@ Flags:
 		}()
 	}
 	if cfg.Metrics.Listen != "" {
-		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.Handler(eng, plugins.Collectors(eng)...))
+		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.Handler(eng, host.Collectors(eng)...))
 		if err != nil {
 			eng.Stop()
 			_ = eng.Close()

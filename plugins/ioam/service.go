@@ -12,12 +12,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/plugins/ioam/api"
 )
 
 func init() {
-	plugins.RegisterService("ioam", func(s *grpc.Server, h plugins.Host) {
+	host.RegisterService("ioam", func(s *grpc.Server, h host.Host) {
 		api.RegisterIoamServer(s, &service{h: h})
 	})
 }
@@ -30,7 +30,7 @@ var kinds = []string{"ioam.encap", "ioam.transit", "ioam.decap"}
 // never their lcore state.
 type service struct {
 	api.UnimplementedIoamServer
-	h plugins.Host
+	h host.Host
 }
 
 // nodeOf lets the service reach a stage's node config, which does not change

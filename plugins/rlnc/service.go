@@ -8,12 +8,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/plugins/rlnc/api"
 )
 
 func init() {
-	plugins.RegisterService("rlnc", func(s *grpc.Server, h plugins.Host) {
+	host.RegisterService("rlnc", func(s *grpc.Server, h host.Host) {
 		api.RegisterRlncServer(s, &service{h: h})
 	})
 }
@@ -25,7 +25,7 @@ var kinds = []string{"rlnc.encoder", "rlnc.recoder", "rlnc.decoder"}
 // lcore, so every read and every flush runs there, through Host.Do.
 type service struct {
 	api.UnimplementedRlncServer
-	h plugins.Host
+	h host.Host
 }
 
 // storeStage is a stage with a store; every RLNC stage is one.
@@ -36,7 +36,7 @@ func (r *recoder) storeOf() *store { return r.st }
 func (d *decoder) storeOf() *store { return d.st }
 
 // each runs fn on the lcore of every RLNC stage instance the filter names.
-func (sv *service) each(f *api.RlncSessionFilter, fn func(ref plugins.StageRef, st *store)) error {
+func (sv *service) each(f *api.RlncSessionFilter, fn func(ref host.StageRef, st *store)) error {
 	if f != nil {
 		if n := len(f.GetSrc()); n != 0 && n != 16 {
 			return status.Errorf(codes.InvalidArgument, "src is %d bytes, want 16 (IPv6) or none", n)
@@ -83,7 +83,7 @@ func matches(f *api.RlncSessionFilter, s *session) bool {
 func (sv *service) ListRlncSessions(ctx context.Context, req *api.ListRlncSessionsRequest) (*api.ListRlncSessionsReply, error) {
 	out := &api.ListRlncSessionsReply{}
 	now := sv.h.Clock().Now()
-	err := sv.each(req.GetFilter(), func(ref plugins.StageRef, st *store) {
+	err := sv.each(req.GetFilter(), func(ref host.StageRef, st *store) {
 		ss := &api.RlncStageSessions{Pipeline: ref.Pipeline, Stage: ref.Name, Kind: ref.Kind, Lcore: uint32(ref.Lcore),
 			Store: &api.RlncStore{MaxSessions: uint32(st.cfg.MaxSessions), MaxGenerations: uint32(st.cfg.MaxGenerations),
 				MaxSessionGenerations: uint32(st.cfg.MaxSessionGenerations), Window: uint32(st.cfg.Window),
@@ -107,7 +107,7 @@ func (sv *service) ListRlncSessions(ctx context.Context, req *api.ListRlncSessio
 func (sv *service) ListRlncGenerations(ctx context.Context, req *api.ListRlncGenerationsRequest) (*api.ListRlncGenerationsReply, error) {
 	out := &api.ListRlncGenerationsReply{}
 	now := sv.h.Clock().Now()
-	err := sv.each(req.GetFilter(), func(ref plugins.StageRef, st *store) {
+	err := sv.each(req.GetFilter(), func(ref host.StageRef, st *store) {
 		sg := &api.RlncStageGenerations{Pipeline: ref.Pipeline, Stage: ref.Name, Kind: ref.Kind, Lcore: uint32(ref.Lcore)}
 		links := 0
 		if r, ok := ref.Stage.(*recoder); ok {
@@ -142,7 +142,7 @@ func (sv *service) ListRlncGenerations(ctx context.Context, req *api.ListRlncGen
 
 func (sv *service) FlushRlncSessions(ctx context.Context, req *api.FlushRlncSessionsRequest) (*api.FlushRlncSessionsReply, error) {
 	out := &api.FlushRlncSessionsReply{}
-	err := sv.each(req.GetFilter(), func(ref plugins.StageRef, st *store) {
+	err := sv.each(req.GetFilter(), func(ref host.StageRef, st *store) {
 		// On the lcore, between loops: an encoder sends the open
 		// generations of the sessions it drops, as at a timeout.
 		for si := st.sessLRU.tail; si >= 0; {

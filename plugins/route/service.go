@@ -14,13 +14,13 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/plugins"
 	"github.com/linerate/linerate/plugins/route/api"
 )
 
 func init() {
-	plugins.RegisterService("routing", func(s *grpc.Server, h plugins.Host) {
+	host.RegisterService("routing", func(s *grpc.Server, h host.Host) {
 		api.RegisterRoutingServer(s, &service{host: h})
 	})
 }
@@ -29,7 +29,7 @@ func init() {
 // any running routed stage.
 type service struct {
 	api.UnimplementedRoutingServer
-	host plugins.Host
+	host host.Host
 }
 
 type hasRouted interface{ routed() *Routed }

@@ -333,7 +333,7 @@ func (c *collector) take(ctx *plugins.Context, s *txSession, p *packet.Packet, d
 }
 
 // metricsOf summarises a session. It runs on the session's collector lcore
-// (through plugins.Host.Do), or anywhere once the engine has stopped.
+// (through host.Host.Do), or anywhere once the engine has stopped.
 func metricsOf(s *txSession) Metrics {
 	m := Metrics{}
 	sent := uint64(0)

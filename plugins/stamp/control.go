@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/plugins"
 )
 
@@ -136,7 +137,7 @@ func (r *Registry) stopRf(id uint16) (*rfSession, error) {
 }
 
 // destroyTx removes a sender session and waits until no lcore uses it.
-func (r *Registry) destroyTx(id uint16, h plugins.Host) (*txSession, error) {
+func (r *Registry) destroyTx(id uint16, h host.Host) (*txSession, error) {
 	s, err := r.dropTx(id)
 	if err != nil {
 		return nil, err
@@ -148,7 +149,7 @@ func (r *Registry) destroyTx(id uint16, h plugins.Host) (*txSession, error) {
 	return s, nil
 }
 
-func (r *Registry) destroyRf(id uint16, h plugins.Host) (*rfSession, error) {
+func (r *Registry) destroyRf(id uint16, h host.Host) (*rfSession, error) {
 	s, err := r.dropRf(id)
 	if err != nil {
 		return nil, err
@@ -160,7 +161,7 @@ func (r *Registry) destroyRf(id uint16, h plugins.Host) (*rfSession, error) {
 }
 
 // resetTx destroys the sender sessions made through the API and clears Init.
-func (r *Registry) resetTx(h plugins.Host) int {
+func (r *Registry) resetTx(h host.Host) int {
 	n := 0
 	for _, s := range r.txSessions() {
 		if s.fromAPI {
@@ -179,7 +180,7 @@ func (r *Registry) resetTx(h plugins.Host) int {
 	return n
 }
 
-func (r *Registry) resetRf(h plugins.Host) int {
+func (r *Registry) resetRf(h host.Host) int {
 	n := 0
 	for _, s := range r.rfSessions() {
 		if s.fromAPI {
@@ -275,7 +276,7 @@ func (s *txSession) waiting() int { return s.fifo.Len() }
 
 // metricsAt summarises a session on its collector's lcore, through the host;
 // a session no reply has reached yet has only its sender's count.
-func metricsAt(h plugins.Host, s *txSession) Metrics {
+func metricsAt(h host.Host, s *txSession) Metrics {
 	col := s.col.Load()
 	if col == nil {
 		m := Metrics{SSID: s.id, Running: s.running(), Sent: s.sent.Load(), InFlight: int64(s.sent.Load())}

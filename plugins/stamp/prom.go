@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/appliance/control/host"
 )
 
 // Per-session metrics for Prometheus: one series set per Session-Sender
@@ -15,7 +15,7 @@ import (
 // restart with it), hence gauges.
 
 func init() {
-	plugins.RegisterCollector("stamp", func(h plugins.Host) prometheus.Collector {
+	host.RegisterCollector("stamp", func(h host.Host) prometheus.Collector {
 		return &promSessions{sv: &service{h: h}}
 	})
 }

@@ -11,9 +11,9 @@ import (
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/internal/enginetest"
-	"github.com/linerate/linerate/plugins"
 )
 
 // /metrics carries each sender session's metrics: a scrape of an engine whose
@@ -28,7 +28,7 @@ func TestPrometheusSessions(t *testing.T) {
 		"[[pipelines.stages.sessions]]\nssid = 7\nmode = \"stateful\"\n"), appliance.Options{Manual: true, Clock: clk})
 	enginetest.Run(e, clk, 5*time.Second, 50*time.Microsecond)
 
-	srv := httptest.NewServer(metrics.Handler(e, plugins.Collectors(e)...))
+	srv := httptest.NewServer(metrics.Handler(e, host.Collectors(e)...))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {

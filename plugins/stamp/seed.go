@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/plugins/stamp/api/srv6pm"
 )
 
@@ -65,7 +65,7 @@ func (sv *service) seedInit(field string, port uint32, ifaces []string, source s
 
 // seedReset is either role's Reset: it destroys the role's sessions made
 // through an API and clears its Init.
-func (sv *service) seedReset(reset func(*Registry, plugins.Host) int) (srv6pm.StatusCode, string) {
+func (sv *service) seedReset(reset func(*Registry, host.Host) int) (srv6pm.StatusCode, string) {
 	r, err := sv.registry()
 	if err != nil {
 		return srv6pm.StatusCode_STATUS_CODE_RESET_FAILED, err.Error()

@@ -11,13 +11,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/plugins/stamp/api"
 	"github.com/linerate/linerate/plugins/stamp/api/srv6pm"
 )
 
 func init() {
-	plugins.RegisterService("stamp", func(s *grpc.Server, h plugins.Host) {
+	host.RegisterService("stamp", func(s *grpc.Server, h host.Host) {
 		sv := &service{h: h}
 		api.RegisterStampServer(s, sv)
 		srv6pm.RegisterSTAMPSessionSenderServiceServer(s, &seedSender{sv: sv})
@@ -28,7 +28,7 @@ func init() {
 // service is linerate's STAMP control service (plugins/stamp/api/stamp.proto).
 type service struct {
 	api.UnimplementedStampServer
-	h plugins.Host
+	h host.Host
 }
 
 // registry finds the engine's STAMP registry through its stages.

@@ -1,4 +1,9 @@
-package plugins
+// Package host is where a plugin's control side plugs in: the gRPC services
+// and Prometheus collectors that plugin packages register from init, and Host,
+// the engine as they see it. The control plane owns it: appliance/control
+// adapts the engine to Host and registers every service on its server, so the
+// engine itself knows nothing of gRPC or Prometheus.
+package host
 
 import (
 	"log/slog"
@@ -9,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/plugins"
 )
 
 // StageRef is one running stage instance, as a control service sees it.
@@ -17,7 +23,7 @@ type StageRef struct {
 	Name     string
 	Kind     string
 	Lcore    int // engine lcore index: pass it to Host.Do
-	Stage    Stage
+	Stage    plugins.Stage
 }
 
 // Host is what a plugin's control service may ask of the engine. Services run
@@ -25,7 +31,7 @@ type StageRef struct {
 // (run on the lcore, between loops) or through what the stage publishes
 // atomically (export rings, snapshots).
 type Host interface {
-	Instances(kind string) []StageRef
+	Instances(kind string) []StageRef // "" for every kind
 	Do(lcore int, fn func()) error
 	Synchronize()
 	Clock() clock.Clock
