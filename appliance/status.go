@@ -4,29 +4,71 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/linerate/linerate/appliance/control"
-	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/plugins"
 )
 
-// Status describes what runs where, for the control API.
-func (e *Engine) Status() control.Status {
-	st := control.Status{Version: e.opt.Version, ConfigPath: e.cfg.Path, Started: e.started}
+// The engine's life cycle, as Status.State.
+const (
+	StateStarting = "starting"
+	StateRunning  = "running"
+	StateDraining = "draining"
+	StateStopped  = "stopped"
+)
+
+// Status is the engine's shape, what runs where: plain data that the control
+// plane (appliance/control) serves.
+type Status struct {
+	Version    string
+	ConfigPath string
+	State      string // one of the State constants
+	Started    time.Time
+	Lcores     []LcoreInfo
+	Ports      []PortInfo
+	Pipelines  []PipelineInfo
+}
+
+// LcoreInfo is one lcore.
+type LcoreInfo struct {
+	ID        int // the engine's lcore index
+	CPU       int // the CPU it is pinned to; -1 when not pinned
+	Pipelines []string
+}
+
+// PortInfo is one port's configuration.
+type PortInfo struct {
+	Name, Driver       string
+	RxQueues, TxQueues int
+	MTU                int
+	MAC                string
+	TimestampSource    string
+	LinkUp             bool
+}
+
+// PipelineInfo is one pipeline.
+type PipelineInfo struct {
+	Name   string
+	Lcores []int    // the engine's lcore indices, one per instance
+	Stages []string // kinds, in order
+}
+
+// Status describes what runs where. It is safe to call from any goroutine.
+func (e *Engine) Status() Status {
+	st := Status{Version: e.opt.Version, ConfigPath: e.cfg.Path, Started: e.started}
 	switch e.phase.Load() {
 	case phaseNew:
-		st.State = control.StateStarting
+		st.State = StateStarting
 	case phaseRun:
-		st.State = control.StateRunning
+		st.State = StateRunning
 	case phaseDrain:
-		st.State = control.StateDraining
+		st.State = StateDraining
 	default:
-		st.State = control.StateStopped
+		st.State = StateStopped
 	}
 	for _, lc := range e.lcores {
-		li := control.LcoreInfo{ID: lc.id, CPU: lc.cpu}
+		li := LcoreInfo{ID: lc.id, CPU: lc.cpu}
 		if !e.rt.pin {
 			li.CPU = -1
 		}
@@ -43,7 +85,7 @@ func (e *Engine) Status() control.Status {
 				info.MTU = pe.info.MTU // the config's, for drivers that do not know one
 			}
 		}
-		pi := control.PortInfo{Name: pe.name, Driver: pe.driver, RxQueues: info.RxQueues, TxQueues: info.TxQueues,
+		pi := PortInfo{Name: pe.name, Driver: pe.driver, RxQueues: info.RxQueues, TxQueues: info.TxQueues,
 			MTU: info.MTU, TimestampSource: info.TimestampSource, LinkUp: info.LinkUp}
 		if m := pe.cfgPort.MAC; m != (config.MAC{}) {
 			info.MAC = m // routed mode: the port's own address
@@ -54,7 +96,7 @@ func (e *Engine) Status() control.Status {
 		st.Ports = append(st.Ports, pi)
 	}
 	for _, pl := range e.pipelines {
-		pi := control.PipelineInfo{Name: pl.name}
+		pi := PipelineInfo{Name: pl.name}
 		for _, in := range pl.instances {
 			pi.Lcores = append(pi.Lcores, in.lc.id)
 		}
@@ -68,22 +110,26 @@ func (e *Engine) Status() control.Status {
 	return st
 }
 
-// RegisterServices registers every plugin's control services on the control
-// server. The Appliance service itself is registered by control.NewServer.
-func (e *Engine) RegisterServices(s *grpc.Server) {
-	for _, f := range host.Services() {
-		f(s, e)
-	}
+// StageInstance is one running instance of a stage: the stage on one of its
+// pipeline's lcores.
+type StageInstance struct {
+	Pipeline string
+	Name     string
+	Kind     string
+	Lcore    int // the engine's lcore index: pass it to Do
+	Stage    plugins.Stage
 }
 
-// Instances lists the running instances of a stage kind ("" for all).
-func (e *Engine) Instances(kind string) []host.StageRef {
-	var out []host.StageRef
+// StageInstances lists the running instances of a stage kind ("" for every
+// kind), pipeline by pipeline. Reaching a stage's lcore-owned state from
+// another goroutine goes through Do.
+func (e *Engine) StageInstances(kind string) []StageInstance {
+	var out []StageInstance
 	for _, pl := range e.pipelines {
 		for _, in := range pl.instances {
 			for _, s := range in.stages {
 				if kind == "" || s.kind == kind {
-					out = append(out, host.StageRef{Pipeline: pl.name, Name: s.name, Kind: s.kind, Lcore: in.lc.id, Stage: s.st})
+					out = append(out, StageInstance{Pipeline: pl.name, Name: s.name, Kind: s.kind, Lcore: in.lc.id, Stage: s.st})
 				}
 			}
 		}
@@ -93,8 +139,6 @@ func (e *Engine) Instances(kind string) []host.StageRef {
 
 // Logger is the engine's logger.
 func (e *Engine) Logger() *slog.Logger { return e.log }
-
-var _ host.Host = (*Engine)(nil)
 
 // Warnings are things validate reports without failing: a config that runs,
 // but not as well as it could.

@@ -121,7 +121,7 @@ Flags:
 	var srv *control.Server
 	if addr := controlAddr(cfg); addr != "" {
 		srv = control.NewServer(eng, log)
-		eng.RegisterServices(srv.GRPC())
+		srv.RegisterServices(control.Host(eng))
 		go func() {
 			if err := srv.Serve(addr); err != nil {
 				log.Warn("control API not served", "listen", addr, "err", err)
@@ -129,7 +129,7 @@ Flags:
 		}()
 	}
 	if cfg.Metrics.Listen != "" {
-		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.Handler(eng, host.Collectors(eng)...))
+		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.Handler(eng, host.Collectors(control.Host(eng))...))
 		if err != nil {
 			eng.Stop()
 			_ = eng.Close()

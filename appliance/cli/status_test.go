@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/control/controltest"
@@ -184,7 +185,7 @@ func TestStatusJSON(t *testing.T) {
 
 func TestStatusStarting(t *testing.T) {
 	src := &controltest.Source{}
-	src.Set(nil, control.Status{Version: "x", State: control.StateStarting})
+	src.Set(nil, appliance.Status{Version: "x", State: appliance.StateStarting})
 	code, out, errs := statusAgainst(t, src)
 	if code != 0 || !strings.Contains(out, "starting") || !strings.Contains(out, "no stats yet") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errs)

@@ -9,24 +9,25 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/stats"
 )
 
-// appliance is the Appliance service over a Source.
-type appliance struct {
+// applianceService is the Appliance service over a Source.
+type applianceService struct {
 	api.UnimplementedApplianceServer
 	src Source
 }
 
 var states = map[string]api.State{
-	StateStarting: api.State_STATE_STARTING,
-	StateRunning:  api.State_STATE_RUNNING,
-	StateDraining: api.State_STATE_DRAINING,
-	StateStopped:  api.State_STATE_STOPPED,
+	appliance.StateStarting: api.State_STATE_STARTING,
+	appliance.StateRunning:  api.State_STATE_RUNNING,
+	appliance.StateDraining: api.State_STATE_DRAINING,
+	appliance.StateStopped:  api.State_STATE_STOPPED,
 }
 
-func (a *appliance) Status(context.Context, *api.StatusRequest) (*api.StatusReply, error) {
+func (a *applianceService) Status(context.Context, *api.StatusRequest) (*api.StatusReply, error) {
 	st := a.src.Status()
 	r := &api.StatusReply{
 		Version:    st.Version,
@@ -57,7 +58,7 @@ func (a *appliance) Status(context.Context, *api.StatusRequest) (*api.StatusRepl
 	return r, nil
 }
 
-func (a *appliance) Stats(_ context.Context, req *api.StatsRequest) (*api.StatsReply, error) {
+func (a *applianceService) Stats(_ context.Context, req *api.StatsRequest) (*api.StatsReply, error) {
 	snap := a.src.Snapshot()
 	if snap == nil {
 		return nil, fmt.Errorf("engine has no counters yet: %w", ErrUnavailable)

@@ -35,8 +35,8 @@ var (
 // stopGrace bounds a graceful stop: streams (trace records) may never end.
 const stopGrace = 5 * time.Second
 
-// Server is the control plane's gRPC server. Services other than Appliance
-// register on GRPC() before the first Serve or Start.
+// Server is the control plane's gRPC server. Plugins' services join the
+// Appliance service through RegisterServices, before the first Serve or Start.
 type Server struct {
 	log    *slog.Logger
 	grpc   *grpc.Server
@@ -74,14 +74,11 @@ func NewServer(src Source, log *slog.Logger, opts ...ServeOptions) *Server {
 		grpc.ChainStreamInterceptor(s.stream),
 	)
 	s.grpc = grpc.NewServer(gopts...)
-	api.RegisterApplianceServer(s.grpc, &appliance{src: src})
+	api.RegisterApplianceServer(s.grpc, &applianceService{src: src})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	return s
 }
-
-// GRPC is the underlying server, for other services to register on.
-func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
 // Serve listens on listen ("unix:/path" or "host:port") and serves until Stop,
 // when it returns nil. A TCP address must be loopback unless TLS is configured.

@@ -26,6 +26,7 @@ import (
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/control/controltest"
@@ -227,7 +228,7 @@ func TestStatsFilter(t *testing.T) {
 
 func TestStatsBeforeSnapshot(t *testing.T) {
 	src := &controltest.Source{}
-	src.Set(nil, control.Status{State: control.StateStarting})
+	src.Set(nil, appliance.Status{State: appliance.StateStarting})
 	c, _, _ := serve(t, control.NewServer(src, nil))
 	if _, err := c.Stats(ctx(t), &api.StatsRequest{}); status.Code(err) != codes.Unavailable {
 		t.Errorf("Stats with no snapshot = %v, want UNAVAILABLE", err)
@@ -240,7 +241,7 @@ func TestStatsBeforeSnapshot(t *testing.T) {
 
 type panicky struct{ controltest.Source }
 
-func (*panicky) Status() control.Status { panic("boom") }
+func (*panicky) Status() appliance.Status { panic("boom") }
 
 func TestPanicIsInternal(t *testing.T) {
 	c, _, _ := serve(t, control.NewServer(&panicky{}, nil))

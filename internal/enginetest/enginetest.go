@@ -66,7 +66,7 @@ func Start(t testing.TB, toml string, o appliance.Options) *appliance.Engine {
 func Serve(t testing.TB, e *appliance.Engine) string {
 	t.Helper()
 	srv := control.NewServer(e, Quiet)
-	e.RegisterServices(srv.GRPC())
+	srv.RegisterServices(control.Host(e))
 	addr := "unix:" + filepath.Join(t.TempDir(), "ctl.sock")
 	if _, err := srv.Start(addr); err != nil {
 		t.Fatal(err)

@@ -197,7 +197,7 @@ func (tp *Topology) Start(t *testing.T, cfgText string) {
 		}
 	})
 	srv := control.NewServer(e, log)
-	e.RegisterServices(srv.GRPC())
+	srv.RegisterServices(control.Host(e))
 	tp.Control = "unix:" + filepath.Join(t.TempDir(), "linerate.sock")
 	if _, err := srv.Start(tp.Control); err != nil {
 		t.Fatal(err)

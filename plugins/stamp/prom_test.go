@@ -11,6 +11,7 @@ import (
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/internal/enginetest"
@@ -28,7 +29,7 @@ func TestPrometheusSessions(t *testing.T) {
 		"[[pipelines.stages.sessions]]\nssid = 7\nmode = \"stateful\"\n"), appliance.Options{Manual: true, Clock: clk})
 	enginetest.Run(e, clk, 5*time.Second, 50*time.Microsecond)
 
-	srv := httptest.NewServer(metrics.Handler(e, host.Collectors(e)...))
+	srv := httptest.NewServer(metrics.Handler(e, host.Collectors(control.Host(e))...))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/linerate/linerate/appliance/control"
+	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/stats"
 )
 
@@ -15,7 +15,7 @@ import (
 type Source struct {
 	mu     sync.Mutex
 	snap   *stats.Snapshot
-	status control.Status
+	status appliance.Status
 }
 
 // Snapshot implements control.Source.
@@ -26,14 +26,14 @@ func (s *Source) Snapshot() *stats.Snapshot {
 }
 
 // Status implements control.Source.
-func (s *Source) Status() control.Status {
+func (s *Source) Status() appliance.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.status
 }
 
 // Set replaces what the source returns.
-func (s *Source) Set(snap *stats.Snapshot, st control.Status) {
+func (s *Source) Set(snap *stats.Snapshot, st appliance.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snap, s.status = snap, st
@@ -68,21 +68,21 @@ func New() *Source {
 }
 
 // Status is the fake engine's shape.
-func Status() control.Status {
-	return control.Status{
+func Status() appliance.Status {
+	return appliance.Status{
 		Version:    "1.2.3-test",
 		ConfigPath: "/etc/linerate/lab.toml",
-		State:      control.StateRunning,
+		State:      appliance.StateRunning,
 		Started:    Started,
-		Lcores: []control.LcoreInfo{
+		Lcores: []appliance.LcoreInfo{
 			{ID: 0, CPU: 2, Pipelines: []string{"edge"}},
 			{ID: 1, CPU: -1, Pipelines: []string{"edge", "coded"}},
 		},
-		Ports: []control.PortInfo{
+		Ports: []appliance.PortInfo{
 			{Name: "p0", Driver: "mem", RxQueues: 2, TxQueues: 2, MTU: 1500, MAC: "02:00:00:00:00:01", TimestampSource: "software", LinkUp: true},
 			{Name: "p1", Driver: "afpacket", RxQueues: 1, TxQueues: 2, MTU: 9000, MAC: "02:00:00:00:00:02", TimestampSource: "hardware", LinkUp: false},
 		},
-		Pipelines: []control.PipelineInfo{
+		Pipelines: []appliance.PipelineInfo{
 			{Name: "edge", Lcores: []int{0, 1}, Stages: []string{"classify", "ioam.encap", "forward"}},
 			{Name: "coded", Lcores: []int{1}, Stages: []string{"rlnc.encoder", "forward"}},
 		},
