@@ -28,6 +28,9 @@
 // sum by (reason) gives the engine's totals. Series that come out twice (two
 // unpinned instances of one stage) are summed, not rejected.
 //
+// A renamed metric keeps its old name, deprecated, for at least one release
+// (renamed, docs/compatibility.md).
+//
 // Histograms in ns are exported in seconds on 1-2-5 buckets from 100ns to 10s;
 // in bytes, on powers of two from 64 B to 1 MiB. A bucket's count includes
 // every internal bucket wholly at or below its bound, so it is low by at most
@@ -69,6 +72,13 @@ func Handler(src Source, extra ...prometheus.Collector) http.Handler {
 		Timeout:             10 * time.Second,
 	})
 }
+
+// renamed maps a metric's name to the names it had before. Each old name is
+// still served, beside the new one, with the same series and a HELP that says
+// it is deprecated and names the new one, for at least one release after the
+// rename (docs/compatibility.md); then its entry goes. No metric has been
+// renamed yet.
+var renamed = map[string][]string{}
 
 // Bucket bounds, in the exported unit.
 var (

@@ -287,3 +287,39 @@ func TestServe(t *testing.T) {
 		t.Error("Serve on a bad port succeeded")
 	}
 }
+
+// A renamed metric is served under its old name too, deprecated: the same
+// series, and a HELP that says so and names the new one.
+func TestRenamedKeepOldNames(t *testing.T) {
+	saved := renamed
+	t.Cleanup(func() { renamed = saved })
+	renamed = map[string][]string{
+		"linerate_pool_copies_total":      {"linerate_pool_copied_total"},
+		"linerate_lcore_loop_gap_seconds": {"linerate_lcore_gap_seconds"},
+	}
+	fams := scrape(t, controltest.New())
+	for _, c := range []struct{ now, old string }{
+		{"linerate_pool_copies_total", "linerate_pool_copied_total"},
+		{"linerate_lcore_loop_gap_seconds", "linerate_lcore_gap_seconds"},
+	} {
+		now, old := fams[c.now], fams[c.old]
+		if now == nil || old == nil {
+			t.Fatalf("%s %v, %s %v", c.now, now, c.old, old)
+		}
+		if want := "Deprecated: renamed to " + c.now + ". " + now.GetHelp(); old.GetHelp() != want {
+			t.Errorf("%s HELP %q, want %q", c.old, old.GetHelp(), want)
+		}
+		if old.GetType() != now.GetType() || len(old.Metric) != len(now.Metric) {
+			t.Errorf("%s: %v %d series; %s: %v %d", c.old, old.GetType(), len(old.Metric), c.now, now.GetType(), len(now.Metric))
+		}
+	}
+	if v := value(t, fams, "linerate_pool_copied_total", "pool", "p0"); v != 3 {
+		t.Errorf("old name's value %v, want 3", v)
+	}
+	if n := find(t, fams, "linerate_lcore_gap_seconds", "lcore", "0").Histogram.GetSampleCount(); n != 1000 {
+		t.Errorf("old name's histogram count %d, want 1000", n)
+	}
+	if fams["linerate_pool_size"].GetHelp() != "Buffers in the pool." {
+		t.Error("a metric that was not renamed changed its HELP")
+	}
+}

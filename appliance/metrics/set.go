@@ -20,6 +20,7 @@ type set struct {
 
 type family struct {
 	desc   *prometheus.Desc
+	old    []*prometheus.Desc // the deprecated names it is also served under
 	labels []string
 	typ    prometheus.ValueType
 	hist   bool
@@ -46,6 +47,9 @@ func (s *set) family(name, help string, labels []string, typ prometheus.ValueTyp
 			desc:   prometheus.NewDesc(name, help, labels, nil),
 			labels: labels, typ: typ, hist: hist,
 			series: map[string]*series{},
+		}
+		for _, o := range renamed[name] {
+			f.old = append(f.old, prometheus.NewDesc(o, "Deprecated: renamed to "+name+". "+help, labels, nil))
 		}
 		s.families[name] = f
 		s.order = append(s.order, f)
@@ -98,18 +102,20 @@ func (s *set) emit(ch chan<- prometheus.Metric) {
 		if f.err != nil {
 			ch <- prometheus.NewInvalidMetric(f.desc, f.err)
 		}
-		for _, sr := range f.order {
-			var m prometheus.Metric
-			var err error
-			if f.hist {
-				m, err = constHistogram(f, sr)
-			} else {
-				m, err = prometheus.NewConstMetric(f.desc, f.typ, sr.v, sr.values...)
+		for _, d := range append([]*prometheus.Desc{f.desc}, f.old...) {
+			for _, sr := range f.order {
+				var m prometheus.Metric
+				var err error
+				if f.hist {
+					m, err = constHistogram(d, f, sr)
+				} else {
+					m, err = prometheus.NewConstMetric(d, f.typ, sr.v, sr.values...)
+				}
+				if err != nil {
+					m = prometheus.NewInvalidMetric(d, err)
+				}
+				ch <- m
 			}
-			if err != nil {
-				m = prometheus.NewInvalidMetric(f.desc, err)
-			}
-			ch <- m
 		}
 	}
 }
@@ -117,7 +123,7 @@ func (s *set) emit(ch chan<- prometheus.Metric) {
 // constHistogram turns a log-linear snapshot into Prometheus's cumulative
 // buckets. The count is the buckets' own total, so +Inf never falls below a
 // finite bucket even while an lcore publishes.
-func constHistogram(f *family, sr *series) (prometheus.Metric, error) {
+func constHistogram(d *prometheus.Desc, f *family, sr *series) (prometheus.Metric, error) {
 	var total uint64
 	for _, n := range sr.h.Buckets {
 		total += n
@@ -132,5 +138,5 @@ func constHistogram(f *family, sr *series) (prometheus.Metric, error) {
 		buckets[f.bounds[i]] = n
 		i++
 	})
-	return prometheus.NewConstHistogram(f.desc, total, float64(sr.h.Sum)*f.scale, buckets, sr.values...)
+	return prometheus.NewConstHistogram(d, total, float64(sr.h.Sum)*f.scale, buckets, sr.values...)
 }
