@@ -40,3 +40,35 @@ func TestNoControlPlaneDeps(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreNamesNoPlugin: the core (the engine and config) depends on the
+// stage contract and the port contract, never on a plugin or a driver; the
+// stage contract depends on packets, the clock and stats alone. What a plugin
+// or driver adds reaches the core through their registries.
+func TestCoreNamesNoPlugin(t *testing.T) {
+	goBin := testenv.RequireCmd(t, "go")
+	const mod = "github.com/linerate/linerate/"
+	deps := func(pkg string) []string {
+		out, err := exec.Command(goBin, "list", "-deps", mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	for _, core := range []string{"appliance", "config"} {
+		for _, d := range deps(core) {
+			p, ok := strings.CutPrefix(d, mod)
+			if ok && (strings.HasPrefix(p, "plugins/") || strings.HasPrefix(p, "ports/")) {
+				t.Errorf("%s depends on %s", core, p)
+			}
+		}
+	}
+	allowed := map[string]bool{"appliance/packet": true, "appliance/clock": true, "appliance/stats": true, "plugins": true}
+	for _, d := range deps("plugins") {
+		if p, ok := strings.CutPrefix(d, mod); ok && !allowed[p] {
+			t.Errorf("the stage contract (plugins) depends on %s", p)
+		} else if !ok && strings.Contains(d, ".") {
+			t.Errorf("the stage contract (plugins) depends on %s, outside the standard library", d)
+		}
+	}
+}
