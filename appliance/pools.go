@@ -1,0 +1,41 @@
+package appliance
+
+import (
+	"fmt"
+
+	"github.com/linerate/linerate/appliance/packet"
+)
+
+func (e *Engine) buildPools() error {
+	for _, pc := range e.cfg.Pools {
+		s, err := packet.NewSlab(packet.SlabConfig{Name: pc.Name, Buffers: pc.Buffers, DataRoom: pc.DataRoom, Headroom: pc.Headroom})
+		if err != nil {
+			return fmt.Errorf("%s: %w", pc.Where(), err)
+		}
+		e.pools[pc.Name] = s
+		e.ownPools = append(e.ownPools, s)
+	}
+	if _, ok := e.pools["default"]; !ok {
+		s, err := packet.NewSlab(packet.SlabConfig{Name: "default", Buffers: 16384})
+		if err != nil {
+			return err
+		}
+		e.pools["default"] = s
+		e.ownPools = append(e.ownPools, s)
+	}
+	return nil
+}
+
+// stagePool finds or makes a named pool for stages that keep packets.
+func (e *Engine) stagePool(name string, buffers, dataRoom int) (packet.Pool, error) {
+	if p, ok := e.pools[name]; ok {
+		return p, nil
+	}
+	s, err := packet.NewSlab(packet.SlabConfig{Name: name, Buffers: buffers, DataRoom: dataRoom})
+	if err != nil {
+		return nil, err
+	}
+	e.pools[name] = s
+	e.ownPools = append(e.ownPools, s)
+	return s, nil
+}

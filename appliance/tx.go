@@ -1,0 +1,212 @@
+package appliance
+
+import (
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+)
+
+// txBuffer is a fixed array and a count: appending writes one handle, never a
+// slice header (which would cost a write-barrier check per packet).
+type txBuffer struct {
+	port  *portEntry
+	queue int
+	n     int
+	buf   []packet.Handle // fixed length: the buffer's capacity
+	// What this lcore moved through the port. The engine counts for every driver,
+	// in loops it runs anyway, so drivers need no per-packet pass of their own.
+	txPackets, txBytes stats.Counter
+	rxPackets, rxBytes stats.Counter
+}
+
+// setupTx gives the lcore a tx buffer towards every port, on its own tx queue.
+func (lc *lcore) setupTx(portsByID []*portEntry, size int) {
+	lc.tx = make([]txBuffer, len(portsByID))
+	for i, pe := range portsByID {
+		lc.tx[i] = txBuffer{port: pe, queue: lc.id % max(pe.info.TxQueues, 1), buf: make([]packet.Handle, size)}
+	}
+	// Between two quiescent points: a burst, and what a flush of every tx
+	// buffer can drop, twice over.
+	lc.freed = make([]packet.Handle, 2*(packet.MaxBurst+len(portsByID)*size))
+}
+
+// forward appends h to the tx buffer of port, flushing a full buffer first.
+func (lc *lcore) forward(h packet.Handle, port uint16) {
+	if int(port) >= len(lc.tx) {
+		lc.countDrop(packet.ReasonNoPort, 1)
+		lc.free(h)
+		return
+	}
+	t := &lc.tx[port]
+	if t.n == len(t.buf) {
+		lc.flush(t, lc.e.clock.Now())
+	}
+	t.buf[t.n] = h
+	t.n++
+}
+
+// forwardBurst appends every handle of hs to the tx buffer of port, flushing it
+// whenever it fills.
+func (lc *lcore) forwardBurst(hs []packet.Handle, port uint16) {
+	if int(port) >= len(lc.tx) {
+		lc.countDrop(packet.ReasonNoPort, uint64(len(hs)))
+		for _, h := range hs {
+			lc.free(h)
+		}
+		return
+	}
+	t := &lc.tx[port]
+	for len(hs) > 0 {
+		if t.n == len(t.buf) {
+			lc.flush(t, lc.e.clock.Now())
+		}
+		k := copy(t.buf[t.n:], hs)
+		t.n += k
+		hs = hs[k:]
+	}
+}
+
+// emit appends h to the tx buffer of port, dropping it as emit_full when full.
+func (lc *lcore) emit(h packet.Handle, port uint16) bool {
+	packet.Own(h, packet.OpClaim, uint16(lc.id), lc.at)
+	if int(port) >= len(lc.tx) {
+		lc.countDrop(packet.ReasonNoPort, 1)
+		lc.free(h)
+		return false
+	}
+	t := &lc.tx[port]
+	if t.n == len(t.buf) {
+		lc.countDrop(packet.ReasonEmitFull, 1)
+		lc.free(h)
+		return false
+	}
+	t.buf[t.n] = h
+	t.n++
+	return true
+}
+
+// flush transmits a tx buffer, stamped now. A packet of another pool that the
+// port cannot transmit is copied into one of its own (counted). What the port
+// does not take is offered once more, then dropped as tx_full.
+func (lc *lcore) flush(t *txBuffer, now int64) {
+	hs := t.buf[:t.n]
+	t.n = 0
+	retried := false
+	for len(hs) > 0 {
+		n, foreign := lc.send(t, hs, now)
+		hs = hs[n:]
+		switch {
+		case len(hs) == 0:
+		case foreign:
+			if q := lc.copyToPool(hs[0], t.port); q != 0 {
+				hs[0] = q
+			} else {
+				hs = hs[1:]
+			}
+		case t.port.handleTx == nil && n == packet.MaxBurst:
+			// A whole burst went: the next one.
+		case !retried:
+			retried = true
+		default:
+			lc.countDrop(packet.ReasonTxFull, uint64(len(hs)))
+			for _, h := range hs {
+				lc.free(h)
+			}
+			hs = nil
+		}
+	}
+}
+
+// send gives the port the front of hs, and reports how many it took, and
+// whether it stopped before a packet of another pool it cannot transmit.
+// A port that takes handles straight from the tx buffer (ports.HandleTx)
+// gets them all and does the per-packet tx work itself; any other gets a
+// burst, stamped and measured here (the length read now: once the port has a
+// packet it may free it).
+func (lc *lcore) send(t *txBuffer, hs []packet.Handle, now int64) (n int, foreign bool) {
+	id := uint16(lc.id)
+	pe := t.port
+	if tx := pe.handleTx; tx != nil {
+		packet.OwnBurst(hs, packet.OpTx, id, -1)
+		n, foreign = tx.TxHandles(t.queue, hs, now)
+		packet.OwnBurst(hs[n:], packet.OpBack, id, -1)
+		t.txPackets.Add(uint64(n))
+		return n, foreign
+	}
+	b := &lc.txb
+	b.N = 0
+	bytes := 0
+	for _, h := range hs[:min(len(hs), packet.MaxBurst)] {
+		p := h.P()
+		if pe.ownPoolOnly && p.PoolID() != pe.poolID {
+			foreign = true
+			break
+		}
+		p.StampTx(now)
+		lc.txLen[b.N] = uint32(p.Len())
+		bytes += p.Len()
+		b.H[b.N] = h
+		b.N++
+	}
+	if b.N == 0 {
+		return 0, foreign
+	}
+	packet.OwnBurst(b.H[:b.N], packet.OpTx, id, -1)
+	sent := pe.port.TxBurst(t.queue, b)
+	packet.OwnBurst(b.H[sent:b.N], packet.OpBack, id, -1)
+	if sent == b.N {
+		t.txPackets.Add(uint64(sent))
+		t.txBytes.Add(uint64(bytes))
+		return sent, foreign
+	}
+	t.countTx(lc.txLen[:sent])
+	return sent, false
+}
+
+func (t *txBuffer) countTx(lens []uint32) {
+	for _, n := range lens {
+		t.txBytes.Add(uint64(n))
+	}
+	t.txPackets.Add(uint64(len(lens)))
+}
+
+// copyToPool copies a packet into a buffer of the port's own pool, for ports that
+// can transmit nothing else. It returns 0 when the pool is empty.
+func (lc *lcore) copyToPool(h packet.Handle, pe *portEntry) packet.Handle {
+	q, ok := pe.pool.AllocOne()
+	if !ok {
+		lc.countDrop(packet.ReasonNoBuffer, 1)
+		lc.free(h)
+		return 0
+	}
+	src := h.P()
+	if err := q.P().CopyFrom(src, pe.pool.Headroom()); err != nil {
+		pe.pool.FreeOne(q)
+		lc.countDrop(packet.ReasonTooBig, 1)
+		lc.free(h)
+		return 0
+	}
+	lc.copies.Inc()
+	lc.free(h)
+	return q
+}
+
+// flushAll transmits every tx buffer, with one tx timestamp read just before.
+func (lc *lcore) flushAll() {
+	now := int64(0)
+	for i := range lc.tx {
+		if lc.tx[i].n > 0 {
+			if now == 0 {
+				now = lc.e.clock.Now()
+			}
+			lc.flush(&lc.tx[i], now)
+		}
+	}
+}
+
+func (lc *lcore) txBuffered() int {
+	n := 0
+	for i := range lc.tx {
+		n += lc.tx[i].n
+	}
+	return n
+}
