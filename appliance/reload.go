@@ -12,6 +12,12 @@ import (
 	"github.com/linerate/linerate/plugins"
 )
 
+// ReloadResult says what a reload changed.
+type ReloadResult struct {
+	// Stages are the stages that take a new table, as "pipeline/stage".
+	Stages []string
+}
+
 // Reload applies cfg to the running engine without dropping a packet: the
 // stages whose tables changed take their new tables (plugins.Reloader), on
 // their lcores, between bursts. What a running engine cannot change — ports,
@@ -19,44 +25,14 @@ import (
 // settings, a plugin's sections — is refused with an error that names the
 // key, as is a changed table of a stage that cannot reload; nothing is applied
 // then. The new file is checked as `linerate validate` checks it first.
-func (e *Engine) Reload(cfg *config.File) error {
-	if e.opt.DryRun {
-		return errors.New("engine: a dry-run engine cannot reload")
-	}
+func (e *Engine) Reload(cfg *config.File) (ReloadResult, error) {
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
-	if key := fixedChange(e.cur, cfg); key != "" {
-		return &config.Error{File: cfg.Path, Line: cfg.Line(key), Key: key,
-			Err: errors.New("changes only with a restart; a reload changes stages' tables")}
-	}
-	// Every stage builds from the new file, as validate builds them.
-	dry, err := New(cfg, Options{DryRun: true, Offline: true, Log: slog.New(slog.DiscardHandler)})
+	changes, err := e.planReload(cfg)
 	if err != nil {
-		return err
+		return ReloadResult{}, err
 	}
-	_ = dry.Close()
-
-	type change struct {
-		pl    *pipeline
-		k     int
-		table config.Table
-	}
-	var changes []change
-	for i, pc := range cfg.Pipelines {
-		pl := e.pipelines[i]
-		for k, sc := range pc.Stages {
-			if sameTable(e.cur.Pipelines[i].Stages[k].Table, sc.Table) {
-				continue
-			}
-			for _, in := range pl.instances {
-				if _, ok := in.stages[k].st.(plugins.Reloader); !ok {
-					return fmt.Errorf("%s: stage %q (%s) takes a new table only with a restart",
-						sc.Where(), in.stages[k].name, sc.Kind)
-				}
-			}
-			changes = append(changes, change{pl, k, sc.Table})
-		}
-	}
+	var res ReloadResult
 	for _, c := range changes {
 		for _, in := range c.pl.instances {
 			var err error
@@ -65,16 +41,75 @@ func (e *Engine) Reload(cfg *config.File) error {
 				in.ctx.Stage = c.k
 				err = r.Reload(&in.ctx, c.table)
 			}); derr != nil {
-				return derr
+				return res, derr
 			}
 			if err != nil {
-				return fmt.Errorf("%s: stage %q: %w", c.table.Where(), in.stages[c.k].name, err)
+				return res, fmt.Errorf("%s: stage %q: %w", c.table.Where(), in.stages[c.k].name, err)
 			}
 		}
+		res.Stages = append(res.Stages, c.name)
 	}
 	e.cur = cfg
 	e.reloads.Add(1)
-	return nil
+	return res, nil
+}
+
+// CheckReload says what Reload(cfg) would change, or why it would refuse,
+// and changes nothing.
+func (e *Engine) CheckReload(cfg *config.File) (ReloadResult, error) {
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
+	changes, err := e.planReload(cfg)
+	var res ReloadResult
+	for _, c := range changes {
+		res.Stages = append(res.Stages, c.name)
+	}
+	return res, err
+}
+
+// reloadChange is one stage's new table.
+type reloadChange struct {
+	pl    *pipeline
+	k     int
+	name  string
+	table config.Table
+}
+
+// planReload checks cfg against the running config and lists the stages whose
+// tables change. The caller holds reloadMu.
+func (e *Engine) planReload(cfg *config.File) ([]reloadChange, error) {
+	if e.opt.DryRun {
+		return nil, errors.New("engine: a dry-run engine cannot reload")
+	}
+	if key := fixedChange(e.cur, cfg); key != "" {
+		return nil, &config.Error{File: cfg.Path, Line: cfg.Line(key), Key: key,
+			Err: errors.New("changes only with a restart; a reload changes stages' tables")}
+	}
+	// Every stage builds from the new file, as validate builds them.
+	dry, err := New(cfg, Options{DryRun: true, Offline: true, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	_ = dry.Close()
+
+	var changes []reloadChange
+	for i, pc := range cfg.Pipelines {
+		pl := e.pipelines[i]
+		for k, sc := range pc.Stages {
+			if sameTable(e.cur.Pipelines[i].Stages[k].Table, sc.Table) {
+				continue
+			}
+			for _, in := range pl.instances {
+				if _, ok := in.stages[k].st.(plugins.Reloader); !ok {
+					return nil, fmt.Errorf("%s: stage %q (%s) takes a new table only with a restart",
+						sc.Where(), in.stages[k].name, sc.Kind)
+				}
+			}
+			name := pc.Name + "/" + pl.instances[0].stages[k].name
+			changes = append(changes, reloadChange{pl, k, name, sc.Table})
+		}
+	}
+	return changes, nil
 }
 
 // fixedChange is the first key that differs between a and b outside stage

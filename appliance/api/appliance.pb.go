@@ -84,6 +84,106 @@ func (State) EnumDescriptor() ([]byte, []int) {
 	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{0}
 }
 
+type ReloadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only check: say what would change, apply nothing.
+	Check         bool `protobuf:"varint,1,opt,name=check,proto3" json:"check,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReloadRequest) Reset() {
+	*x = ReloadRequest{}
+	mi := &file_appliance_api_appliance_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReloadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReloadRequest) ProtoMessage() {}
+
+func (x *ReloadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_appliance_api_appliance_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReloadRequest.ProtoReflect.Descriptor instead.
+func (*ReloadRequest) Descriptor() ([]byte, []int) {
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReloadRequest) GetCheck() bool {
+	if x != nil {
+		return x.Check
+	}
+	return false
+}
+
+type ReloadReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file that was read.
+	ConfigPath string `protobuf:"bytes,1,opt,name=config_path,json=configPath,proto3" json:"config_path,omitempty"`
+	// The stages that took (with check: would take) a new table, as
+	// "pipeline/stage".
+	Stages        []string `protobuf:"bytes,2,rep,name=stages,proto3" json:"stages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReloadReply) Reset() {
+	*x = ReloadReply{}
+	mi := &file_appliance_api_appliance_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReloadReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReloadReply) ProtoMessage() {}
+
+func (x *ReloadReply) ProtoReflect() protoreflect.Message {
+	mi := &file_appliance_api_appliance_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReloadReply.ProtoReflect.Descriptor instead.
+func (*ReloadReply) Descriptor() ([]byte, []int) {
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReloadReply) GetConfigPath() string {
+	if x != nil {
+		return x.ConfigPath
+	}
+	return ""
+}
+
+func (x *ReloadReply) GetStages() []string {
+	if x != nil {
+		return x.Stages
+	}
+	return nil
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -92,7 +192,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[0]
+	mi := &file_appliance_api_appliance_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +204,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[0]
+	mi := &file_appliance_api_appliance_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +217,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{0}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{2}
 }
 
 type StatusReply struct {
@@ -137,7 +237,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[1]
+	mi := &file_appliance_api_appliance_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -149,7 +249,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[1]
+	mi := &file_appliance_api_appliance_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -162,7 +262,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{1}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StatusReply) GetVersion() string {
@@ -235,7 +335,7 @@ type LcoreInfo struct {
 
 func (x *LcoreInfo) Reset() {
 	*x = LcoreInfo{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[2]
+	mi := &file_appliance_api_appliance_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +347,7 @@ func (x *LcoreInfo) String() string {
 func (*LcoreInfo) ProtoMessage() {}
 
 func (x *LcoreInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[2]
+	mi := &file_appliance_api_appliance_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +360,7 @@ func (x *LcoreInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LcoreInfo.ProtoReflect.Descriptor instead.
 func (*LcoreInfo) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{2}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LcoreInfo) GetId() int32 {
@@ -301,7 +401,7 @@ type PortInfo struct {
 
 func (x *PortInfo) Reset() {
 	*x = PortInfo{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[3]
+	mi := &file_appliance_api_appliance_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -313,7 +413,7 @@ func (x *PortInfo) String() string {
 func (*PortInfo) ProtoMessage() {}
 
 func (x *PortInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[3]
+	mi := &file_appliance_api_appliance_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -326,7 +426,7 @@ func (x *PortInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortInfo.ProtoReflect.Descriptor instead.
 func (*PortInfo) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{3}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PortInfo) GetName() string {
@@ -398,7 +498,7 @@ type PipelineInfo struct {
 
 func (x *PipelineInfo) Reset() {
 	*x = PipelineInfo{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[4]
+	mi := &file_appliance_api_appliance_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +510,7 @@ func (x *PipelineInfo) String() string {
 func (*PipelineInfo) ProtoMessage() {}
 
 func (x *PipelineInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[4]
+	mi := &file_appliance_api_appliance_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +523,7 @@ func (x *PipelineInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PipelineInfo.ProtoReflect.Descriptor instead.
 func (*PipelineInfo) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{4}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PipelineInfo) GetName() string {
@@ -464,7 +564,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[5]
+	mi := &file_appliance_api_appliance_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +576,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[5]
+	mi := &file_appliance_api_appliance_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +589,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{5}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StatsRequest) GetPipelines() []string {
@@ -531,7 +631,7 @@ type StatsReply struct {
 
 func (x *StatsReply) Reset() {
 	*x = StatsReply{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[6]
+	mi := &file_appliance_api_appliance_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +643,7 @@ func (x *StatsReply) String() string {
 func (*StatsReply) ProtoMessage() {}
 
 func (x *StatsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[6]
+	mi := &file_appliance_api_appliance_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +656,7 @@ func (x *StatsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsReply.ProtoReflect.Descriptor instead.
 func (*StatsReply) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{6}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StatsReply) GetTime() *timestamppb.Timestamp {
@@ -636,7 +736,7 @@ type PortStats struct {
 
 func (x *PortStats) Reset() {
 	*x = PortStats{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[7]
+	mi := &file_appliance_api_appliance_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +748,7 @@ func (x *PortStats) String() string {
 func (*PortStats) ProtoMessage() {}
 
 func (x *PortStats) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[7]
+	mi := &file_appliance_api_appliance_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +761,7 @@ func (x *PortStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortStats.ProtoReflect.Descriptor instead.
 func (*PortStats) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{7}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PortStats) GetName() string {
@@ -764,7 +864,7 @@ type StageStats struct {
 
 func (x *StageStats) Reset() {
 	*x = StageStats{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[8]
+	mi := &file_appliance_api_appliance_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +876,7 @@ func (x *StageStats) String() string {
 func (*StageStats) ProtoMessage() {}
 
 func (x *StageStats) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[8]
+	mi := &file_appliance_api_appliance_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +889,7 @@ func (x *StageStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageStats.ProtoReflect.Descriptor instead.
 func (*StageStats) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{8}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StageStats) GetPipeline() string {
@@ -852,7 +952,7 @@ type Counter struct {
 
 func (x *Counter) Reset() {
 	*x = Counter{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[9]
+	mi := &file_appliance_api_appliance_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +964,7 @@ func (x *Counter) String() string {
 func (*Counter) ProtoMessage() {}
 
 func (x *Counter) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[9]
+	mi := &file_appliance_api_appliance_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +977,7 @@ func (x *Counter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counter.ProtoReflect.Descriptor instead.
 func (*Counter) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{9}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Counter) GetName() string {
@@ -911,7 +1011,7 @@ type DropCount struct {
 
 func (x *DropCount) Reset() {
 	*x = DropCount{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[10]
+	mi := &file_appliance_api_appliance_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1023,7 @@ func (x *DropCount) String() string {
 func (*DropCount) ProtoMessage() {}
 
 func (x *DropCount) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[10]
+	mi := &file_appliance_api_appliance_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1036,7 @@ func (x *DropCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropCount.ProtoReflect.Descriptor instead.
 func (*DropCount) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{10}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DropCount) GetReason() string {
@@ -971,7 +1071,7 @@ type LcoreStats struct {
 
 func (x *LcoreStats) Reset() {
 	*x = LcoreStats{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[11]
+	mi := &file_appliance_api_appliance_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1083,7 @@ func (x *LcoreStats) String() string {
 func (*LcoreStats) ProtoMessage() {}
 
 func (x *LcoreStats) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[11]
+	mi := &file_appliance_api_appliance_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1096,7 @@ func (x *LcoreStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LcoreStats.ProtoReflect.Descriptor instead.
 func (*LcoreStats) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{11}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LcoreStats) GetId() int32 {
@@ -1055,7 +1155,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[12]
+	mi := &file_appliance_api_appliance_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1167,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[12]
+	mi := &file_appliance_api_appliance_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1180,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{12}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PoolStats) GetName() string {
@@ -1138,7 +1238,7 @@ type Histogram struct {
 
 func (x *Histogram) Reset() {
 	*x = Histogram{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[13]
+	mi := &file_appliance_api_appliance_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1250,7 @@ func (x *Histogram) String() string {
 func (*Histogram) ProtoMessage() {}
 
 func (x *Histogram) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[13]
+	mi := &file_appliance_api_appliance_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1263,7 @@ func (x *Histogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Histogram.ProtoReflect.Descriptor instead.
 func (*Histogram) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{13}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Histogram) GetCount() uint64 {
@@ -1242,7 +1342,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[14]
+	mi := &file_appliance_api_appliance_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1354,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[14]
+	mi := &file_appliance_api_appliance_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1367,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{14}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Bucket) GetLe() uint64 {
@@ -1299,7 +1399,7 @@ type NamedHistogram struct {
 
 func (x *NamedHistogram) Reset() {
 	*x = NamedHistogram{}
-	mi := &file_appliance_api_appliance_proto_msgTypes[15]
+	mi := &file_appliance_api_appliance_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1411,7 @@ func (x *NamedHistogram) String() string {
 func (*NamedHistogram) ProtoMessage() {}
 
 func (x *NamedHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_appliance_api_appliance_proto_msgTypes[15]
+	mi := &file_appliance_api_appliance_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1424,7 @@ func (x *NamedHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamedHistogram.ProtoReflect.Descriptor instead.
 func (*NamedHistogram) Descriptor() ([]byte, []int) {
-	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{15}
+	return file_appliance_api_appliance_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NamedHistogram) GetOwner() string {
@@ -1366,7 +1466,13 @@ var File_appliance_api_appliance_proto protoreflect.FileDescriptor
 
 const file_appliance_api_appliance_proto_rawDesc = "" +
 	"\n" +
-	"\x1dappliance/api/appliance.proto\x12\vlinerate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\x1dappliance/api/appliance.proto\x12\vlinerate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"%\n" +
+	"\rReloadRequest\x12\x14\n" +
+	"\x05check\x18\x01 \x01(\bR\x05check\"F\n" +
+	"\vReloadReply\x12\x1f\n" +
+	"\vconfig_path\x18\x01 \x01(\tR\n" +
+	"configPath\x12\x16\n" +
+	"\x06stages\x18\x02 \x03(\tR\x06stages\"\x0f\n" +
 	"\rStatusRequest\"\xf1\x02\n" +
 	"\vStatusReply\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
@@ -1488,10 +1594,11 @@ const file_appliance_api_appliance_proto_rawDesc = "" +
 	"\x0eSTATE_STARTING\x10\x01\x12\x11\n" +
 	"\rSTATE_RUNNING\x10\x02\x12\x12\n" +
 	"\x0eSTATE_DRAINING\x10\x03\x12\x11\n" +
-	"\rSTATE_STOPPED\x10\x042\x88\x01\n" +
+	"\rSTATE_STOPPED\x10\x042\xc8\x01\n" +
 	"\tAppliance\x12>\n" +
 	"\x06Status\x12\x1a.linerate.v1.StatusRequest\x1a\x18.linerate.v1.StatusReply\x12;\n" +
-	"\x05Stats\x12\x19.linerate.v1.StatsRequest\x1a\x17.linerate.v1.StatsReplyB0Z.github.com/linerate/linerate/appliance/api;apib\x06proto3"
+	"\x05Stats\x12\x19.linerate.v1.StatsRequest\x1a\x17.linerate.v1.StatsReply\x12>\n" +
+	"\x06Reload\x12\x1a.linerate.v1.ReloadRequest\x1a\x18.linerate.v1.ReloadReplyB0Z.github.com/linerate/linerate/appliance/api;apib\x06proto3"
 
 var (
 	file_appliance_api_appliance_proto_rawDescOnce sync.Once
@@ -1506,56 +1613,60 @@ func file_appliance_api_appliance_proto_rawDescGZIP() []byte {
 }
 
 var file_appliance_api_appliance_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_appliance_api_appliance_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_appliance_api_appliance_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_appliance_api_appliance_proto_goTypes = []any{
 	(State)(0),                    // 0: linerate.v1.State
-	(*StatusRequest)(nil),         // 1: linerate.v1.StatusRequest
-	(*StatusReply)(nil),           // 2: linerate.v1.StatusReply
-	(*LcoreInfo)(nil),             // 3: linerate.v1.LcoreInfo
-	(*PortInfo)(nil),              // 4: linerate.v1.PortInfo
-	(*PipelineInfo)(nil),          // 5: linerate.v1.PipelineInfo
-	(*StatsRequest)(nil),          // 6: linerate.v1.StatsRequest
-	(*StatsReply)(nil),            // 7: linerate.v1.StatsReply
-	(*PortStats)(nil),             // 8: linerate.v1.PortStats
-	(*StageStats)(nil),            // 9: linerate.v1.StageStats
-	(*Counter)(nil),               // 10: linerate.v1.Counter
-	(*DropCount)(nil),             // 11: linerate.v1.DropCount
-	(*LcoreStats)(nil),            // 12: linerate.v1.LcoreStats
-	(*PoolStats)(nil),             // 13: linerate.v1.PoolStats
-	(*Histogram)(nil),             // 14: linerate.v1.Histogram
-	(*Bucket)(nil),                // 15: linerate.v1.Bucket
-	(*NamedHistogram)(nil),        // 16: linerate.v1.NamedHistogram
-	nil,                           // 17: linerate.v1.PortStats.ExtraEntry
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*ReloadRequest)(nil),         // 1: linerate.v1.ReloadRequest
+	(*ReloadReply)(nil),           // 2: linerate.v1.ReloadReply
+	(*StatusRequest)(nil),         // 3: linerate.v1.StatusRequest
+	(*StatusReply)(nil),           // 4: linerate.v1.StatusReply
+	(*LcoreInfo)(nil),             // 5: linerate.v1.LcoreInfo
+	(*PortInfo)(nil),              // 6: linerate.v1.PortInfo
+	(*PipelineInfo)(nil),          // 7: linerate.v1.PipelineInfo
+	(*StatsRequest)(nil),          // 8: linerate.v1.StatsRequest
+	(*StatsReply)(nil),            // 9: linerate.v1.StatsReply
+	(*PortStats)(nil),             // 10: linerate.v1.PortStats
+	(*StageStats)(nil),            // 11: linerate.v1.StageStats
+	(*Counter)(nil),               // 12: linerate.v1.Counter
+	(*DropCount)(nil),             // 13: linerate.v1.DropCount
+	(*LcoreStats)(nil),            // 14: linerate.v1.LcoreStats
+	(*PoolStats)(nil),             // 15: linerate.v1.PoolStats
+	(*Histogram)(nil),             // 16: linerate.v1.Histogram
+	(*Bucket)(nil),                // 17: linerate.v1.Bucket
+	(*NamedHistogram)(nil),        // 18: linerate.v1.NamedHistogram
+	nil,                           // 19: linerate.v1.PortStats.ExtraEntry
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
 }
 var file_appliance_api_appliance_proto_depIdxs = []int32{
 	0,  // 0: linerate.v1.StatusReply.state:type_name -> linerate.v1.State
-	18, // 1: linerate.v1.StatusReply.started:type_name -> google.protobuf.Timestamp
-	19, // 2: linerate.v1.StatusReply.uptime:type_name -> google.protobuf.Duration
-	3,  // 3: linerate.v1.StatusReply.lcores:type_name -> linerate.v1.LcoreInfo
-	4,  // 4: linerate.v1.StatusReply.ports:type_name -> linerate.v1.PortInfo
-	5,  // 5: linerate.v1.StatusReply.pipelines:type_name -> linerate.v1.PipelineInfo
-	18, // 6: linerate.v1.StatsReply.time:type_name -> google.protobuf.Timestamp
-	19, // 7: linerate.v1.StatsReply.uptime:type_name -> google.protobuf.Duration
-	8,  // 8: linerate.v1.StatsReply.ports:type_name -> linerate.v1.PortStats
-	9,  // 9: linerate.v1.StatsReply.stages:type_name -> linerate.v1.StageStats
-	12, // 10: linerate.v1.StatsReply.lcores:type_name -> linerate.v1.LcoreStats
-	13, // 11: linerate.v1.StatsReply.pools:type_name -> linerate.v1.PoolStats
-	11, // 12: linerate.v1.StatsReply.drops:type_name -> linerate.v1.DropCount
-	16, // 13: linerate.v1.StatsReply.histograms:type_name -> linerate.v1.NamedHistogram
-	17, // 14: linerate.v1.PortStats.extra:type_name -> linerate.v1.PortStats.ExtraEntry
-	10, // 15: linerate.v1.StageStats.counters:type_name -> linerate.v1.Counter
-	11, // 16: linerate.v1.StageStats.drops:type_name -> linerate.v1.DropCount
-	14, // 17: linerate.v1.LcoreStats.loop_gap:type_name -> linerate.v1.Histogram
-	15, // 18: linerate.v1.Histogram.buckets:type_name -> linerate.v1.Bucket
-	14, // 19: linerate.v1.NamedHistogram.histogram:type_name -> linerate.v1.Histogram
-	1,  // 20: linerate.v1.Appliance.Status:input_type -> linerate.v1.StatusRequest
-	6,  // 21: linerate.v1.Appliance.Stats:input_type -> linerate.v1.StatsRequest
-	2,  // 22: linerate.v1.Appliance.Status:output_type -> linerate.v1.StatusReply
-	7,  // 23: linerate.v1.Appliance.Stats:output_type -> linerate.v1.StatsReply
-	22, // [22:24] is the sub-list for method output_type
-	20, // [20:22] is the sub-list for method input_type
+	20, // 1: linerate.v1.StatusReply.started:type_name -> google.protobuf.Timestamp
+	21, // 2: linerate.v1.StatusReply.uptime:type_name -> google.protobuf.Duration
+	5,  // 3: linerate.v1.StatusReply.lcores:type_name -> linerate.v1.LcoreInfo
+	6,  // 4: linerate.v1.StatusReply.ports:type_name -> linerate.v1.PortInfo
+	7,  // 5: linerate.v1.StatusReply.pipelines:type_name -> linerate.v1.PipelineInfo
+	20, // 6: linerate.v1.StatsReply.time:type_name -> google.protobuf.Timestamp
+	21, // 7: linerate.v1.StatsReply.uptime:type_name -> google.protobuf.Duration
+	10, // 8: linerate.v1.StatsReply.ports:type_name -> linerate.v1.PortStats
+	11, // 9: linerate.v1.StatsReply.stages:type_name -> linerate.v1.StageStats
+	14, // 10: linerate.v1.StatsReply.lcores:type_name -> linerate.v1.LcoreStats
+	15, // 11: linerate.v1.StatsReply.pools:type_name -> linerate.v1.PoolStats
+	13, // 12: linerate.v1.StatsReply.drops:type_name -> linerate.v1.DropCount
+	18, // 13: linerate.v1.StatsReply.histograms:type_name -> linerate.v1.NamedHistogram
+	19, // 14: linerate.v1.PortStats.extra:type_name -> linerate.v1.PortStats.ExtraEntry
+	12, // 15: linerate.v1.StageStats.counters:type_name -> linerate.v1.Counter
+	13, // 16: linerate.v1.StageStats.drops:type_name -> linerate.v1.DropCount
+	16, // 17: linerate.v1.LcoreStats.loop_gap:type_name -> linerate.v1.Histogram
+	17, // 18: linerate.v1.Histogram.buckets:type_name -> linerate.v1.Bucket
+	16, // 19: linerate.v1.NamedHistogram.histogram:type_name -> linerate.v1.Histogram
+	3,  // 20: linerate.v1.Appliance.Status:input_type -> linerate.v1.StatusRequest
+	8,  // 21: linerate.v1.Appliance.Stats:input_type -> linerate.v1.StatsRequest
+	1,  // 22: linerate.v1.Appliance.Reload:input_type -> linerate.v1.ReloadRequest
+	4,  // 23: linerate.v1.Appliance.Status:output_type -> linerate.v1.StatusReply
+	9,  // 24: linerate.v1.Appliance.Stats:output_type -> linerate.v1.StatsReply
+	2,  // 25: linerate.v1.Appliance.Reload:output_type -> linerate.v1.ReloadReply
+	23, // [23:26] is the sub-list for method output_type
+	20, // [20:23] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -1572,7 +1683,7 @@ func file_appliance_api_appliance_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_appliance_api_appliance_proto_rawDesc), len(file_appliance_api_appliance_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Appliance_Status_FullMethodName = "/linerate.v1.Appliance/Status"
 	Appliance_Stats_FullMethodName  = "/linerate.v1.Appliance/Stats"
+	Appliance_Reload_FullMethodName = "/linerate.v1.Appliance/Reload"
 )
 
 // ApplianceClient is the client API for Appliance service.
@@ -38,6 +39,12 @@ type ApplianceClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusReply, error)
 	// Stats is a snapshot of every counter and histogram.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsReply, error)
+	// Reload reads the config file again and gives each stage whose table
+	// changed its new table, between bursts, as SIGHUP does. A change that
+	// needs a restart (ports, pools, lcores, pipelines) fails with
+	// FAILED_PRECONDITION and a message naming the key; nothing is applied
+	// then.
+	Reload(ctx context.Context, in *ReloadRequest, opts ...grpc.CallOption) (*ReloadReply, error)
 }
 
 type applianceClient struct {
@@ -68,6 +75,16 @@ func (c *applianceClient) Stats(ctx context.Context, in *StatsRequest, opts ...g
 	return out, nil
 }
 
+func (c *applianceClient) Reload(ctx context.Context, in *ReloadRequest, opts ...grpc.CallOption) (*ReloadReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReloadReply)
+	err := c.cc.Invoke(ctx, Appliance_Reload_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ApplianceServer is the server API for Appliance service.
 // All implementations must embed UnimplementedApplianceServer
 // for forward compatibility.
@@ -78,6 +95,12 @@ type ApplianceServer interface {
 	Status(context.Context, *StatusRequest) (*StatusReply, error)
 	// Stats is a snapshot of every counter and histogram.
 	Stats(context.Context, *StatsRequest) (*StatsReply, error)
+	// Reload reads the config file again and gives each stage whose table
+	// changed its new table, between bursts, as SIGHUP does. A change that
+	// needs a restart (ports, pools, lcores, pipelines) fails with
+	// FAILED_PRECONDITION and a message naming the key; nothing is applied
+	// then.
+	Reload(context.Context, *ReloadRequest) (*ReloadReply, error)
 	mustEmbedUnimplementedApplianceServer()
 }
 
@@ -93,6 +116,9 @@ func (UnimplementedApplianceServer) Status(context.Context, *StatusRequest) (*St
 }
 func (UnimplementedApplianceServer) Stats(context.Context, *StatsRequest) (*StatsReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedApplianceServer) Reload(context.Context, *ReloadRequest) (*ReloadReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reload not implemented")
 }
 func (UnimplementedApplianceServer) mustEmbedUnimplementedApplianceServer() {}
 func (UnimplementedApplianceServer) testEmbeddedByValue()                   {}
@@ -151,6 +177,24 @@ func _Appliance_Stats_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Appliance_Reload_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReloadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ApplianceServer).Reload(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Appliance_Reload_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ApplianceServer).Reload(ctx, req.(*ReloadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Appliance_ServiceDesc is the grpc.ServiceDesc for Appliance service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -165,6 +209,10 @@ var Appliance_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _Appliance_Stats_Handler,
+		},
+		{
+			MethodName: "Reload",
+			Handler:    _Appliance_Reload_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

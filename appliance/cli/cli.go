@@ -43,6 +43,7 @@ func init() {
 		{"validate", "check a config file: keys, types, values and every stage", cmdValidate},
 		{"config", "print the embedded lab config (config default)", cmdConfig},
 		{"status", "show a running appliance's status and stats", cmdStatus},
+		{"reload", "make a running appliance read its config file again (as SIGHUP)", cmdReload},
 		{"route", "show or change the route table (routed mode)", cmdRoute},
 		{"neighbor", "show or change the neighbour cache (routed mode)", cmdNeighbor},
 		{"stamp", "STAMP sessions: list, create, start, stop, destroy, results, watch", cmdStamp},

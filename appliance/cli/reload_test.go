@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,14 +31,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestSIGHUPReloads: linerate run reads its file again on SIGHUP. A new loss
-// on a link applies; a new port is refused, named in the log, and changes
-// nothing.
-func TestSIGHUPReloads(t *testing.T) {
-	cfg := func(loss string, extra string) string {
-		return `version = 1
+// reloadLab is a generator, a link with loss and a sink, with the control API
+// on listen.
+func reloadLab(listen, loss, extra string) string {
+	return `version = 1
 [control]
-listen = ""
+listen = ` + listen + `
 [[ports]]
 name = "m0"
 driver = "mem"
@@ -59,7 +58,13 @@ loss = ` + loss + `
 kind = "sink"
 name = "sink"
 `
-	}
+}
+
+// TestSIGHUPReloads: linerate run reads its file again on SIGHUP. A new loss
+// on a link applies; a new port is refused, named in the log, and changes
+// nothing.
+func TestSIGHUPReloads(t *testing.T) {
+	cfg := func(loss, extra string) string { return reloadLab(`""`, loss, extra) }
 	path := filepath.Join(t.TempDir(), "lab.toml")
 	write := func(s string) {
 		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
@@ -102,5 +107,76 @@ name = "sink"
 	}
 	if !strings.Contains(out.String(), "link_loss") {
 		t.Errorf("no link_loss after the reload to loss = 1:\n%s", out.String())
+	}
+}
+
+// TestReloadCommand: linerate reload asks a running appliance over the control
+// API: --check says what would change and changes nothing, a file that needs a
+// restart is refused by key with exit status 1, and a good file applies.
+func TestReloadCommand(t *testing.T) {
+	dir := t.TempDir()
+	sock := "unix:" + filepath.Join(dir, "ctl.sock")
+	path := filepath.Join(dir, "lab.toml")
+	write := func(loss, extra string) {
+		if err := os.WriteFile(path, []byte(reloadLab(strconv.Quote(sock), loss, extra)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("0", "")
+	cmd := exec.Command(linerateBin, "run", "-c", path, "--live=false")
+	var out, log syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	reload := func(args ...string) (string, string, int) {
+		var o, e bytes.Buffer
+		code := runReload(append(args, "--control", sock, "--timeout", "30s"), &o, &e)
+		return o.String(), e.String(), code
+	}
+	// The control socket comes up after the engine starts.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, _, code := reload("--check"); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the control API did not come up within a minute:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	write("1", "")
+	if o, e, code := reload("--check"); code != 0 || !strings.HasPrefix(o, "a reload would change 1 stage(s) of "+path+":\n  p/wan\n") {
+		t.Errorf("reload --check: exit %d\n%s%s", code, o, e)
+	}
+	write("1", "[[ports]]\nname = \"m9\"\ndriver = \"mem\"")
+	if o, e, code := reload(); code != 1 || !strings.Contains(e, "ports[1]: changes only with a restart") {
+		t.Errorf("reload of a new port: exit %d, want 1 and the key named\n%s%s", code, o, e)
+	}
+	write("1", "")
+	if o, e, code := reload("--json"); code != 0 || !strings.Contains(o, `"p/wan"`) {
+		t.Errorf("reload --json: exit %d\n%s%s", code, o, e)
+	}
+	// The link now loses everything: wait for a counted link_loss, then stop.
+	deadline = time.Now().Add(time.Minute)
+	for {
+		var o, e bytes.Buffer
+		runStatus([]string{"--control", sock, "--json"}, &o, &e)
+		if strings.Contains(o.String(), "link_loss") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no link_loss within a minute of the reload:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s\n%s", err, out.String(), log.String())
+	}
+	if !strings.Contains(log.String(), "stages=p/wan") {
+		t.Errorf("the log does not say which stages reloaded:\n%s", log.String())
 	}
 }

@@ -33,18 +33,33 @@ func loadConfig(path string) (*config.File, error) {
 	return config.Load(path)
 }
 
-// reload applies the config file again (SIGHUP), saying in the log what it
-// did.
-func reload(eng *appliance.Engine, path string, log *slog.Logger) {
-	cfg, err := loadConfig(path)
-	if err == nil {
-		err = eng.Reload(cfg)
-	}
+// daemon is the engine as `linerate run` serves it: it reads its config file
+// again on SIGHUP and on the control API's Reload.
+type daemon struct {
+	*appliance.Engine
+	path string // "" is the embedded lab
+	log  *slog.Logger
+}
+
+// ReloadConfig reads the file and applies it (with check, only says what
+// would change), saying in the log what it did.
+func (d daemon) ReloadConfig(check bool) (string, appliance.ReloadResult, error) {
+	cfg, err := loadConfig(d.path)
 	if err != nil {
-		log.Error("reload refused; nothing changed", "config", path, "err", err)
-		return
+		d.log.Error("reload refused; nothing changed", "config", d.path, "err", err)
+		return d.path, appliance.ReloadResult{}, err
 	}
-	log.Info("reloaded", "config", cfg.Path)
+	if check {
+		res, err := d.CheckReload(cfg)
+		return cfg.Path, res, err
+	}
+	res, err := d.Reload(cfg)
+	if err != nil {
+		d.log.Error("reload refused; nothing changed", "config", cfg.Path, "err", err)
+		return cfg.Path, res, err
+	}
+	d.log.Info("reloaded", "config", cfg.Path, "stages", strings.Join(res.Stages, " "))
+	return cfg.Path, res, nil
 }
 
 func newLogger(level string) (*slog.Logger, error) {
@@ -120,7 +135,7 @@ Flags:
 
 	var srv *control.Server
 	if addr := controlAddr(cfg); addr != "" {
-		srv = control.NewServer(eng, log)
+		srv = control.NewServer(daemon{eng, *cfgPath, log}, log)
 		srv.RegisterServices(control.Host(eng))
 		go func() {
 			if err := srv.Serve(addr); err != nil {
@@ -164,7 +179,7 @@ loop:
 		case <-eng.Done():
 			break loop
 		case <-hup:
-			reload(eng, *cfgPath, log)
+			_, _, _ = daemon{eng, *cfgPath, log}.ReloadConfig(false)
 		case <-tick.C:
 			if *live {
 				fmt.Fprintf(os.Stderr, "\r%s", meter.line(eng.Snapshot()))

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -56,6 +58,20 @@ func (a *applianceService) Status(context.Context, *api.StatusRequest) (*api.Sta
 		r.Pipelines = append(r.Pipelines, pi)
 	}
 	return r, nil
+}
+
+func (a *applianceService) Reload(_ context.Context, req *api.ReloadRequest) (*api.ReloadReply, error) {
+	r, ok := a.src.(Reloader)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "this appliance cannot reload its config")
+	}
+	path, res, err := r.ReloadConfig(req.GetCheck())
+	if err != nil {
+		// The file cannot be applied to the running engine as it is: a
+		// precondition, not a bad request, since the request names no file.
+		return nil, status.Errorf(codes.FailedPrecondition, "reload refused; nothing changed: %v", err)
+	}
+	return &api.ReloadReply{ConfigPath: path, Stages: res.Stages}, nil
 }
 
 func (a *applianceService) Stats(_ context.Context, req *api.StatsRequest) (*api.StatsReply, error) {

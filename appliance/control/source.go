@@ -21,3 +21,11 @@ type Source interface {
 	Snapshot() *stats.Snapshot
 	Status() appliance.Status
 }
+
+// Reloader is a Source that can read its config file again and apply it, as
+// `linerate run` does on SIGHUP. With check, it applies nothing and says what
+// would change. The Appliance service's Reload calls it; a Source that is not
+// one answers Reload with UNIMPLEMENTED.
+type Reloader interface {
+	ReloadConfig(check bool) (path string, res appliance.ReloadResult, err error)
+}

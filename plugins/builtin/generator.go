@@ -82,6 +82,8 @@ type flowDelta struct {
 }
 
 type generator struct {
+	cfg       generatorConfig // as read: Reload compares against it
+	instances int
 	tmpl     []template
 	perFlow  []template // finished templates by flow, then size; nil when too big
 	flows    []flowDelta
@@ -108,11 +110,18 @@ type generator struct {
 	cNoBuf   *stats.Counter
 }
 
-func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
+func readGenerator(cfg plugins.Config) (generatorConfig, error) {
 	c := generatorConfig{Flows: 1, IPVersion: 6, UDPSrcPort: 10000, UDPDstPort: 20000, Pattern: "incr", Pool: "default", HopLimit: 64}
-	if err := s.Config.Decode(&c); err != nil {
+	err := cfg.Decode(&c)
+	return c, err
+}
+
+func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
+	c, err := readGenerator(s.Config)
+	if err != nil {
 		return nil, err
 	}
+	read := c
 	if c.Flows < 1 || c.Flows > 65536 {
 		return nil, fmt.Errorf("generator: flows %d is outside 1..65536", c.Flows)
 	}
@@ -143,17 +152,14 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &generator{pool: pool, count: c.Count, duration: int64(time.Duration(c.Duration)), v4: c.IPVersion == 4,
+	g := &generator{cfg: read, instances: max(s.NumInstances, 1), pool: pool, count: c.Count, duration: int64(time.Duration(c.Duration)), v4: c.IPVersion == 4,
 		csum:   c.Checksum == nil || *c.Checksum,
 		cSent:  s.Counters.New("sent", "packets generated"),
 		cBytes: s.Counters.New("sent_bytes", "bytes generated"),
 		cNoBuf: s.Counters.New("no_buffer", "packets not generated because the pool was empty")}
-	if float64(c.Rate) > 0 {
-		g.rate = float64(c.Rate) / 1e9
-	}
+	g.setRate(c.Rate)
 	// Several lcores split the rate and the count.
 	if s.NumInstances > 1 {
-		g.rate /= float64(s.NumInstances)
 		if g.count > 0 {
 			g.count = (g.count + uint64(s.NumInstances-1-s.Instance)) / uint64(s.NumInstances)
 		}
@@ -203,9 +209,6 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 	if len(g.mine) == 0 {
 		return nil, fmt.Errorf("generator: %d flows for %d lcores: every lcore needs a flow of its own", c.Flows, s.NumInstances)
 	}
-	// Rate credit saved while the lcore was busy elsewhere: up to 10 ms of it, so
-	// the average rate holds across a stall, and at least one burst.
-	g.burstCap = max(packet.MaxBurst, g.rate*10e6)
 	// When flows × sizes is small, keep a finished template per flow and size, so a
 	// packet needs only its sequence number, timestamp and UDP checksum.
 	total := 0
@@ -237,6 +240,30 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 	}
 	g.fast = g.perFlow != nil && len(g.tmpl) == 1 && g.perFlow[0].small != nil && g.csum && pool.DataRoom() >= 64
 	return g, nil
+}
+
+// setRate sets this instance's share of rate (0: flat out).
+func (g *generator) setRate(rate config.PacketRate) {
+	g.rate = max(float64(rate), 0) / 1e9 / float64(g.instances)
+	// Rate credit saved while the lcore was busy elsewhere: up to 10 ms of it, so
+	// the average rate holds across a stall, and at least one burst.
+	g.burstCap = max(packet.MaxBurst, g.rate*10e6)
+	g.tokens = min(g.tokens, g.burstCap)
+}
+
+// Reload takes a new rate; every other key shapes the prebuilt frames or the
+// flows' split over instances, and changes only with a restart.
+func (g *generator) Reload(_ *plugins.Context, cfg plugins.Config) error {
+	c, err := readGenerator(cfg)
+	if err != nil {
+		return err
+	}
+	if key := config.FirstDiff(g.cfg, c, "rate"); key != "" {
+		return fmt.Errorf("generator: %s: changes only with a restart; a reload changes the rate", key)
+	}
+	g.setRate(c.Rate)
+	g.cfg = c
+	return nil
 }
 
 // patchFlow writes flow f's source address bits and port into frame d.

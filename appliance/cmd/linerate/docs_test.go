@@ -383,7 +383,7 @@ func TestDocsCommands(t *testing.T) {
 // docAppliance is the config of the appliance a doc's commands talk to, or "".
 func docAppliance(t *testing.T, file, root string) string {
 	switch file {
-	case "docs/stamp.md":
+	case "docs/stamp.md", "docs/config.md":
 		return string(config.Lab())
 	case "docs/routing.md":
 		// The doc's router, with mem ports in place of its NICs and TAP (which
