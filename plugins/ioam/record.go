@@ -16,12 +16,12 @@ import (
 // collector's help; the node data stays raw until a control goroutine decodes
 // it.
 type Record struct {
-	Mono  int64 // monotonic ns when this node handled the packet
-	Unix  int64 // the same instant, Unix ns
-	Role  uint8 // RoleDecap, RoleTransit or RoleLoopback
-	Lcore uint8
-	Len   uint16 // packet length, as it arrived
-	Have  uint8  // HaveTrace | HavePOT | HaveE2E | HaveDEX | HaveInner
+	Mono     int64  // monotonic ns when this node handled the packet
+	Unix     int64  // the same instant, Unix ns
+	Role     uint8  // RoleDecap, RoleTransit or RoleLoopback
+	Instance uint8  // the pipeline instance (plugins.Context.Instance)
+	Len      uint16 // packet length, as it arrived
+	Have     uint8  // HaveTrace | HavePOT | HaveE2E | HaveDEX | HaveInner
 	// Src and Dst are those of the IPv6 header that carries the IOAM data
 	// (the outer one of an encapsulated packet); InnerSrc and InnerDst those
 	// of the inner header, with HaveInner.
@@ -77,7 +77,7 @@ const (
 // (Have, and those fields) comes after; the fields of what it does not hold
 // are left as they were.
 func (r *Record) begin(ctx *plugins.Context, role uint8, p *packet.Packet, d []byte, s *scan) {
-	r.Mono, r.Unix, r.Role, r.Lcore, r.Len, r.Have = ctx.Now, ctx.Now+ctx.Clock.UnixOffset(), role, uint8(ctx.Instance), uint16(p.Len()), 0
+	r.Mono, r.Unix, r.Role, r.Instance, r.Len, r.Have = ctx.Now, ctx.Now+ctx.Clock.UnixOffset(), role, uint8(ctx.Instance), uint16(p.Len()), 0
 	r.setAddrs(d, s)
 }
 
@@ -186,9 +186,11 @@ func (r *Record) E2EDelayNs() int64 {
 
 // RecordJSON is the JSON line of a record.
 type RecordJSON struct {
-	Time     time.Time  `json:"time"`
-	Role     string     `json:"role"`
-	Stage    string     `json:"stage,omitempty"`
+	Time     time.Time `json:"time"`
+	Role     string    `json:"role"`
+	Stage    string    `json:"stage,omitempty"`
+	Instance int       `json:"instance"`
+	// Lcore is Instance under its old name, deprecated (docs/compatibility.md).
 	Lcore    int        `json:"lcore"`
 	Len      int        `json:"len"`
 	Src      string     `json:"src"`
@@ -377,7 +379,7 @@ func RoleName(r uint8) string {
 
 // JSON decodes the record for its JSON line.
 func (r *Record) JSON(stage string) RecordJSON {
-	j := RecordJSON{Time: time.Unix(0, r.Unix).UTC(), Role: RoleName(r.Role), Stage: stage, Lcore: int(r.Lcore), Len: int(r.Len),
+	j := RecordJSON{Time: time.Unix(0, r.Unix).UTC(), Role: RoleName(r.Role), Stage: stage, Instance: int(r.Instance), Lcore: int(r.Instance), Len: int(r.Len),
 		Src: netip.AddrFrom16(r.Src).String(), Dst: netip.AddrFrom16(r.Dst).String()}
 	if r.Have&HaveInner != 0 {
 		j.InnerSrc, j.InnerDst = netip.AddrFrom16(r.InnerSrc).String(), netip.AddrFrom16(r.InnerDst).String()

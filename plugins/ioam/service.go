@@ -114,7 +114,8 @@ func (sv *service) StreamIoamRecords(req *api.StreamIoamRecordsRequest, stream g
 // RecordProto converts a record for the control API.
 func RecordProto(stage string, r *Record) *api.IoamRecord {
 	j := r.JSON(stage)
-	out := &api.IoamRecord{Time: timestamppb.New(j.Time), Stage: stage, Role: j.Role, Lcore: uint32(r.Lcore), Length: uint32(r.Len),
+	//lint:ignore SA1019 the old name stays filled for old clients (docs/compatibility.md)
+	out := &api.IoamRecord{Time: timestamppb.New(j.Time), Stage: stage, Role: j.Role, Instance: uint32(r.Instance), Lcore: uint32(r.Instance), Length: uint32(r.Len),
 		Src: append([]byte(nil), r.Src[:]...), Dst: append([]byte(nil), r.Dst[:]...), E2EDelayNs: -1}
 	if j.E2EDly != nil {
 		out.E2EDelayNs = *j.E2EDly

@@ -350,7 +350,10 @@ type IoamRecord struct {
 	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
 	Stage string                 `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
 	// "decap", "transit" (a DEX export) or "loopback".
-	Role   string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// Deprecated: the instance, under its old name (docs/compatibility.md).
+	//
+	// Deprecated: Marked as deprecated in plugins/ioam/api/ioam.proto.
 	Lcore  uint32 `protobuf:"varint,4,opt,name=lcore,proto3" json:"lcore,omitempty"`
 	Length uint32 `protobuf:"varint,5,opt,name=length,proto3" json:"length,omitempty"`
 	// Source and destination of the IPv6 header that carries the IOAM data
@@ -366,8 +369,10 @@ type IoamRecord struct {
 	E2EDelayNs int64 `protobuf:"varint,12,opt,name=e2e_delay_ns,json=e2eDelayNs,proto3" json:"e2e_delay_ns,omitempty"`
 	// Those of the inner IPv6 header of an encapsulated (IPv6-in-IPv6)
 	// packet; empty for an inline one.
-	InnerSrc      []byte `protobuf:"bytes,13,opt,name=inner_src,json=innerSrc,proto3" json:"inner_src,omitempty"`
-	InnerDst      []byte `protobuf:"bytes,14,opt,name=inner_dst,json=innerDst,proto3" json:"inner_dst,omitempty"`
+	InnerSrc []byte `protobuf:"bytes,13,opt,name=inner_src,json=innerSrc,proto3" json:"inner_src,omitempty"`
+	InnerDst []byte `protobuf:"bytes,14,opt,name=inner_dst,json=innerDst,proto3" json:"inner_dst,omitempty"`
+	// The pipeline instance that made the record.
+	Instance      uint32 `protobuf:"varint,15,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -423,6 +428,7 @@ func (x *IoamRecord) GetRole() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in plugins/ioam/api/ioam.proto.
 func (x *IoamRecord) GetLcore() uint32 {
 	if x != nil {
 		return x.Lcore
@@ -498,6 +504,13 @@ func (x *IoamRecord) GetInnerDst() []byte {
 		return x.InnerDst
 	}
 	return nil
+}
+
+func (x *IoamRecord) GetInstance() uint32 {
+	if x != nil {
+		return x.Instance
+	}
+	return 0
 }
 
 type IoamTrace struct {
@@ -1086,13 +1099,13 @@ const file_plugins_ioam_api_ioam_proto_rawDesc = "" +
 	"\tnamespace\x18\x02 \x01(\rH\x00R\tnamespace\x88\x01\x01\x12\x16\n" +
 	"\x06buffer\x18\x03 \x01(\rR\x06bufferB\f\n" +
 	"\n" +
-	"_namespace\"\xba\x03\n" +
+	"_namespace\"\xda\x03\n" +
 	"\n" +
 	"IoamRecord\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\x12\x14\n" +
-	"\x05lcore\x18\x04 \x01(\rR\x05lcore\x12\x16\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x18\n" +
+	"\x05lcore\x18\x04 \x01(\rB\x02\x18\x01R\x05lcore\x12\x16\n" +
 	"\x06length\x18\x05 \x01(\rR\x06length\x12\x10\n" +
 	"\x03src\x18\x06 \x01(\fR\x03src\x12\x10\n" +
 	"\x03dst\x18\a \x01(\fR\x03dst\x12,\n" +
@@ -1104,7 +1117,8 @@ const file_plugins_ioam_api_ioam_proto_rawDesc = "" +
 	"\fe2e_delay_ns\x18\f \x01(\x03R\n" +
 	"e2eDelayNs\x12\x1b\n" +
 	"\tinner_src\x18\r \x01(\fR\binnerSrc\x12\x1b\n" +
-	"\tinner_dst\x18\x0e \x01(\fR\binnerDst\"\xe0\x01\n" +
+	"\tinner_dst\x18\x0e \x01(\fR\binnerDst\x12\x1a\n" +
+	"\binstance\x18\x0f \x01(\rR\binstance\"\xe0\x01\n" +
 	"\tIoamTrace\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\rR\tnamespace\x12\x16\n" +
 	"\x06option\x18\x02 \x01(\tR\x06option\x12\x14\n" +
