@@ -20,6 +20,7 @@ func init() {
 // no rule matches take the default: continue down this chain, drop, or a port.
 // The parse it does stays in the packet's scratch area for later stages.
 type classify struct {
+	ports  plugins.Ports // for Reload
 	rules  []rule
 	defAct action
 	cMatch []*stats.Counter
@@ -66,11 +67,49 @@ type classifyConfig struct {
 
 var reasonClassified = packet.RegisterReason("classify_drop")
 
-func newClassify(s *plugins.Setup) (plugins.Stage, error) {
+func readClassify(cfg plugins.Config) (classifyConfig, error) {
 	c := classifyConfig{Default: "continue"}
-	if err := s.Config.Decode(&c); err != nil {
+	err := cfg.Decode(&c)
+	return c, err
+}
+
+func newClassify(s *plugins.Setup) (plugins.Stage, error) {
+	c, err := readClassify(s.Config)
+	if err != nil {
 		return nil, err
 	}
+	k := &classify{ports: s.Ports,
+		cDef: s.Counters.New("default", "packets no rule matched"),
+		cBad: s.Counters.New("unparsed", "packets that did not parse (taken by the default)")}
+	if k.rules, k.defAct, err = buildRules(c, s.Ports); err != nil {
+		return nil, err
+	}
+	for i := range k.rules {
+		k.cMatch = append(k.cMatch, s.Counters.New(fmt.Sprintf("rule%d", i), fmt.Sprintf("packets rule %d matched", i)))
+	}
+	return k, nil
+}
+
+// Reload takes new rules and a new default. Each rule has a counter of its
+// own, registered at setup, so their number changes only with a restart.
+func (k *classify) Reload(_ *plugins.Context, cfg plugins.Config) error {
+	c, err := readClassify(cfg)
+	if err != nil {
+		return err
+	}
+	rules, def, err := buildRules(c, k.ports)
+	if err != nil {
+		return err
+	}
+	if len(rules) != len(k.rules) {
+		return fmt.Errorf("classify: %d rules: the number of rules changes only with a restart (it is %d; each has its own counter)",
+			len(rules), len(k.rules))
+	}
+	k.rules, k.defAct = rules, def
+	return nil
+}
+
+func buildRules(c classifyConfig, ports plugins.Ports) ([]rule, action, error) {
 	parseAct := func(what, v string) (action, error) {
 		switch v {
 		case "continue", "":
@@ -78,17 +117,15 @@ func newClassify(s *plugins.Setup) (plugins.Stage, error) {
 		case "drop":
 			return action{kind: actDrop}, nil
 		}
-		pi, ok := s.Ports.Port(v)
+		pi, ok := ports.Port(v)
 		if !ok {
 			return action{}, fmt.Errorf("classify: %s: no port %q (or use continue, drop)", what, v)
 		}
 		return action{kind: actPort, port: pi.ID}, nil
 	}
-	k := &classify{cDef: s.Counters.New("default", "packets no rule matched"),
-		cBad: s.Counters.New("unparsed", "packets that did not parse (taken by the default)")}
-	var err error
-	if k.defAct, err = parseAct("default", c.Default); err != nil {
-		return nil, err
+	def, err := parseAct("default", c.Default)
+	if err != nil {
+		return nil, def, err
 	}
 	tri := func(b *bool) int {
 		if b == nil {
@@ -108,30 +145,30 @@ func newClassify(s *plugins.Setup) (plugins.Stage, error) {
 		}
 		return *v, nil
 	}
+	var rules []rule
 	for i, rc := range c.Rules {
 		r := rule{hopByHop: tri(rc.HopByHop), srh: tri(rc.SRH)}
 		if r.proto, err = opt(rc.NextHeader, 255, "next_header"); err != nil {
-			return nil, err
+			return nil, def, err
 		}
 		if r.udpDst, err = opt(rc.UDPDstPort, 65535, "udp_dst_port"); err != nil {
-			return nil, err
+			return nil, def, err
 		}
 		if r.udpSrc, err = opt(rc.UDPSrcPort, 65535, "udp_src_port"); err != nil {
-			return nil, err
+			return nil, def, err
 		}
 		if rc.DstPrefix.IsValid() {
 			r.prefix, r.hasPfx = rc.DstPrefix.Prefix, true
 		}
 		if rc.Port == "" {
-			return nil, fmt.Errorf("classify: rule %d needs a port (or continue, drop)", i)
+			return nil, def, fmt.Errorf("classify: rule %d needs a port (or continue, drop)", i)
 		}
 		if r.act, err = parseAct(fmt.Sprintf("rule %d", i), rc.Port); err != nil {
-			return nil, err
+			return nil, def, err
 		}
-		k.rules = append(k.rules, r)
-		k.cMatch = append(k.cMatch, s.Counters.New(fmt.Sprintf("rule%d", i), fmt.Sprintf("packets rule %d matched", i)))
+		rules = append(rules, r)
 	}
-	return k, nil
+	return rules, def, nil
 }
 
 func (k *classify) Process(ctx *plugins.Context, b *packet.Burst) {

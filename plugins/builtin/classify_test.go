@@ -256,3 +256,46 @@ func TestClassifyConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyReload: a reload changes the rules' matches and actions and the
+// default, from the next burst; a new number of rules, or a bad rule, is
+// refused and changes nothing.
+func TestClassifyReload(t *testing.T) {
+	h := newHarness(t)
+	st := h.mustBuild("classify", "rules = [{ udp_dst_port = 2000, port = \"eth1\" }]")
+	to := func() string {
+		o := h.run(h.Burst(portEth0, udp6(1000, 2000).bytes()), st)
+		defer o.Free()
+		switch {
+		case len(o.Forwarded) == 1:
+			return fmt.Sprint(o.Forwarded[0].Port)
+		case len(o.Continued) == 1:
+			return toContinue
+		}
+		return toDrop
+	}
+	if got := to(); got != fmt.Sprint(portEth1) {
+		t.Fatalf("before the reload: went to %s, want eth1", got)
+	}
+	if err := h.Reload(st, "default = \"drop\"\nrules = [{ udp_dst_port = 2001, port = \"ring0\" }]"); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if got := to(); got != toDrop {
+		t.Errorf("after the reload: went to %s, want the new default, drop", got)
+	}
+	for _, c := range []struct{ keys, want string }{
+		{"rules = [{ port = \"eth0\" }, { port = \"eth1\" }]", "classify: 2 rules: the number of rules changes only with a restart (it is 1"},
+		{"rules = [{ udp_dst_port = 2000, port = \"eth9\" }]", `classify: rule 0: no port "eth9"`},
+		{"rules = [{ udp_dst_port = 2000, port = \"eth1\" }]\nsrh = true", "reload.toml:2: srh: unknown key"},
+	} {
+		if err := h.Reload(st, c.keys); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("reload %q: %v, want %q", c.keys, err, c.want)
+		}
+	}
+	if got := to(); got != toDrop {
+		t.Errorf("a refused reload changed the stage: went to %s, want drop", got)
+	}
+	if h.Counter("default") != 2 || h.Counter("rule0") != 1 {
+		t.Errorf("counters default %d, rule0 %d; want 2 and 1", h.Counter("default"), h.Counter("rule0"))
+	}
+}

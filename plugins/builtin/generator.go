@@ -84,30 +84,30 @@ type flowDelta struct {
 type generator struct {
 	cfg       generatorConfig // as read: Reload compares against it
 	instances int
-	tmpl     []template
-	perFlow  []template // finished templates by flow, then size; nil when too big
-	flows    []flowDelta
-	seq      []uint64
-	pool     packet.Pool
-	rate     float64 // packets per ns; 0 = flat out
-	tokens   float64
-	last     int64
-	count    uint64 // 0 = unlimited
-	duration int64
-	started  int64
-	begun    bool // started is set: virtual time may start at zero
-	sent     uint64
-	nextT    int   // next template (size)
-	nextF    int   // next index into mine
-	mine     []int // the flows this lcore sends: flow f belongs to lcore f mod lcores
-	fast     bool  // fillFast applies
-	burstCap float64
-	v4       bool
-	csum     bool
-	done     atomic.Bool // read by the engine's watcher: Done
-	cSent    *stats.Counter
-	cBytes   *stats.Counter
-	cNoBuf   *stats.Counter
+	tmpl      []template
+	perFlow   []template // finished templates by flow, then size; nil when too big
+	flows     []flowDelta
+	seq       []uint64
+	pool      packet.Pool
+	rate      float64 // packets per ns; 0 = flat out
+	tokens    float64
+	last      int64
+	count     uint64 // 0 = unlimited
+	duration  int64
+	started   int64
+	begun     bool // started is set: virtual time may start at zero
+	sent      uint64
+	nextT     int   // next template (size)
+	nextF     int   // next index into mine
+	mine      []int // the flows this lcore sends: flow f belongs to lcore f mod lcores
+	fast      bool  // fillFast applies
+	burstCap  float64
+	v4        bool
+	csum      bool
+	done      atomic.Bool // read by the engine's watcher: Done
+	cSent     *stats.Counter
+	cBytes    *stats.Counter
+	cNoBuf    *stats.Counter
 }
 
 func readGenerator(cfg plugins.Config) (generatorConfig, error) {

@@ -162,6 +162,22 @@ func (h *Harness) Produce(st plugins.Stage) *packet.Burst {
 	return b
 }
 
+// Reload gives st, a plugins.Reloader, a new table of TOML keys, as the engine
+// does on a reload: between bursts, at the clock's time.
+func (h *Harness) Reload(st plugins.Stage, keys string) error {
+	h.T.Helper()
+	r, ok := st.(plugins.Reloader)
+	if !ok {
+		h.T.Fatalf("%T is not a Reloader", st)
+	}
+	tab, err := config.ParseTable("reload.toml", []byte(keys))
+	if err != nil {
+		h.T.Fatalf("ParseTable: %v", err)
+	}
+	h.Ctx.Now = h.Clock.Now()
+	return r.Reload(&h.Ctx, tab)
+}
+
 // Tick runs the timers of the stages that have them at the clock's time and
 // returns what they freed.
 func (h *Harness) Tick(stages ...plugins.Stage) {
