@@ -1,0 +1,44 @@
+#!/bin/bash
+# bench/ab.sh OLD NEW [ROUNDS]: an interleaved A/B of two revisions' stage and
+# engine benchmarks, for benchstat. Each round runs every benchmark of OLD,
+# then of NEW, on CPU 1, so a machine that slows down for a minute slows both.
+# Output: ab/old.txt, ab/new.txt and ab/benchstat.txt (if benchstat is on PATH:
+# go install golang.org/x/perf/cmd/benchstat@latest).
+#
+#   bench/ab.sh 29b072e main 10
+set -euo pipefail
+old=$1 new=$2 rounds=${3:-10}
+top=$(git rev-parse --show-toplevel)
+out=$top/ab
+mkdir -p "$out"
+# package : benchmark pattern : benchtime (short where a package has many).
+specs=("appliance:^BenchmarkForwardMem\$:1s"
+	"plugins/stamp:^Benchmark(Reflector|Collector|Sender)\$:1s"
+	"plugins/rlnc:^Benchmark(Encoder|Recoder|Decoder)\$:0.2s"
+	"plugins/ioam:^Benchmark(Encap|Transit|Decap)\$:0.2s"
+	"plugins/route:^BenchmarkRoute\$:1s")
+for v in old new; do
+	rev=${!v}
+	wt=$out/$v-tree
+	rm -rf "$wt"
+	git -C "$top" worktree add --detach -f "$wt" "$rev" >/dev/null
+	for s in "${specs[@]}"; do
+		p=${s%%:*}
+		(cd "$wt" && go test -c -o "$out/$v-${p//\//_}.test" "./$p")
+	done
+done
+rm -f "$out/old.txt" "$out/new.txt"
+for i in $(seq "$rounds"); do
+	for v in old new; do
+		for s in "${specs[@]}"; do
+			IFS=: read -r p re bt <<<"$s"
+			(cd "$out/$v-tree/$p" && taskset -c 1 "$out/$v-${p//\//_}.test" -test.run '^$' \
+				-test.bench "$re" -test.benchtime "$bt" -test.benchmem) |
+				grep -E '^(Benchmark|goos|goarch|pkg|cpu)' | sed "s#^pkg: .*#pkg: $p#" >>"$out/$v.txt"
+		done
+	done
+	echo "round $i of $rounds done" >&2
+done
+for v in old new; do git -C "$top" worktree remove --force "$out/$v-tree"; done
+if command -v benchstat >/dev/null; then benchstat "$out/old.txt" "$out/new.txt" >"$out/benchstat.txt"; fi
+echo "$out"
