@@ -159,7 +159,9 @@ ssid = 5
 				t2[rp.SenderSeq()] = clock.FromNTP(rp.ReceiveTimestamp())
 			}
 		}
-		return len(t2) == n
+		// A busy machine may lose a request or a reply to a full ring; the
+		// median needs most of them, not all.
+		return len(t2) >= n*9/10
 	})
 	var diffs []int64
 	for _, f := range readFrames(t, capFD) {
