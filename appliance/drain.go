@@ -57,6 +57,10 @@ func (e *Engine) release() {
 		return
 	}
 	e.closed = true
+	// Stages' programs leave the dispatchers before the ports close them.
+	for _, r := range e.offloads {
+		_ = r.Close()
+	}
 	for _, pe := range e.ports {
 		if pe.port == nil {
 			continue

@@ -15,6 +15,7 @@
 //	snapshot.go   the stats snapshot
 //	status.go     Status and stage instances, for the control plane
 //	reload.go     Reload of reloadable config
+//	offload.go    stages' in-kernel programs, handed to the ports that host them
 //	lcore.go      one polling thread: its loop, frees and commands
 //	instance.go   one pipeline instance on an lcore: rx, the chain, handoffs
 //	tx.go         per-port tx buffers, flush and copy to a foreign pool
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
@@ -92,6 +94,7 @@ type Engine struct {
 	lcores    []*lcore
 	pipelines []*pipeline
 	global    map[string]any // plugins.Setup.Global
+	offloads  []*offload.Request
 
 	wg       sync.WaitGroup
 	done     chan struct{}
@@ -159,6 +162,9 @@ func (e *Engine) build() error {
 		}
 	}
 	if err := e.checkRx(); err != nil {
+		return err
+	}
+	if err := e.composeOffloads(); err != nil {
 		return err
 	}
 	txSize := cfg.Engine.TxBuffer

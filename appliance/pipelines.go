@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,7 @@ type pipeline struct {
 	instances []*instance
 	handoff   [][]*ring.Handles // [from][to]
 	shared    map[string]any
+	rxPorts   []*portEntry // the ports it receives from, each once: where its stages' offloads run
 }
 
 func (e *Engine) buildPipeline(pc config.Pipeline) error {
@@ -50,6 +52,9 @@ func (e *Engine) buildPipeline(pc config.Pipeline) error {
 		pe := e.portIndex[name]
 		if pe == nil {
 			return fmt.Errorf("%s: pipeline %q: rx port %q does not exist", pc.Where(), pc.Name, name)
+		}
+		if !slices.Contains(pl.rxPorts, pe) {
+			pl.rxPorts = append(pl.rxPorts, pe)
 		}
 		if q >= pe.info.RxQueues && !e.opt.DryRun {
 			return fmt.Errorf("%s: pipeline %q: port %q has no rx queue %d", pc.Where(), pc.Name, name, q)
