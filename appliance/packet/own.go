@@ -13,6 +13,7 @@ import (
 //     hands of one of its stages during a call;
 //   - a port, from the moment the lcore gives it to TxBurst (or a driver takes
 //     it from the pool to receive into) until an lcore claims it from RxBurst;
+//   - the kernel, while it sits in an AF_XDP socket's fill or rx ring;
 //   - a handoff ring, between the lcore that put it there and the one that owns
 //     its session;
 //   - a stage that keeps it beyond the burst (delay lines, RLNC generations),
@@ -40,7 +41,7 @@ const Checked = checked
 // Adding a state or moving a field bumps it (the package doc lists what does).
 //
 //metagen:c
-const MetaVersion = 1
+const MetaVersion = 2
 
 // State is who owns a buffer. States are part of the metadata layout: add new
 // ones before numStates, give them a name and rules, and bump MetaVersion.
@@ -65,10 +66,14 @@ const (
 	// StateFreeing: freed by lcore Owner, back to its pool at its next
 	// quiescent point.
 	StateFreeing
+	// StateKernel: in an AF_XDP socket's fill or rx ring: the kernel's to
+	// write into, until the port takes it from the rx ring (OpRecv). Owner is
+	// NoOwner.
+	StateKernel
 	numStates
 )
 
-var stateNames = [numStates]string{"free", "lcore", "port", "ring", "held", "freeing"}
+var stateNames = [numStates]string{"free", "lcore", "port", "ring", "held", "freeing", "kernel"}
 
 func (s State) String() string {
 	if s < numStates {
@@ -118,10 +123,13 @@ const (
 	OpVerdict
 	// OpUse: any access through Handle.P.
 	OpUse
+	// OpFill: a port gives a fresh buffer to the kernel to receive into
+	// (AF_XDP's fill ring).
+	OpFill
 	numOps
 )
 
-var opNames = [numOps]string{"alloc", "release", "recv", "claim", "free", "tx", "back", "handoff", "hold", "verdict", "use"}
+var opNames = [numOps]string{"alloc", "release", "recv", "claim", "free", "tx", "back", "handoff", "hold", "verdict", "use", "fill"}
 
 func (o Op) String() string {
 	if o < numOps {
@@ -157,7 +165,7 @@ type rule struct {
 var rules = [numOps]rule{
 	OpAlloc:   {from: set(StateFree, StatePort), to: StateLcore},
 	OpRelease: {from: ^set(StateFree), to: StateFree},
-	OpRecv:    {from: set(StateFree, StatePort, StateLcore), to: StateLcore, mine: true},
+	OpRecv:    {from: set(StateFree, StatePort, StateLcore, StateKernel), to: StateLcore, mine: true},
 	OpClaim:   {from: set(StateLcore, StatePort, StateRing, StateHeld), to: StateLcore, mine: true},
 	OpFree:    {from: set(StateLcore, StateHeld), to: StateFreeing, mine: true},
 	OpTx:      {from: set(StateLcore), to: StatePort, mine: true},
@@ -166,6 +174,7 @@ var rules = [numOps]rule{
 	OpHold:    {from: set(StateLcore, StateHeld), to: StateHeld, keepOwner: true},
 	OpVerdict: {from: set(StateLcore, StateHeld), keep: true, mine: true},
 	OpUse:     {from: ^set(StateFree), keep: true},
+	OpFill:    {from: set(StateLcore), to: StateKernel},
 }
 
 // ownMeta is the ownership record in the metadata (checked builds).
@@ -289,6 +298,8 @@ func own(h Handle, op Op, by, to uint16, stage int) {
 		o.state = StateFree
 	case op == OpAlloc, op == OpRecv:
 		o.state, o.owner, o.stage = StateLcore, NoOwner, noStage
+	case op == OpFill:
+		o.state, o.owner, o.stage = StateKernel, NoOwner, noStage
 	default:
 		if !r.keepOwner {
 			o.owner = to
