@@ -13,4 +13,5 @@ import (
 	_ "github.com/linerate/linerate/ports/mem"
 	_ "github.com/linerate/linerate/ports/pcap"
 	_ "github.com/linerate/linerate/ports/tap"
+	_ "github.com/linerate/linerate/ports/xdp" // AF_XDP with an XDP dispatcher; the host keeps the rest
 )
