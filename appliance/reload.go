@@ -5,35 +5,51 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/ports"
 )
 
 // ReloadResult says what a reload changed.
 type ReloadResult struct {
 	// Stages are the stages that take a new table, as "pipeline/stage".
 	Stages []string
+	// Ports are the ports that take a new table (ports.Reloader: the xdp
+	// port's match rules).
+	Ports []string
 }
 
 // Reload applies cfg to the running engine without dropping a packet: the
 // stages whose tables changed take their new tables (plugins.Reloader), on
-// their lcores, between bursts. What a running engine cannot change — ports,
+// their lcores, between bursts, and so do the ports that reload
+// (ports.Reloader). What a running engine cannot change — ports' other keys,
 // pools, lcores, pipelines and their chains, the engine, control and metrics
 // settings, a plugin's sections — is refused with an error that names the
-// key, as is a changed table of a stage that cannot reload; nothing is applied
-// then. The new file is checked as `linerate validate` checks it first.
+// key, as is a changed table of a stage or port that cannot reload; nothing
+// is applied then. The new file is checked as `linerate validate` checks it
+// first, and each reloading port checks its own table. Ports take theirs
+// before the stages; if a port or a stage still fails, the ports go back to
+// their old tables.
 func (e *Engine) Reload(cfg *config.File) (ReloadResult, error) {
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
-	changes, err := e.planReload(cfg)
+	plan, err := e.planReload(cfg)
 	if err != nil {
 		return ReloadResult{}, err
 	}
 	var res ReloadResult
-	for _, c := range changes {
+	for i, pc := range plan.ports {
+		if err := pc.r.Reload(pc.table); err != nil {
+			e.rollbackPorts(plan.ports[:i])
+			return ReloadResult{}, fmt.Errorf("%s: port %q: %w", pc.where, pc.name, err)
+		}
+		res.Ports = append(res.Ports, pc.name)
+	}
+	for _, c := range plan.stages {
 		for _, in := range c.pl.instances {
 			var err error
 			r := in.stages[c.k].st.(plugins.Reloader)
@@ -41,10 +57,14 @@ func (e *Engine) Reload(cfg *config.File) (ReloadResult, error) {
 				in.ctx.Stage = c.k
 				err = r.Reload(&in.ctx, c.table)
 			}); derr != nil {
-				return res, derr
+				err = derr
+			} else if err != nil {
+				err = fmt.Errorf("%s: stage %q: %w", c.table.Where(), in.stages[c.k].name, err)
 			}
 			if err != nil {
-				return res, fmt.Errorf("%s: stage %q: %w", c.table.Where(), in.stages[c.k].name, err)
+				e.rollbackPorts(plan.ports)
+				res.Ports = nil
+				return res, err
 			}
 		}
 		res.Stages = append(res.Stages, c.name)
@@ -54,15 +74,27 @@ func (e *Engine) Reload(cfg *config.File) (ReloadResult, error) {
 	return res, nil
 }
 
+// rollbackPorts gives ports that took a new table their old one back.
+func (e *Engine) rollbackPorts(done []portReload) {
+	for _, pc := range done {
+		if err := pc.r.Reload(pc.old); err != nil {
+			e.log.Error("reload: a port could not take its old table back", "port", pc.name, "err", err)
+		}
+	}
+}
+
 // CheckReload says what Reload(cfg) would change, or why it would refuse,
 // and changes nothing.
 func (e *Engine) CheckReload(cfg *config.File) (ReloadResult, error) {
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
-	changes, err := e.planReload(cfg)
+	plan, err := e.planReload(cfg)
 	var res ReloadResult
-	for _, c := range changes {
+	for _, c := range plan.stages {
 		res.Stages = append(res.Stages, c.name)
+	}
+	for _, pc := range plan.ports {
+		res.Ports = append(res.Ports, pc.name)
 	}
 	return res, err
 }
@@ -75,24 +107,59 @@ type reloadChange struct {
 	table config.Table
 }
 
-// planReload checks cfg against the running config and lists the stages whose
-// tables change. The caller holds reloadMu.
-func (e *Engine) planReload(cfg *config.File) ([]reloadChange, error) {
+// portReload is one port's new table, and its old one for a rollback.
+type portReload struct {
+	r          ports.Reloader
+	name       string
+	where      string
+	table, old config.Table
+}
+
+type reloadPlan struct {
+	stages []reloadChange
+	ports  []portReload
+}
+
+// planReload checks cfg against the running config and lists the stages and
+// ports whose tables change. The caller holds reloadMu.
+func (e *Engine) planReload(cfg *config.File) (reloadPlan, error) {
 	if e.opt.DryRun {
-		return nil, errors.New("engine: a dry-run engine cannot reload")
+		return reloadPlan{}, errors.New("engine: a dry-run engine cannot reload")
 	}
-	if key := fixedChange(e.cur, cfg); key != "" {
-		return nil, &config.Error{File: cfg.Path, Line: cfg.Line(key), Key: key,
-			Err: errors.New("changes only with a restart; a reload changes stages' tables")}
+	// A port that reloads checks its own table; the rest of the file is held
+	// to the restart rules with the port's old table.
+	var plan reloadPlan
+	held := cfg
+	if len(cfg.Ports) == len(e.cur.Ports) {
+		h := *cfg
+		h.Ports = slices.Clone(cfg.Ports)
+		for i, pe := range e.ports[:len(cfg.Ports)] {
+			r, ok := pe.port.(ports.Reloader)
+			if !ok || sameTable(e.cur.Ports[i].Table, cfg.Ports[i].Table) {
+				continue
+			}
+			h.Ports[i].Table = e.cur.Ports[i].Table
+			plan.ports = append(plan.ports, portReload{r: r, name: cfg.Ports[i].Name, where: cfg.Ports[i].Where(),
+				table: cfg.Ports[i].Table, old: e.cur.Ports[i].Table})
+		}
+		held = &h
+	}
+	if key := fixedChange(e.cur, held); key != "" {
+		return reloadPlan{}, &config.Error{File: cfg.Path, Line: cfg.Line(key), Key: key,
+			Err: errors.New("changes only with a restart; a reload changes stages' tables and xdp ports' match rules")}
+	}
+	for _, pc := range plan.ports {
+		if err := pc.r.CheckReload(pc.table); err != nil {
+			return reloadPlan{}, fmt.Errorf("%s: port %q: %w", pc.where, pc.name, err)
+		}
 	}
 	// Every stage builds from the new file, as validate builds them.
 	dry, err := New(cfg, Options{DryRun: true, Offline: true, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, err
+		return reloadPlan{}, err
 	}
 	_ = dry.Close()
 
-	var changes []reloadChange
 	for i, pc := range cfg.Pipelines {
 		pl := e.pipelines[i]
 		for k, sc := range pc.Stages {
@@ -101,15 +168,15 @@ func (e *Engine) planReload(cfg *config.File) ([]reloadChange, error) {
 			}
 			for _, in := range pl.instances {
 				if _, ok := in.stages[k].st.(plugins.Reloader); !ok {
-					return nil, fmt.Errorf("%s: stage %q (%s) takes a new table only with a restart",
+					return reloadPlan{}, fmt.Errorf("%s: stage %q (%s) takes a new table only with a restart",
 						sc.Where(), in.stages[k].name, sc.Kind)
 				}
 			}
 			name := pc.Name + "/" + pl.instances[0].stages[k].name
-			changes = append(changes, reloadChange{pl, k, name, sc.Table})
+			plan.stages = append(plan.stages, reloadChange{pl, k, name, sc.Table})
 		}
 	}
-	return changes, nil
+	return plan, nil
 }
 
 // fixedChange is the first key that differs between a and b outside stage

@@ -87,6 +87,15 @@ type HandleTx interface {
 	TxHandles(queue int, hs []packet.Handle, now int64) (n int, foreign bool)
 }
 
+// Reloader is a port that takes some of its driver keys anew while it runs
+// (linerate reload): the xdp port's match rules. CheckReload checks the whole
+// table, refuses a change of any other key, and changes nothing. Reload takes
+// the table; on an error the port keeps its old one.
+type Reloader interface {
+	CheckReload(cfg Config) error
+	Reload(cfg Config) error
+}
+
 // Finite is a port whose input ends (a pcap file read once). The engine stops by
 // itself when every finite input is done and nothing is left in flight.
 type Finite interface {

@@ -135,7 +135,10 @@ type ReloadReply struct {
 	ConfigPath string `protobuf:"bytes,1,opt,name=config_path,json=configPath,proto3" json:"config_path,omitempty"`
 	// The stages that took (with check: would take) a new table, as
 	// "pipeline/stage".
-	Stages        []string `protobuf:"bytes,2,rep,name=stages,proto3" json:"stages,omitempty"`
+	Stages []string `protobuf:"bytes,2,rep,name=stages,proto3" json:"stages,omitempty"`
+	// The ports that took (with check: would take) a new table: an xdp port's
+	// match rules.
+	Ports         []string `protobuf:"bytes,3,rep,name=ports,proto3" json:"ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -180,6 +183,13 @@ func (x *ReloadReply) GetConfigPath() string {
 func (x *ReloadReply) GetStages() []string {
 	if x != nil {
 		return x.Stages
+	}
+	return nil
+}
+
+func (x *ReloadReply) GetPorts() []string {
+	if x != nil {
+		return x.Ports
 	}
 	return nil
 }
@@ -1468,11 +1478,12 @@ const file_appliance_api_appliance_proto_rawDesc = "" +
 	"\n" +
 	"\x1dappliance/api/appliance.proto\x12\vlinerate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"%\n" +
 	"\rReloadRequest\x12\x14\n" +
-	"\x05check\x18\x01 \x01(\bR\x05check\"F\n" +
+	"\x05check\x18\x01 \x01(\bR\x05check\"\\\n" +
 	"\vReloadReply\x12\x1f\n" +
 	"\vconfig_path\x18\x01 \x01(\tR\n" +
 	"configPath\x12\x16\n" +
-	"\x06stages\x18\x02 \x03(\tR\x06stages\"\x0f\n" +
+	"\x06stages\x18\x02 \x03(\tR\x06stages\x12\x14\n" +
+	"\x05ports\x18\x03 \x03(\tR\x05ports\"\x0f\n" +
 	"\rStatusRequest\"\xf1\x02\n" +
 	"\vStatusReply\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +

@@ -40,8 +40,9 @@ type ApplianceClient interface {
 	// Stats is a snapshot of every counter and histogram.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsReply, error)
 	// Reload reads the config file again and gives each stage whose table
-	// changed its new table, between bursts, as SIGHUP does. A change that
-	// needs a restart (ports, pools, lcores, pipelines) fails with
+	// changed its new table, between bursts, as SIGHUP does; an xdp port takes
+	// new match rules. A change that needs a restart (ports' other keys,
+	// pools, lcores, pipelines) fails with
 	// FAILED_PRECONDITION and a message naming the key; nothing is applied
 	// then.
 	Reload(ctx context.Context, in *ReloadRequest, opts ...grpc.CallOption) (*ReloadReply, error)
@@ -96,8 +97,9 @@ type ApplianceServer interface {
 	// Stats is a snapshot of every counter and histogram.
 	Stats(context.Context, *StatsRequest) (*StatsReply, error)
 	// Reload reads the config file again and gives each stage whose table
-	// changed its new table, between bursts, as SIGHUP does. A change that
-	// needs a restart (ports, pools, lcores, pipelines) fails with
+	// changed its new table, between bursts, as SIGHUP does; an xdp port takes
+	// new match rules. A change that needs a restart (ports' other keys,
+	// pools, lcores, pipelines) fails with
 	// FAILED_PRECONDITION and a message naming the key; nothing is applied
 	// then.
 	Reload(context.Context, *ReloadRequest) (*ReloadReply, error)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/linerate/linerate/appliance/api"
 )
@@ -13,9 +14,9 @@ const reloadUsage = `Usage: linerate reload [--check] [--control ADDR]
 
 Asks a running appliance to read its config file again, as SIGHUP does: each
 stage whose table changed takes its new table between bursts, and no packet is
-dropped. A change that needs a restart (ports, pools, lcores, pipelines, a
-stage that cannot reload) is refused with the key it names, and nothing is
-applied. --check only says what a reload would change.
+dropped; an xdp port takes new match rules without detaching. A change that
+needs a restart (ports' other keys, pools, lcores, pipelines, a stage that
+cannot reload) is refused with the key it names, and nothing is applied. --check only says what a reload would change.
 
 Flags:
 `
@@ -50,18 +51,34 @@ func runReload(args []string, stdout, stderr io.Writer) int {
 	if path == "" {
 		path = "the embedded lab"
 	}
+	n := len(r.Stages) + len(r.Ports)
 	switch {
-	case len(r.Stages) == 0 && *check:
-		fmt.Fprintf(stdout, "nothing to reload: no stage table changed in %s\n", path)
-	case len(r.Stages) == 0:
-		fmt.Fprintf(stdout, "reloaded: no stage table changed in %s\n", path)
+	case n == 0 && *check:
+		fmt.Fprintf(stdout, "nothing to reload: no stage table or port match rule changed in %s\n", path)
+	case n == 0:
+		fmt.Fprintf(stdout, "reloaded: no stage table or port match rule changed in %s\n", path)
 	case *check:
-		fmt.Fprintf(stdout, "a reload would change %d stage(s) of %s:\n", len(r.Stages), path)
+		fmt.Fprintf(stdout, "a reload would change %s of %s:\n", reloadCount(r), path)
 	default:
-		fmt.Fprintf(stdout, "reloaded %d stage(s) of %s:\n", len(r.Stages), path)
+		fmt.Fprintf(stdout, "reloaded %s of %s:\n", reloadCount(r), path)
+	}
+	for _, s := range r.Ports {
+		fmt.Fprintf(stdout, "  port %s\n", s)
 	}
 	for _, s := range r.Stages {
 		fmt.Fprintf(stdout, "  %s\n", s)
 	}
 	return 0
+}
+
+// reloadCount says "2 stage(s)", "1 port(s)" or "2 stage(s) and 1 port(s)".
+func reloadCount(r *api.ReloadReply) string {
+	var parts []string
+	if len(r.Stages) > 0 {
+		parts = append(parts, fmt.Sprintf("%d stage(s)", len(r.Stages)))
+	}
+	if len(r.Ports) > 0 {
+		parts = append(parts, fmt.Sprintf("%d port(s)", len(r.Ports)))
+	}
+	return strings.Join(parts, " and ")
 }

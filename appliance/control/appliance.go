@@ -71,7 +71,7 @@ func (a *applianceService) Reload(_ context.Context, req *api.ReloadRequest) (*a
 		// precondition, not a bad request, since the request names no file.
 		return nil, status.Errorf(codes.FailedPrecondition, "reload refused; nothing changed: %v", err)
 	}
-	return &api.ReloadReply{ConfigPath: path, Stages: res.Stages}, nil
+	return &api.ReloadReply{ConfigPath: path, Stages: res.Stages, Ports: res.Ports}, nil
 }
 
 func (a *applianceService) Stats(_ context.Context, req *api.StatsRequest) (*api.StatsReply, error) {

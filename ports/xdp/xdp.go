@@ -449,21 +449,39 @@ func (p *Port) SetRules(rs []Rule, takeAll bool) error {
 	return nil
 }
 
-// Reload takes the port's new table: only the match rules and take_all may
-// change.
+// CheckReload says whether Reload(c) would be taken: only the match rules
+// and take_all may change. It changes nothing.
+func (p *Port) CheckReload(c ports.Config) error {
+	_, err := p.reloadOptions(c)
+	return err
+}
+
+// Reload takes the port's new table (linerate reload): the dispatcher
+// switches to the new match table without detaching. On an error the port
+// keeps its old table.
 func (p *Port) Reload(c ports.Config) error {
-	s := &ports.Setup{Name: p.name, Config: c, RxQueues: p.rxq, TxQueues: p.txq}
-	o, err := decode(s)
+	o, err := p.reloadOptions(c)
 	if err != nil {
 		return err
 	}
+	return p.SetRules(o.Rules, o.TakeAll)
+}
+
+// reloadOptions decodes and checks a new table against the running one.
+func (p *Port) reloadOptions(c ports.Config) (Options, error) {
+	s := &ports.Setup{Name: p.name, Config: c, RxQueues: p.rxq, TxQueues: p.txq}
+	o, err := decode(s)
+	if err != nil {
+		return Options{}, err
+	}
+	// decode checked the rules as open does.
 	n, c0 := o, p.opt
 	n.Rules, n.TakeAll, n.Clock, n.Log = nil, false, nil, nil
 	c0.Rules, c0.TakeAll, c0.Clock, c0.Log = nil, false, nil, nil
 	if fmt.Sprint(n) != fmt.Sprint(c0) {
-		return errors.New("only match and take_all change with a reload; the port's other keys need a restart")
+		return Options{}, errors.New("only match and take_all change with a reload; the port's other keys need a restart")
 	}
-	return p.SetRules(o.Rules, o.TakeAll)
+	return o, nil
 }
 
 // fill gives the kernel fresh frames, up to a full fill ring.

@@ -14,6 +14,7 @@ import (
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/netns"
+	"github.com/linerate/linerate/internal/porttest"
 )
 
 // wait bounds every wait for frames: a loaded machine can defer veth's
@@ -233,5 +234,38 @@ func TestNoRules(t *testing.T) {
 	o.TakeAll = true
 	if err := o.check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestReload: a reload changes the match table of a running port, without
+// detaching; any other key is refused and changes nothing.
+func TestReload(t *testing.T) {
+	ns := netns.New(t)
+	netns.Veth(t, ns, "xa", ns, "xb")
+	p := openPort(t, ns, Options{Name: "p0", Interface: "xa", Rules: []Rule{{UDPDstPort: ptr(862)}}, RingSize: 64})
+	l, was := p.d.link, p.d.active
+	if err := p.Reload(porttest.Config("interface = \"xa\"\nring_size = 64\n[[match]]\nnext_header = 6\n")); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.opt.Rules) != 1 || p.opt.Rules[0].NextHeader == nil || p.d.link != l {
+		t.Errorf("rules %+v, link kept %v", p.opt.Rules, p.d.link == l)
+	}
+	// The attached program is device-bound, which BPF_PROG_TEST_RUN refuses:
+	// the table it reads is the other half now (TestDispatcherRules runs a
+	// reload through the plain program).
+	var ctl [16]byte
+	if err := p.d.control.Lookup(uint32(0), &ctl); err != nil {
+		t.Fatal(err)
+	}
+	if ctl[0] != byte(was^1) || ctl[4] != 1 {
+		t.Errorf("control % x: want active %d, count 1", ctl, was^1)
+	}
+	err := p.Reload(porttest.Config("interface = \"xa\"\nring_size = 128\n[[match]]\nnext_header = 6\n"))
+	if err == nil || !strings.Contains(err.Error(), "only match and take_all change with a reload") {
+		t.Errorf("ring_size change: %v", err)
+	}
+	err = p.Reload(porttest.Config("interface = \"xa\"\nring_size = 64\n"))
+	if err == nil || !strings.Contains(err.Error(), "take_all") {
+		t.Errorf("no rules: %v", err)
 	}
 }
