@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/internal/testenv"
@@ -211,4 +214,29 @@ func randHex(n int) string {
 	b := make([]byte, n/2)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// PassXDP attaches an XDP program that passes every frame to ifname in ns,
+// until t ends. A veth receives frames another veth's XDP program sends
+// (XDP_TX, a redirect) only with an XDP program of its own, or GRO, on.
+func (ns *NS) PassXDP(t testing.TB, ifname string) {
+	t.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()}})
+	if err != nil {
+		t.Fatalf("an XDP_PASS program: %v", err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	var lk link.Link
+	if err := ns.Do(func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		lk, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
+		return err
+	}); err != nil {
+		t.Fatalf("netns %s: XDP_PASS on %s: %v", ns.name, ifname, err)
+	}
+	t.Cleanup(func() { lk.Close() })
 }
