@@ -39,8 +39,9 @@ const (
 
 // rtrConfig is the router's linerate config: an xdp port on r0 whose
 // dispatcher takes what the match rules name (rules, TOML) and leaves the
-// router the rest, and a STAMP reflector that answers out of r0.
-func rtrConfig(sock, rules, reflectorExtra string) string {
+// router the rest, a classify stage with as many rules as classifyRules
+// says, and a STAMP reflector that answers out of r0.
+func rtrConfig(sock, rules string, classifyRules int, reflectorExtra string) string {
 	return fmt.Sprintf(`version = 1
 [engine]
 pin = false
@@ -57,6 +58,9 @@ name = "stamp"
 cpus = [1]
 rx = ["edge0"]
 [[pipelines.stages]]
+kind = "classify"
+%s
+[[pipelines.stages]]
 kind = "stamp.reflector"
 name = "refl"
 forward = "in"
@@ -66,7 +70,8 @@ clock_error = "1us"
 [[pipelines.stages.sessions]]
 ssid = %d
 mode = "stateful"
-`, sock, rules, stampReflectorOffload+reflectorExtra, rtrSSID)
+`, sock, rules, strings.Repeat("[[pipelines.stages.rules]]\nnext_header = 17\nport = \"continue\"\n", classifyRules),
+		stampReflectorOffload+reflectorExtra, rtrSSID)
 }
 
 const rulesSTAMP = `[[ports.match]]
@@ -133,7 +138,7 @@ func TestXDPRouter(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "control.sock")
 	cfgPath := filepath.Join(dir, "router.toml")
-	writeFile(t, cfgPath, rtrConfig(sock, rulesSTAMP, ""))
+	writeFile(t, cfgPath, rtrConfig(sock, rulesSTAMP, 1, ""))
 
 	// The router's own services, and one behind it on h2.
 	tcpR := echoTCP(t, r, rtrR0)
@@ -173,7 +178,7 @@ func TestXDPRouter(t *testing.T) {
 	udpPasses(t, probe, udpR7000, 7000)
 
 	// Reload: the port now takes UDP to 7000 and leaves 862 to the kernel.
-	writeFile(t, cfgPath, rtrConfig(sock, rulesUDP7000, ""))
+	writeFile(t, cfgPath, rtrConfig(sock, rulesUDP7000, 1, ""))
 	out := lr.cli(t, 0, "reload", "--check")
 	if !strings.Contains(out, "port edge0") {
 		t.Errorf("reload --check does not name port edge0:\n%s", out)
@@ -188,22 +193,30 @@ func TestXDPRouter(t *testing.T) {
 
 	// Refused reloads change nothing: a key that needs a restart beside new
 	// rules; new rules beside a stage change that needs a restart; rules
-	// that do not check.
-	for _, bad := range []struct{ rules, refl, want string }{
-		{"ring_size = 4096\n" + rulesSTAMP, "", "only match and take_all change with a reload"},
-		{rulesSTAMP, "hop_limit = 200\n", "takes a new table only with a restart"},
-		{"take_all = true\n" + rulesSTAMP, "", "take_all = true takes every packet"},
+	// that do not check. The last one passes every check and fails as
+	// classify takes it (its number of rules is fixed): the port, which took
+	// its new rules first, goes back to its old ones.
+	for _, bad := range []struct {
+		rules    string
+		classify int
+		refl     string
+		want     string
+	}{
+		{"ring_size = 4096\n" + rulesSTAMP, 1, "", "only match and take_all change with a reload"},
+		{rulesSTAMP, 1, "hop_limit = 200\n", "takes a new table only with a restart"},
+		{"take_all = true\n" + rulesSTAMP, 1, "", "take_all = true takes every packet"},
+		{rulesSTAMP, 2, "", "the number of rules changes only with a restart"},
 	} {
-		writeFile(t, cfgPath, rtrConfig(sock, bad.rules, bad.refl))
+		writeFile(t, cfgPath, rtrConfig(sock, bad.rules, bad.classify, bad.refl))
 		if out := lr.cli(t, 1, "reload"); !strings.Contains(out, bad.want) {
-			t.Errorf("reload of %q%q: want %q in:\n%s", bad.rules, bad.refl, bad.want, out)
+			t.Errorf("reload of %q, %d classify rules, %q: want %q in:\n%s", bad.rules, bad.classify, bad.refl, bad.want, out)
 		}
 		udpPasses(t, stamp, udpR862, 862)
 		udpTaken(t, lr, probe, 7000)
 	}
 
 	// Back to STAMP, then a normal exit: nothing stays on r0.
-	writeFile(t, cfgPath, rtrConfig(sock, rulesSTAMP, ""))
+	writeFile(t, cfgPath, rtrConfig(sock, rulesSTAMP, 1, ""))
 	lr.cli(t, 0, "reload")
 	stampExchange(t, lr, stamp, n)
 	lr.stop(t, syscall.SIGTERM)
