@@ -19,7 +19,7 @@ import (
 // measures the whole path through a router.
 func BenchmarkDispatcherPass(b *testing.B) {
 	testenv.RequireRoot(b)
-	d, err := loadDispatcher(0, nil, true)
+	d, err := loadDispatcher(0, nil, true, false)
 	if err != nil {
 		b.Fatal(err)
 	}

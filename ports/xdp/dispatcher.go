@@ -135,8 +135,9 @@ type dispatcher struct {
 
 // loadDispatcher loads the dispatcher with the requests' programs in its
 // slots (offload.Link): bound to ifindex (0: the plain variant, for prog.Run
-// and drivers that refuse a device-bound program).
-func loadDispatcher(ifindex int, reqs []*offload.Request, stamp bool) (*dispatcher, error) {
+// and drivers that refuse a device-bound program). stamp writes the rx
+// stamp in front of what goes up; hw (device-bound) asks the NIC for it.
+func loadDispatcher(ifindex int, reqs []*offload.Request, stamp, hw bool) (*dispatcher, error) {
 	if len(reqs) > MaxSlots {
 		return nil, fmt.Errorf("%d offloads on one port: at most %d", len(reqs), MaxSlots)
 	}
@@ -156,6 +157,13 @@ func loadDispatcher(ifindex int, reqs []*offload.Request, stamp bool) (*dispatch
 		st = 1
 	}
 	if err := spec.Variables["stamp"].Set(st); err != nil {
+		return nil, err
+	}
+	hwst := uint32(0)
+	if hw && ifindex != 0 {
+		hwst = 1
+	}
+	if err := spec.Variables["hw_stamp"].Set(hwst); err != nil {
 		return nil, err
 	}
 	spec, repl, err := offload.Link(spec, "lr_dispatch", reqs)

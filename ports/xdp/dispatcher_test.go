@@ -109,7 +109,7 @@ func runOnce(t *testing.T, p *ebpf.Program, in []byte) (uint32, []byte) {
 // counted as such.
 func TestDispatcherRules(t *testing.T) {
 	testenv.RequireRoot(t)
-	d, err := loadDispatcher(0, nil, true)
+	d, err := loadDispatcher(0, nil, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestComposeMacSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer req.Close()
-	d, err := loadDispatcher(0, []*offload.Request{req}, true)
+	d, err := loadDispatcher(0, []*offload.Request{req}, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ const (
 	dispatcherDevMapRules       = "rules"
 	dispatcherDevMapXsks        = "xsks"
 	dispatcherDevProgLrDispatch = "lr_dispatch"
+	dispatcherDevVarHwStamp     = "hw_stamp"
 	dispatcherDevVarNslots      = "nslots"
 	dispatcherDevVarStamp       = "stamp"
 )
@@ -84,8 +85,9 @@ type dispatcherDevMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dispatcherDevVariableSpecs struct {
-	Nslots *ebpf.VariableSpec `ebpf:"nslots"`
-	Stamp  *ebpf.VariableSpec `ebpf:"stamp"`
+	HwStamp *ebpf.VariableSpec `ebpf:"hw_stamp"`
+	Nslots  *ebpf.VariableSpec `ebpf:"nslots"`
+	Stamp   *ebpf.VariableSpec `ebpf:"stamp"`
 }
 
 // dispatcherDevObjects contains all objects after they have been loaded into the kernel.
@@ -127,8 +129,9 @@ func (m *dispatcherDevMaps) Close() error {
 //
 // It can be passed to loadDispatcherDevObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dispatcherDevVariables struct {
-	Nslots *ebpf.Variable `ebpf:"nslots"`
-	Stamp  *ebpf.Variable `ebpf:"stamp"`
+	HwStamp *ebpf.Variable `ebpf:"hw_stamp"`
+	Nslots  *ebpf.Variable `ebpf:"nslots"`
+	Stamp   *ebpf.Variable `ebpf:"stamp"`
 }
 
 // dispatcherDevPrograms contains all programs after they have been loaded into the kernel.

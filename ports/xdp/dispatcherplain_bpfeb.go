@@ -21,6 +21,7 @@ const (
 	dispatcherPlainMapRules       = "rules"
 	dispatcherPlainMapXsks        = "xsks"
 	dispatcherPlainProgLrDispatch = "lr_dispatch"
+	dispatcherPlainVarHwStamp     = "hw_stamp"
 	dispatcherPlainVarNslots      = "nslots"
 	dispatcherPlainVarStamp       = "stamp"
 )
@@ -84,8 +85,9 @@ type dispatcherPlainMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dispatcherPlainVariableSpecs struct {
-	Nslots *ebpf.VariableSpec `ebpf:"nslots"`
-	Stamp  *ebpf.VariableSpec `ebpf:"stamp"`
+	HwStamp *ebpf.VariableSpec `ebpf:"hw_stamp"`
+	Nslots  *ebpf.VariableSpec `ebpf:"nslots"`
+	Stamp   *ebpf.VariableSpec `ebpf:"stamp"`
 }
 
 // dispatcherPlainObjects contains all objects after they have been loaded into the kernel.
@@ -127,8 +129,9 @@ func (m *dispatcherPlainMaps) Close() error {
 //
 // It can be passed to loadDispatcherPlainObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dispatcherPlainVariables struct {
-	Nslots *ebpf.Variable `ebpf:"nslots"`
-	Stamp  *ebpf.Variable `ebpf:"stamp"`
+	HwStamp *ebpf.Variable `ebpf:"hw_stamp"`
+	Nslots  *ebpf.Variable `ebpf:"nslots"`
+	Stamp   *ebpf.Variable `ebpf:"stamp"`
 }
 
 // dispatcherPlainPrograms contains all programs after they have been loaded into the kernel.

@@ -255,9 +255,10 @@ type Port struct {
 	rxq, txq int
 	d        *dispatcher
 	opt      Options
-	mode     string // XDP mode attached: "native" or "generic"
-	devBound bool   // the dispatcher is device-bound
-	stampRx  bool   // RxTime from the dispatcher's stamp
+	mode     string    // XDP mode attached: "native" or "generic"
+	devBound bool      // the dispatcher is device-bound
+	stampRx  bool      // RxTime from the dispatcher's stamp
+	phc      *devClock // the NIC's PTP hardware clock, for its rx stamps; nil: none
 	hwStamps atomic.Uint64
 	busy     bool
 
@@ -295,8 +296,20 @@ func New(o Options) (*Port, error) {
 		p.Close()
 		return nil, fmt.Errorf("port %q: %s: %w", o.Name, o.Interface, err)
 	}
+	if p.stampRx {
+		// A NIC that stamps frames has a PTP hardware clock: its stamps are
+		// that clock's time, which the port follows to turn them into the
+		// engine's.
+		if p.phc, err = openPHC(o.Interface); err != nil {
+			o.Log.Warn("the NIC's rx stamps left out", "port", o.Name, "err", err)
+		}
+	}
 	if err := p.attachDispatcher(nil); err != nil {
 		return fail(err)
+	}
+	if p.phc != nil && !p.devBound {
+		p.phc.close() // only a device-bound program reads the NIC's stamp
+		p.phc = nil
 	}
 	shared := -1
 	for i := range max(o.RxQueues, o.TxQueues) {
@@ -380,7 +393,7 @@ func (p *Port) load(dev bool, reqs []*offload.Request) (*dispatcher, error) {
 	if dev {
 		ifindex = p.ifindex
 	}
-	d, err := loadDispatcher(ifindex, reqs, p.stampRx)
+	d, err := loadDispatcher(ifindex, reqs, p.stampRx, dev && p.phc != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -545,6 +558,8 @@ func (p *Port) RxBurst(queue int, b *packet.Burst) int {
 			if m.magic == lrMetaMagic && m.source == lrRxKtime {
 				pk.RxTime = int64(m.rxNs)
 			} else if m.magic == lrMetaMagic && m.source == lrRxHW {
+				// Asked for only with a PHC to follow.
+				pk.RxTime = p.phc.mono(m.rxNs)
 				p.hwStamps.Add(1)
 			}
 		}
@@ -649,11 +664,16 @@ func (p *Port) complete(q *queue) {
 // Info describes the port.
 func (p *Port) Info() ports.Info {
 	src, detail := "engine", "the lcore's clock when it takes the burst"
-	if p.stampRx {
+	switch {
+	case p.phc != nil:
+		src = "hardware"
+		detail = "the NIC's receive stamp (bpf_xdp_metadata_rx_timestamp in the device-bound XDP dispatcher), its " +
+			"PHC " + p.phc.name + " mapped onto the engine clock every 100 ms; frames the driver gives no stamp " +
+			"get bpf_ktime_get_ns (CLOCK_MONOTONIC) in the dispatcher instead (xdp_rx_hw_stamps counts the NIC's)"
+	case p.stampRx:
 		src = "kernel"
 		detail = "bpf_ktime_get_ns (CLOCK_MONOTONIC) in the XDP dispatcher, as the driver hands it the frame, " +
-			"before any stage or the AF_XDP socket; the NIC's own stamp (bpf_xdp_metadata_rx_timestamp) where the " +
-			"driver gives one is counted as xdp_rx_hw_stamps"
+			"before any stage or the AF_XDP socket (the interface has no PTP hardware clock for the NIC's stamps)"
 	}
 	zc := len(p.q) > 0 && p.q[0].s.zeroCopy
 	mode := "copy"
@@ -726,6 +746,9 @@ func (p *Port) Close() error {
 	var errs []error
 	if p.d != nil {
 		errs = append(errs, p.d.close())
+	}
+	if p.phc != nil {
+		p.phc.close()
 	}
 	for _, q := range p.q {
 		q.s.close()

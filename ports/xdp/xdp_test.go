@@ -184,7 +184,7 @@ func TestRxTx(t *testing.T) {
 func TestRefuseOthers(t *testing.T) {
 	ns := netns.New(t)
 	netns.Veth(t, ns, "xa", ns, "xb")
-	other, err := loadDispatcher(0, nil, false)
+	other, err := loadDispatcher(0, nil, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

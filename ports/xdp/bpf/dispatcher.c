@@ -100,6 +100,10 @@ struct {
 volatile const __u32 nslots = 0;
 /* Write struct lr_xdp_meta in front of what goes up (set at load). */
 volatile const __u32 stamp = 1;
+/* Ask the NIC for its rx stamp (device-bound only): set at load when the
+ * port follows the NIC's PTP hardware clock, which turns them into the
+ * engine's time. */
+volatile const __u32 hw_stamp = 0;
 
 /* The offload slots: each returns LR_OFFLOAD_NEXT until Link replaces it by
  * a stage's slot function. Global and noinline: a function of its own in the
@@ -302,7 +306,7 @@ static __always_inline int up(struct xdp_md *ctx)
 			__u32 src = LR_RX_KTIME;
 #ifdef LR_DEV_BOUND
 			/* Drivers without a stamp say so, or (veth) give 0. */
-			if (bpf_xdp_metadata_rx_timestamp(ctx, &ts) == 0 && ts != 0)
+			if (hw_stamp && bpf_xdp_metadata_rx_timestamp(ctx, &ts) == 0 && ts != 0)
 				src = LR_RX_HW;
 			else
 				ts = 0;
