@@ -74,20 +74,25 @@ mode = "stateful"
 		stampReflectorOffload+reflectorExtra, rtrSSID)
 }
 
+// The port takes STAMP throughout, and one other UDP port, 7001 (rulesA)
+// or 7000 (rulesB), which a reload moves.
 const rulesSTAMP = `[[ports.match]]
 next_header = 17
 udp_dst_port = 862
 `
 
-const rulesUDP7000 = `[[ports.match]]
-next_header = 17
-udp_dst_port = 7000
-`
+const (
+	rulesA = rulesSTAMP + "[[ports.match]]\nnext_header = 17\nudp_dst_port = 7001\n"
+	rulesB = rulesSTAMP + "[[ports.match]]\nnext_header = 17\nudp_dst_port = 7000\n"
+)
 
 // stampReflectorOffload is the hook for the STAMP reflector in the kernel:
-// the keys that put the reflector in the dispatcher (offload = "xdp") once
-// the stage offers it. Empty, the reflector runs in Go behind the AF_XDP
-// socket; checkStampReflectedWhere holds the counters to either.
+// the keys that put the reflector in the dispatcher, offload = "xdp"\n,
+// once the stage offers it (branch i16-bpf; this test passed with it there).
+// Empty, the reflector runs in Go behind the AF_XDP socket;
+// checkStampReflectedWhere holds the counters to either. An offloaded
+// stage's program runs ahead of the match rules (appliance/offload), so the
+// reload below moves a rule other than STAMP's.
 const stampReflectorOffload = ""
 
 // checkStampReflectedWhere: n test packets were reflected, by the stage's
@@ -138,13 +143,14 @@ func TestXDPRouter(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "control.sock")
 	cfgPath := filepath.Join(dir, "router.toml")
-	writeFile(t, cfgPath, rtrConfig(sock, rulesSTAMP, 1, ""))
+	writeFile(t, cfgPath, rtrConfig(sock, rulesA, 1, ""))
 
 	// The router's own services, and one behind it on h2.
 	tcpR := echoTCP(t, r, rtrR0)
 	tcpH2 := echoTCP(t, h2, rtrH2)
 	udpR862 := listenUDP(t, r, rtrR0, 862)
 	udpR7000 := listenUDP(t, r, rtrR0, 7000)
+	udpR7001 := listenUDP(t, r, rtrR0, 7001)
 	stamp := listenUDP(t, h1, rtrH1, 0)
 	probe := listenUDP(t, h1, rtrH1, 0)
 
@@ -174,11 +180,12 @@ func TestXDPRouter(t *testing.T) {
 	}
 	st = lr.waitStats(t, func(s *rtrStats) bool { return s.counter("refl", "reflected") >= n })
 	checkStampReflectedWhere(t, st, n)
-	// UDP to 7000 is the router's.
+	// UDP to 7000 is the router's; to 7001, linerate's.
 	udpPasses(t, probe, udpR7000, 7000)
+	udpTaken(t, lr, probe, 7001)
 
-	// Reload: the port now takes UDP to 7000 and leaves 862 to the kernel.
-	writeFile(t, cfgPath, rtrConfig(sock, rulesUDP7000, 1, ""))
+	// Reload: the port now takes UDP to 7000 and leaves 7001 to the kernel.
+	writeFile(t, cfgPath, rtrConfig(sock, rulesB, 1, ""))
 	out := lr.cli(t, 0, "reload", "--check")
 	if !strings.Contains(out, "port edge0") {
 		t.Errorf("reload --check does not name port edge0:\n%s", out)
@@ -187,8 +194,9 @@ func TestXDPRouter(t *testing.T) {
 	if !strings.Contains(out, "reloaded 1 port(s)") || !strings.Contains(out, "port edge0") {
 		t.Errorf("reload:\n%s", out)
 	}
-	udpPasses(t, stamp, udpR862, 862)
+	udpPasses(t, probe, udpR7001, 7001)
 	udpTaken(t, lr, probe, 7000)
+	stampExchange(t, lr, stamp, n)
 	hostTraffic()
 
 	// Refused reloads change nothing: a key that needs a restart beside new
@@ -202,23 +210,25 @@ func TestXDPRouter(t *testing.T) {
 		refl     string
 		want     string
 	}{
-		{"ring_size = 4096\n" + rulesSTAMP, 1, "", "only match and take_all change with a reload"},
-		{rulesSTAMP, 1, "hop_limit = 200\n", "takes a new table only with a restart"},
-		{"take_all = true\n" + rulesSTAMP, 1, "", "take_all = true takes every packet"},
-		{rulesSTAMP, 2, "", "the number of rules changes only with a restart"},
+		{"ring_size = 4096\n" + rulesA, 1, "", "only match and take_all change with a reload"},
+		{rulesA, 1, "hop_limit = 200\n", "takes a new table only with a restart"},
+		{"take_all = true\n" + rulesA, 1, "", "take_all = true takes every packet"},
+		{rulesA, 2, "", "the number of rules changes only with a restart"},
 	} {
 		writeFile(t, cfgPath, rtrConfig(sock, bad.rules, bad.classify, bad.refl))
 		if out := lr.cli(t, 1, "reload"); !strings.Contains(out, bad.want) {
 			t.Errorf("reload of %q, %d classify rules, %q: want %q in:\n%s", bad.rules, bad.classify, bad.refl, bad.want, out)
 		}
-		udpPasses(t, stamp, udpR862, 862)
+		udpPasses(t, probe, udpR7001, 7001)
 		udpTaken(t, lr, probe, 7000)
 	}
 
-	// Back to STAMP, then a normal exit: nothing stays on r0.
-	writeFile(t, cfgPath, rtrConfig(sock, rulesSTAMP, 1, ""))
+	// Back to the first rules, then a normal exit: nothing stays on r0,
+	// and STAMP is the router's.
+	writeFile(t, cfgPath, rtrConfig(sock, rulesA, 1, ""))
 	lr.cli(t, 0, "reload")
-	stampExchange(t, lr, stamp, n)
+	udpPasses(t, probe, udpR7000, 7000)
+	stampExchange(t, lr, stamp, n+1)
 	lr.stop(t, syscall.SIGTERM)
 	checkDetached(t, r, "r0", prog)
 	hostTraffic()
@@ -227,7 +237,7 @@ func TestXDPRouter(t *testing.T) {
 	// kill -9: the kernel detaches the unpinned link as the process dies.
 	lr = startLinerate(t, r, cfgPath, sock)
 	prog = checkAttached(t, r, "r0")
-	stampExchange(t, lr, stamp, n+1)
+	stampExchange(t, lr, stamp, n+2)
 	lr.stop(t, syscall.SIGKILL)
 	checkDetached(t, r, "r0", prog)
 	hostTraffic()
