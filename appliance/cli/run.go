@@ -58,7 +58,7 @@ func (d daemon) ReloadConfig(check bool) (string, appliance.ReloadResult, error)
 		d.log.Error("reload refused; nothing changed", "config", cfg.Path, "err", err)
 		return cfg.Path, res, err
 	}
-	d.log.Info("reloaded", "config", cfg.Path, "stages", strings.Join(res.Stages, " "))
+	d.log.Info("reloaded", "config", cfg.Path, "stages", strings.Join(res.Stages, " "), "ports", strings.Join(res.Ports, " "))
 	return cfg.Path, res, nil
 }
 

@@ -121,8 +121,8 @@ func checkStampReflectedWhere(t *testing.T, st *rtrStats, n uint64) {
 // port on its interface r0. The router's own traffic and what it forwards —
 // ARP, ICMP echo, TCP, UDP to other ports — passes the dispatcher to the
 // kernel untouched; STAMP to port 862 goes to linerate and is reflected.
-// `linerate reload` moves the match rules and the traffic follows them; a
-// reload refused changes nothing. Once linerate exits, normally or by
+// `linerate reload` (and SIGHUP) moves the match rules and the traffic
+// follows them; a reload refused changes nothing. Once linerate exits, normally or by
 // kill -9, no XDP program or link is left on r0.
 func TestXDPRouter(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -223,13 +223,19 @@ func TestXDPRouter(t *testing.T) {
 		udpTaken(t, lr, probe, 7000)
 	}
 
-	// Back to the first rules, then a normal exit: nothing stays on r0,
-	// and STAMP is the router's.
+	// Back to the first rules, by SIGHUP this time (udpPasses waits for
+	// it), then a normal exit: nothing stays on r0, and STAMP is the
+	// router's.
 	writeFile(t, cfgPath, rtrConfig(sock, rulesA, 1, ""))
-	lr.cli(t, 0, "reload")
+	if err := lr.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
 	udpPasses(t, probe, udpR7000, 7000)
 	stampExchange(t, lr, stamp, n+1)
 	lr.stop(t, syscall.SIGTERM)
+	if log := lr.out.String(); !strings.Contains(log, `msg=reloaded`) || !strings.Contains(log, `ports=edge0`) {
+		t.Errorf("no reload of port edge0 in the log:\n%s", log)
+	}
 	checkDetached(t, r, "r0", prog)
 	hostTraffic()
 	udpPasses(t, stamp, udpR862, 862)
