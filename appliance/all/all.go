@@ -11,6 +11,7 @@ import (
 	_ "github.com/linerate/linerate/ports/afpacket"
 	_ "github.com/linerate/linerate/ports/dpdk" // with -tags dpdk; without, it says so
 	_ "github.com/linerate/linerate/ports/mem"
+	_ "github.com/linerate/linerate/ports/memif"
 	_ "github.com/linerate/linerate/ports/pcap"
 	_ "github.com/linerate/linerate/ports/tap"
 )
