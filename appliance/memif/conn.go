@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,7 +41,10 @@ type ClientConfig struct {
 
 // ServerConfig is the server's side of a connection.
 type ServerConfig struct {
-	ID     uint32
+	ID uint32
+	// IDs, when not zero, takes any interface id below it instead of ID
+	// alone: one socket for several interfaces (Conn.ID says which).
+	IDs    uint32
 	Secret string
 	Name   string
 	// MaxC2S and MaxS2C are how many rings of each kind the server takes.
@@ -55,8 +59,9 @@ type Conn struct {
 	Regions []*Region
 	C2S     []*Ring
 	S2C     []*Ring
-	// Peer is the peer's name from its hello or init.
+	// Peer is the peer's name from its hello or init; ID the interface id.
 	Peer      string
+	ID        uint32
 	ownMemory bool // the server mapped the regions: Close unmaps them
 
 	mu     sync.Mutex
@@ -264,9 +269,13 @@ func clientHandshake(uc *net.UnixConn, cfg ClientConfig) (*Conn, error) {
 
 // Listener is a server's control socket.
 type Listener struct {
-	ul   *net.UnixListener
-	path string // a filesystem socket to remove at Close
+	ul     *net.UnixListener
+	path   string // a filesystem socket to remove at Close
+	closed atomic.Bool
 }
+
+// Closed reports whether Close was called: why Accept failed.
+func (l *Listener) Closed() bool { return l.closed.Load() }
 
 // Listen opens a server's control socket. A stale filesystem socket left by a
 // process that died is replaced.
@@ -291,6 +300,7 @@ func Listen(socket string) (*Listener, error) {
 
 // Close stops listening; a blocked Accept returns.
 func (l *Listener) Close() error {
+	l.closed.Store(true)
 	err := l.ul.Close()
 	if l.path != "" {
 		_ = unix.Unlink(l.path)
@@ -334,7 +344,7 @@ func serverHandshake(uc *net.UnixConn, cfg ServerConfig) (*Conn, error) {
 	switch {
 	case in.Version != Version:
 		return nil, refuse(uc, "Incompatible memif version")
-	case in.ID != cfg.ID:
+	case cfg.IDs == 0 && in.ID != cfg.ID, cfg.IDs != 0 && in.ID >= cfg.IDs:
 		return nil, refuse(uc, "ID not found")
 	case in.Mode != modeEthernet:
 		return nil, refuse(uc, "Only ethernet mode supported")
@@ -344,7 +354,7 @@ func serverHandshake(uc *net.UnixConn, cfg ServerConfig) (*Conn, error) {
 	if err := send(uc, &Msg{Type: MsgAck}, -1); err != nil {
 		return nil, err
 	}
-	c := &Conn{uc: uc, Peer: in.Name, ownMemory: true, done: make(chan struct{})}
+	c := &Conn{uc: uc, Peer: in.Name, ID: in.ID, ownMemory: true, done: make(chan struct{})}
 	var rings []ringMsg
 	fail := func(err error) (*Conn, error) {
 		for _, r := range rings {

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LR_META_VERSION 1 // packet.MetaVersion
+#define LR_META_VERSION 2 // packet.MetaVersion
 
 #define LR_STATE_FREE 0    // packet.StateFree
 #define LR_STATE_LCORE 1   // packet.StateLcore
@@ -19,6 +19,7 @@
 #define LR_STATE_RING 3    // packet.StateRing
 #define LR_STATE_HELD 4    // packet.StateHeld
 #define LR_STATE_FREEING 5 // packet.StateFreeing
+#define LR_STATE_LENT 6    // packet.StateLent
 
 #define LR_NO_OWNER 0xFFFF // packet.NoOwner
 

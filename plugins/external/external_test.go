@@ -1,0 +1,193 @@
+package external_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/linerate/linerate/appliance"
+	_ "github.com/linerate/linerate/appliance/all"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/internal/enginetest"
+	"github.com/linerate/linerate/internal/testenv"
+)
+
+// buildSampler builds the example plugin into a directory of the test's own
+// (root's, mode 0700, as the stage asks of a plugin's directory).
+func buildSampler(t *testing.T) string {
+	t.Helper()
+	goBin := testenv.RequireCmd(t, "go")
+	bin := filepath.Join(t.TempDir(), "linerate-sampler")
+	if out, err := exec.Command(goBin, "build", "-o", bin, "../sdk/examples/sampler").CombinedOutput(); err != nil {
+		t.Fatalf("build the sampler: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func config(bin string, count int, rate, extra string) string {
+	return fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[pools]]
+name = "default"
+buffers = 8192
+[[ports]]
+name = "m0"
+driver = "mem"
+peer = "m1"
+[[ports]]
+name = "m1"
+driver = "mem"
+peer = "m0"
+[[pipelines]]
+name = "source"
+lcores = [0]
+[[pipelines.stages]]
+kind = "generator"
+ip_version = 4
+src = "192.0.2.1"
+dst = "198.51.100.1"
+flows = 8
+sizes = [64, 128, 1518]
+count = %d
+rate = %q
+[[pipelines.stages]]
+kind = "external"
+name = "sampler"
+plugin = %q
+%s
+config = { every = 10 }
+[[pipelines.stages]]
+kind = "forward"
+port = "m0"
+[[pipelines]]
+name = "dest"
+lcores = [1]
+rx = ["m1"]
+[[pipelines.stages]]
+kind = "sink"
+name = "sink"
+`, count, rate, bin, extra)
+}
+
+func drops(s *stats.Snapshot) (uint64, map[string]uint64) {
+	var n uint64
+	m := map[string]uint64{}
+	for _, d := range s.Drops {
+		n += d.Count
+		m[d.Reason] += d.Count
+	}
+	return n, m
+}
+
+// TestSampler runs the example plugin as an external stage: every packet goes
+// through it and on down the chain, one in ten is marked, and every buffer
+// comes back.
+func TestSampler(t *testing.T) {
+	bin := buildSampler(t)
+	const n = 100_000
+	e := enginetest.Start(t, config(bin, n, "200kpps", ""), appliance.Options{})
+	select {
+	case <-e.Done():
+	case <-time.After(2 * time.Minute):
+		e.Stop()
+		t.Fatal("the engine did not stop by itself")
+	}
+	s := e.Snapshot()
+	got := enginetest.Counter(s, "sink", "received")
+	dropped, why := drops(s)
+	if got+dropped != n {
+		t.Errorf("sink received %d, %d dropped (%v): want %d in all", got, dropped, why, n)
+	}
+	lent, returned := enginetest.Counter(s, "sampler", "lent"), enginetest.Counter(s, "sampler", "returned")
+	marked := enginetest.Counter(s, "sampler", "marked")
+	if lent == 0 || returned != lent || marked != lent/10 {
+		t.Errorf("lent %d, returned %d, marked %d", lent, returned, marked)
+	}
+	for name, used := range e.InUse() {
+		if used != 0 {
+			t.Errorf("pool %q has %d buffers in use", name, used)
+		}
+	}
+}
+
+// pluginPID finds the running plugin: our child whose binary is bin.
+func pluginPID(t *testing.T, bin string) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil || exe != bin {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) > 2 && f[1] == strconv.Itoa(os.Getpid()) {
+			return pid
+		}
+	}
+	return 0
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestKillUnderLoad kills the plugin with SIGKILL mid-run: the engine keeps
+// forwarding (failing closed while it is down), the plugin is counted lost,
+// restarted, and takes traffic again; every packet is accounted for and every
+// buffer comes back.
+func TestKillUnderLoad(t *testing.T) {
+	bin := buildSampler(t)
+	e := enginetest.Start(t, config(bin, 0, "100kpps", `fail = "closed"`+"\n"+`restart_after = "50ms"`), appliance.Options{})
+	counter := func(stage, name string) uint64 { return enginetest.Counter(e.Snapshot(), stage, name) }
+	waitFor(t, "results from the plugin", time.Minute, func() bool { return counter("sampler", "returned") > 10_000 })
+	pid := pluginPID(t, bin)
+	if pid == 0 {
+		t.Fatal("no plugin process")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the plugin's loss counted", time.Minute, func() bool { return counter("sampler", "plugin_lost") == 1 })
+	waitFor(t, "the plugin restarted", time.Minute, func() bool { return counter("sampler", "plugin_restarts") >= 1 })
+	after := counter("sampler", "returned")
+	waitFor(t, "results from the restarted plugin", time.Minute, func() bool { return counter("sampler", "returned") > after+10_000 })
+	if p2 := pluginPID(t, bin); p2 == 0 || p2 == pid {
+		t.Errorf("plugin pid %d after the kill of %d", p2, pid)
+	}
+	e.Stop()
+	s := e.Snapshot()
+	sent := enginetest.Counter(s, "source", "sent") + enginetest.Counter(s, "generator#0", "sent")
+	got := enginetest.Counter(s, "sink", "received")
+	reclaimed := enginetest.Counter(s, "sampler", "reclaimed")
+	dropped, why := drops(s)
+	if sent == 0 || got+dropped+reclaimed != sent {
+		t.Errorf("sent %d: received %d + dropped %d (%v) + reclaimed %d", sent, got, dropped, why, reclaimed)
+	}
+	for name, used := range e.InUse() {
+		if used != 0 {
+			t.Errorf("pool %q has %d buffers in use", name, used)
+		}
+	}
+}
