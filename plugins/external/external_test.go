@@ -2,6 +2,7 @@ package external_test
 
 import (
 	"fmt"
+	lrconfig "github.com/linerate/linerate/config"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,4 +191,21 @@ func TestKillUnderLoad(t *testing.T) {
 			t.Errorf("pool %q has %d buffers in use", name, used)
 		}
 	}
+}
+
+func newEngine(t *testing.T, toml string) (*appliance.Engine, error) {
+	t.Helper()
+	cfg, err := configParse(toml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := appliance.New(cfg, appliance.Options{Log: enginetest.Quiet})
+	if err == nil {
+		t.Cleanup(func() { e.Close() })
+	}
+	return e, err
+}
+
+func configParse(toml string) (*lrconfig.File, error) {
+	return lrconfig.Parse("test.toml", []byte(toml))
 }
