@@ -131,7 +131,8 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 		return nil, err
 	}
 	in := &instance{sv: sv, idx: s.Instance, failOpen: c.Fail == "open", copyPool: copies,
-		lent: make([]packet.Handle, c.RingSize), mask: uint16(c.RingSize - 1)}
+		lent: make([]packet.Handle, c.RingSize), lentAt: make([]int64, c.RingSize), mask: uint16(c.RingSize - 1),
+		latency: s.Histograms("plugin_latency", "time from lending a packet to taking its result back", "ns")}
 	cs := s.Counters
 	in.c = counters{
 		lent:      cs.New("lent", "packets lent to the plugin"),
@@ -177,11 +178,13 @@ type instance struct {
 	// of the plugin's own.
 	reasonCounters []*stats.Counter
 
-	l    *link
-	lent []packet.Handle // by lend sequence number & mask
-	mask uint16
-	head uint16 // next lend sequence number (the C2S head)
-	done uint16 // next result expected (the S2C slot)
+	l       *link
+	lent    []packet.Handle // by lend sequence number & mask
+	lentAt  []int64         // the loop time each was lent
+	latency *stats.Histogram
+	mask    uint16
+	head    uint16 // next lend sequence number (the C2S head)
+	done    uint16 // next result expected (the S2C slot)
 	// orphans: after the plugin's loss, lent packets [done, head) are taken
 	// back by Produce.
 	orphans                bool
@@ -279,6 +282,7 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 			Metadata: memif.ExtRooms(p.Headroom(), p.Tailroom())}
 		packet.Own(h, packet.OpLend, packet.NoOwner, ctx.Stage)
 		in.lent[in.head&in.mask] = h
+		in.lentAt[in.head&in.mask] = ctx.Now
 		in.head++
 		in.c.lent.Inc()
 	}
@@ -304,6 +308,9 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 	}
 	for ; avail > 0 && b.N < packet.MaxBurst; avail-- {
 		h := in.lent[in.done&in.mask]
+		if dt := ctx.Now - in.lentAt[in.done&in.mask]; dt >= 0 {
+			in.latency.Record(uint64(dt))
+		}
 		d := r.Load(in.done)
 		in.done++
 		in.result(ctx, h, d, b)

@@ -143,7 +143,7 @@ func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 	var last uint16 // next C2S slot to read; the S2C slot of its result
 	ticker, _ := in.stage.(plugins.Ticker)
 	nextTick := int64(0)
-	idle := 0
+	idle, idleSince := 0, int64(0)
 	var b packet.Burst
 	for {
 		n := min(rx.Head()-last, packet.MaxBurst)
@@ -162,14 +162,20 @@ func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 					nextTick = now + plugins.TickInterval
 				}
 			}
-			// Poll, then back off when idle for long: the lcore side never
-			// waits for us, so an idle plugin may sleep.
-			if idle++; idle > 4096 {
-				time.Sleep(20 * time.Microsecond)
+			// Poll; after a millisecond without a packet, nap between
+			// polls: the lcore never waits for us, and what it lends
+			// meanwhile waits in the ring.
+			if idle++; idle&1023 == 0 {
+				now := in.clk.Now()
+				if idleSince == 0 {
+					idleSince = now
+				} else if now-idleSince > int64(time.Millisecond) {
+					time.Sleep(50 * time.Microsecond)
+				}
 			}
 			continue
 		}
-		idle = 0
+		idle, idleSince = 0, 0
 		ctx.Now = in.clk.Now()
 		in.burst(ctx, c, rx, tx, last, n, &b)
 		last += n
