@@ -146,8 +146,12 @@ func TestThirdPartyPlugin(t *testing.T) {
 	if odd := enginetest.Counter(s, "sampler", "drop_odd_length"); odd != dr {
 		t.Errorf("dropped %d, of which odd_length %d", dr, odd)
 	}
-	if got := enginetest.Counter(s, "sink", "received"); got != fw {
-		t.Errorf("the plugin forwarded %d, the sink received %d", fw, got)
+	// What the plugin forwarded reached the sink, or a full tx buffer or
+	// mem ring on the way (a busy machine's, counted).
+	_, why := drops(s)
+	lost := why["emit_full"] + why["tx_full"]
+	if got := enginetest.Counter(s, "sink", "received"); got+lost != fw {
+		t.Errorf("the plugin forwarded %d, the sink received %d, %d dropped on the way (%v)", fw, got, lost, why)
 	}
 	for name, used := range e.InUse() {
 		if used != 0 {

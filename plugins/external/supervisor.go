@@ -100,9 +100,14 @@ func newSupervisor(cfg stageConfig, s *plugins.Setup, tomlText string) (*supervi
 	if err := checkFile(cfg.Plugin); err != nil {
 		return nil, err
 	}
+	// A first run checks the plugin and its table now, where config errors
+	// belong (linerate validate builds stages too); the plugin runs for good
+	// only from Start to Stop, so an engine that never starts leaves no
+	// process behind.
 	if err := sv.launch(); err != nil {
 		return nil, err
 	}
+	sv.kill()
 	register(sv)
 	return sv, nil
 }
@@ -250,7 +255,10 @@ func hexBytes(s string) ([]byte, error) {
 // instance gets its link, and the watch begins.
 func (sv *supervisor) start() error {
 	sv.startOnce.Do(func() {
-		sv.startErr = sv.connect()
+		sv.startErr = sv.launch()
+		if sv.startErr == nil {
+			sv.startErr = sv.connect()
+		}
 		if sv.startErr == nil {
 			sv.state.Store(StateUp)
 		}
