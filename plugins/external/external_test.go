@@ -209,3 +209,29 @@ func newEngine(t *testing.T, toml string) (*appliance.Engine, error) {
 func configParse(toml string) (*lrconfig.File, error) {
 	return lrconfig.Parse("test.toml", []byte(toml))
 }
+
+// TestSteadyStateAllocatesNothing: lending and taking results back allocate
+// nothing on the lcore.
+func TestSteadyStateAllocatesNothing(t *testing.T) {
+	bin := buildSampler(t)
+	e := enginetest.Start(t, config(bin, 0, "", ""), appliance.Options{Manual: true})
+	counter := func(stage, name string) uint64 { return enginetest.Counter(e.Snapshot(), stage, name) }
+	waitFor(t, "results from the plugin", time.Minute, func() bool {
+		for i := 0; i < 100; i++ {
+			e.Step()
+		}
+		return counter("sampler", "returned") > 10_000
+	})
+	if a := testing.AllocsPerRun(2000, func() { e.Step() }); a != 0 {
+		t.Errorf("a loop allocates %.2f times", a)
+	}
+	if counter("sampler", "returned") == 0 {
+		t.Error("nothing came back")
+	}
+	e.Stop()
+	for name, used := range e.InUse() {
+		if used != 0 {
+			t.Errorf("pool %q has %d buffers in use", name, used)
+		}
+	}
+}
