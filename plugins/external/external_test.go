@@ -235,3 +235,47 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivileges: the plugin runs as the config's user, with no new
+// privileges, in a process group of its own.
+func TestPrivileges(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin := buildSampler(t)
+	// nobody must reach the binary: a directory root owns and only root writes.
+	for _, d := range []string{filepath.Dir(bin), filepath.Dir(filepath.Dir(bin))} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := enginetest.Start(t, config(bin, 0, "10kpps", `user = "nobody"`), appliance.Options{})
+	counter := func(stage, name string) uint64 { return enginetest.Counter(e.Snapshot(), stage, name) }
+	waitFor(t, "results from the plugin", time.Minute, func() bool { return counter("sampler", "returned") > 100 })
+	pid := pluginPID(t, bin)
+	if pid == 0 {
+		t.Fatal("no plugin process")
+	}
+	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, l := range strings.Split(string(st), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			fields[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	if fields["Uid"] != "65534 65534 65534 65534" || fields["NoNewPrivs"] != "1" {
+		t.Errorf("plugin Uid %q, NoNewPrivs %q", fields["Uid"], fields["NoNewPrivs"])
+	}
+	if pgid, _ := syscall.Getpgid(pid); pgid != pid {
+		t.Errorf("plugin pgid %d, want its own (%d)", pgid, pid)
+	}
+	// The marked threads are gone: linerate itself keeps its privileges.
+	tasks, _ := filepath.Glob("/proc/self/task/*/status")
+	for _, f := range tasks {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "NoNewPrivs:\t1") {
+			t.Errorf("linerate's thread %s has no_new_privs", f)
+		}
+	}
+	e.Stop()
+}

@@ -215,15 +215,27 @@ func (sv *supervisor) launch() error {
 // locked, marked, used for the fork, and then ends with its goroutine.
 func startNoNewPrivs(c *plugin.Client) error {
 	errc := make(chan error, 1)
-	go func() {
+	var mark func()
+	mark = func() {
 		runtime.LockOSThread() // never unlocked: the marked thread exits with us
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread never exits, and it would keep the mark: hold it
+			// and mark another, which a new goroutine gets while this one is
+			// locked here.
+			done := make(chan struct{})
+			go func() { mark(); close(done) }()
+			<-done
+			runtime.UnlockOSThread()
+			return
+		}
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			errc <- fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 			return
 		}
 		_, err := c.Start()
 		errc <- err
-	}()
+	}
+	go mark()
 	return <-errc
 }
 
