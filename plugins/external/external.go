@@ -326,15 +326,17 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, b *packet.Burst) {
 	in.c.returned.Inc()
 	p := h.P()
-	mem := in.l.conn.Regions[in.l.regionOf[p.PoolID()]].Mem
+	region := in.l.regionOf[p.PoolID()]
+	mem := in.l.conn.Regions[region].Mem
 	data := p.DataTail()
 	start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))) - uintptr(unsafe.Pointer(unsafe.SliceData(mem))) - uintptr(p.Offset()))
-	if d.Region != in.l.regionOf[p.PoolID()] || uint64(d.Offset) < start || uint64(d.Offset)+uint64(d.Length) > start+uint64(p.Cap()) {
+	off, length, ok := window(d, region, start, p.Cap())
+	if !ok {
 		in.c.badWindow.Inc()
 		ctx.Env.Free(h)
 		return
 	}
-	p.SetWindow(int(uint64(d.Offset)-start), int(d.Length))
+	p.SetWindow(off, length)
 	if d.Metadata&memif.ExtMarked != 0 {
 		in.c.marked.Inc()
 	}
@@ -357,6 +359,16 @@ func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, 
 		b.H[b.N] = h
 		b.N++
 	}
+}
+
+// window is the data window a result gives a packet lent from region, whose
+// buffer starts at start in the region and holds capacity bytes: ok only when
+// the result names the same region and a window inside that buffer.
+func window(d memif.Desc, region uint16, start uint64, capacity int) (off, length int, ok bool) {
+	if d.Region != region || uint64(d.Offset) < start || uint64(d.Offset)+uint64(d.Length) > start+uint64(capacity) {
+		return 0, 0, false
+	}
+	return int(uint64(d.Offset) - start), int(d.Length), true
 }
 
 // reclaim takes back what a lost plugin had: its process is reaped, so no

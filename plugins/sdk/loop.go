@@ -193,11 +193,9 @@ func (in *instance) burst(ctx *plugins.Context, c *memif.Conn, rx, tx *memif.Rin
 	bad := uint64(0) // packets whose descriptor names memory outside the regions: refused
 	for k := uint16(0); k < n; k++ {
 		d := rx.Load(first + k)
-		head, tail := int(d.Metadata&0xFFFF), int(d.Metadata>>16)
-		whole := memif.Desc{Region: d.Region, Offset: d.Offset - uint32(head), Length: uint32(head) + d.Length + uint32(tail)}
 		p := (*packet.Packet)(unsafe.Pointer(&in.meta[int(k)*packet.MetaSize]))
-		buf, ok := memif.Buf(c.Regions, whole)
-		if !ok || d.Offset < uint32(head) {
+		buf, head, ok := lentBuffer(c.Regions, d)
+		if !ok {
 			bad++
 			p.Init(0, 0, 0, in.pool.ID(), 0)
 		} else {
@@ -237,4 +235,20 @@ func (in *instance) burst(ctx *plugins.Context, c *memif.Conn, rx, tx *memif.Rin
 		*tx.D(first + k) = memif.Desc{Region: d.Region, Offset: start + uint32(p.Offset()), Length: uint32(p.Len()), Metadata: word}
 	}
 	tx.SetTail(first + n)
+}
+
+// lentBuffer is the whole buffer of a lent packet (headroom, data, tailroom,
+// from the descriptor extension) and its headroom, when it lies inside the
+// regions.
+func lentBuffer(regions []*memif.Region, d memif.Desc) (buf []byte, head int, ok bool) {
+	head, tail := int(d.Metadata&0xFFFF), int(d.Metadata>>16)
+	if d.Offset < uint32(head) {
+		return nil, 0, false
+	}
+	whole := memif.Desc{Region: d.Region, Offset: d.Offset - uint32(head), Length: uint32(head) + d.Length + uint32(tail)}
+	if whole.Length < d.Length || whole.Length == 0 { // wrapped, or no buffer at all
+		return nil, 0, false
+	}
+	buf, ok = memif.Buf(regions, whole)
+	return buf, head, ok
 }
