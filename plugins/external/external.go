@@ -132,7 +132,7 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 	}
 	in := &instance{sv: sv, idx: s.Instance, failOpen: c.Fail == "open", copyPool: copies,
 		lent: make([]packet.Handle, c.RingSize), lentAt: make([]int64, c.RingSize), mask: uint16(c.RingSize - 1),
-		latency: s.Histograms("plugin_latency", "time from lending a packet to taking its result back", "ns")}
+		latency: s.Histograms("plugin_latency", "time from lending a packet to taking its result back (the oldest of each batch of results)", "ns")}
 	cs := s.Counters
 	in.c = counters{
 		lent:      cs.New("lent", "packets lent to the plugin"),
@@ -247,6 +247,7 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 	}
 	r := in.l.conn.C2S[0]
 	size := uint16(len(in.lent))
+	first := in.head
 	if in.head == in.done {
 		in.progress.Store(clock.Mono())
 	}
@@ -284,8 +285,8 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 		in.lent[in.head&in.mask] = h
 		in.lentAt[in.head&in.mask] = ctx.Now
 		in.head++
-		in.c.lent.Inc()
 	}
+	in.c.lent.Add(uint64(in.head - first))
 	r.SetHead(in.head)
 	in.outstanding.Store(int64(in.head - in.done))
 }
@@ -306,11 +307,13 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 	if avail == 0 {
 		return
 	}
+	// One latency sample per batch of results, its oldest packet's: the
+	// histogram costs nothing per packet.
+	if dt := ctx.Now - in.lentAt[in.done&in.mask]; dt >= 0 {
+		in.latency.Record(uint64(dt))
+	}
 	for ; avail > 0 && b.N < packet.MaxBurst; avail-- {
 		h := in.lent[in.done&in.mask]
-		if dt := ctx.Now - in.lentAt[in.done&in.mask]; dt >= 0 {
-			in.latency.Record(uint64(dt))
-		}
 		d := r.Load(in.done)
 		in.done++
 		in.result(ctx, h, d, b)
