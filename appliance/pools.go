@@ -10,7 +10,7 @@ import (
 // external stage lends their buffers to a plugin process without a copy.
 func (e *Engine) buildPools() error {
 	for _, pc := range e.cfg.Pools {
-		s, err := packet.NewSlab(packet.SlabConfig{Name: pc.Name, Buffers: pc.Buffers, DataRoom: pc.DataRoom, Headroom: pc.Headroom, Shared: true})
+		s, err := packet.NewSlab(packet.SlabConfig{Name: pc.Name, Buffers: pc.Buffers, DataRoom: pc.DataRoom, Headroom: pc.Headroom, Shared: !pc.Private})
 		if err != nil {
 			return fmt.Errorf("%s: %w", pc.Where(), err)
 		}

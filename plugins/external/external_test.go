@@ -279,3 +279,33 @@ func TestPrivileges(t *testing.T) {
 	}
 	e.Stop()
 }
+
+// TestUnsharedPoolCopies: packets of a pool the plugin cannot map (a private
+// pool here, a DPDK mempool in production) are copied into the stage's shared
+// pool before they are lent, and the copies are counted.
+func TestUnsharedPoolCopies(t *testing.T) {
+	bin := buildSampler(t)
+	cfg := strings.Replace(config(bin, 20_000, "100kpps", ""), `name = "default"
+buffers = 8192`, `name = "default"
+buffers = 8192
+private = true`, 1)
+	e := enginetest.Start(t, cfg, appliance.Options{})
+	select {
+	case <-e.Done():
+	case <-time.After(2 * time.Minute):
+		e.Stop()
+		t.Fatal("the engine did not stop by itself")
+	}
+	s := e.Snapshot()
+	lent, copies := enginetest.Counter(s, "sampler", "lent"), enginetest.Counter(s, "sampler", "copies")
+	got := enginetest.Counter(s, "sink", "received")
+	dropped, why := drops(s)
+	if lent == 0 || copies != lent || got+dropped != 20_000 {
+		t.Errorf("lent %d, copies %d; received %d + dropped %d (%v) of 20000", lent, copies, got, dropped, why)
+	}
+	for name, used := range e.InUse() {
+		if used != 0 {
+			t.Errorf("pool %q has %d buffers in use", name, used)
+		}
+	}
+}
