@@ -20,6 +20,16 @@ func init() {
 		api.RegisterExternalServer(s, &service{h: h})
 	})
 	host.RegisterCollector("external", func(h host.Host) prometheus.Collector { return &collector{h: h} })
+	host.RegisterProxy("external", func(service string) grpc.ClientConnInterface {
+		registryMu.Lock()
+		defer registryMu.Unlock()
+		for _, sv := range supervisors {
+			if cc := sv.serves(service); cc != nil {
+				return cc
+			}
+		}
+		return nil
+	})
 }
 
 type service struct {

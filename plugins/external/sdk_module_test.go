@@ -1,12 +1,18 @@
 package external_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/internal/enginetest"
@@ -20,7 +26,13 @@ import (
 const thirdParty = `package main
 
 import (
+	"context"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/plugins"
@@ -29,12 +41,28 @@ import (
 
 var reasonOdd = packet.RegisterReason("odd_length")
 
+// seen is what the plugin's own service reports: packets its instances saw.
+var seen atomic.Uint64
+
+// countService is the plugin's own control service, example.evens.Evens.
+var countService = grpc.ServiceDesc{
+	ServiceName: "example.evens.Evens",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Count", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		if err := dec(&emptypb.Empty{}); err != nil {
+			return nil, err
+		}
+		return wrapperspb.UInt64(seen.Load()), nil
+	}}},
+}
+
 type stage struct {
 	port     uint16
 	n, after uint64
 }
 
 func (s *stage) Process(ctx *plugins.Context, b *packet.Burst) {
+	seen.Add(uint64(b.N))
 	for i := 0; i < b.N; i++ {
 		s.n++
 		if s.after > 0 && s.n > s.after {
@@ -63,7 +91,7 @@ func main() {
 			return nil, &portError{c.Port}
 		}
 		return &stage{port: p.ID, after: c.HangAfter}, nil
-	}})
+	}}, sdk.Service(&countService, struct{}{}))
 }
 
 type portError struct{ name string }
@@ -132,7 +160,8 @@ func evensConfig(bin, extra string) string {
 }
 
 // TestThirdPartyPlugin: a plugin built from the SDK in its own module runs as
-// an external stage; its verdicts (forward, drop with its own reason) apply.
+// an external stage; its verdicts (forward, drop with its own reason) apply,
+// and its own gRPC service answers at linerate's control address.
 func TestThirdPartyPlugin(t *testing.T) {
 	bin := buildThirdParty(t)
 	e := enginetest.Start(t, evensConfig(bin, ""), appliance.Options{})
@@ -140,6 +169,16 @@ func TestThirdPartyPlugin(t *testing.T) {
 	waitFor(t, "forwarded and dropped", time.Minute, func() bool {
 		return counter("sampler", "forwarded") > 1000 && counter("sampler", "drop_odd_length") > 100
 	})
+	// The plugin's own service, through linerate's control API.
+	cc := enginetest.Dial(t, e)
+	var n wrapperspb.UInt64Value
+	if err := cc.Invoke(context.Background(), "/example.evens.Evens/Count", &emptypb.Empty{}, &n); err != nil || n.Value == 0 {
+		t.Errorf("the plugin's Count through linerate: %v, %d", err, n.Value)
+	}
+	err := cc.Invoke(context.Background(), "/example.nothing.Nothing/Count", &emptypb.Empty{}, &n)
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("an unknown service: %v", err)
+	}
 	e.Stop()
 	s := e.Snapshot()
 	fw, dr := enginetest.Counter(s, "sampler", "forwarded"), enginetest.Counter(s, "sampler", "dropped")

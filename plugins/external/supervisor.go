@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
 	"github.com/linerate/linerate/appliance/clock"
@@ -54,6 +55,7 @@ type supervisor struct {
 	mu     sync.Mutex
 	client *plugin.Client
 	rpc    api.StagePluginClient
+	conn   *grpc.ClientConn // go-plugin's connection: the plugin's own services go through it
 	pid    int
 	dir    string // the socket's directory, 0700
 	caps   *api.CapabilitiesReply
@@ -149,7 +151,7 @@ func (sv *supervisor) launch() error {
 	}
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  api.Handshake,
-		Plugins:          api.Plugins(nil),
+		Plugins:          api.Plugins(nil, nil),
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
@@ -201,8 +203,12 @@ func (sv *supervisor) launch() error {
 		client.Kill()
 		return err
 	}
+	var conn *grpc.ClientConn
+	if g, ok := proto.(*plugin.GRPCClient); ok {
+		conn = g.Conn
+	}
 	sv.mu.Lock()
-	sv.client, sv.rpc, sv.caps, sv.dir = client, rpc, caps, dir
+	sv.client, sv.rpc, sv.caps, sv.dir, sv.conn = client, rpc, caps, dir, conn
 	sv.pid = client.ReattachConfig().Pid
 	sv.mu.Unlock()
 	sv.gen.Add(1)
@@ -419,7 +425,7 @@ func (sv *supervisor) hung() (int, bool) {
 func (sv *supervisor) kill() {
 	sv.mu.Lock()
 	client, pid, dir := sv.client, sv.pid, sv.dir
-	sv.client, sv.dir = nil, ""
+	sv.client, sv.dir, sv.conn = nil, "", nil
 	sv.mu.Unlock()
 	if pid > 0 {
 		_ = unix.Kill(-pid, unix.SIGKILL)
@@ -521,4 +527,19 @@ func (w *slogWriter) Write(b []byte) (int, error) {
 	}
 	w.log.Log(context.Background(), lvl, msg, attrs...)
 	return len(b), nil
+}
+
+// serves is the connection to the plugin when it serves service and runs.
+func (sv *supervisor) serves(service string) grpc.ClientConnInterface {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.conn == nil || sv.caps == nil {
+		return nil
+	}
+	for _, s := range sv.caps.Services {
+		if s == service {
+			return sv.conn
+		}
+	}
+	return nil
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/memif"
@@ -39,15 +40,38 @@ import (
 	"github.com/linerate/linerate/plugins/external/api"
 )
 
+// Option adds to what Serve serves.
+type Option func(*server)
+
+// Service serves a gRPC service of the plugin's own (generated code's
+// ServiceDesc, and its implementation) beside the stage: linerate's control
+// API forwards calls of it to the plugin, so a client reaches it at
+// linerate's address, as it reaches linerate's own services.
+func Service(desc *grpc.ServiceDesc, impl any) Option {
+	return func(s *server) { s.services = append(s.services, service{desc, impl}) }
+}
+
+type service struct {
+	desc *grpc.ServiceDesc
+	impl any
+}
+
 // Serve runs kind as a plugin until linerate stops it. It never returns.
-func Serve(kind plugins.Kind) {
+func Serve(kind plugins.Kind, opts ...Option) {
 	log := Logger()
 	srv := &server{kind: kind, log: log}
+	for _, o := range opts {
+		o(srv)
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: api.Handshake,
-		Plugins:         api.Plugins(srv),
-		GRPCServer:      plugin.DefaultGRPCServer,
-		Logger:          hclog.New(&hclog.LoggerOptions{Output: os.Stderr, JSONFormat: true, Level: hclog.Info}),
+		Plugins: api.Plugins(srv, func(g *grpc.Server) {
+			for _, s := range srv.services {
+				g.RegisterService(s.desc, s.impl)
+			}
+		}),
+		GRPCServer: plugin.DefaultGRPCServer,
+		Logger:     hclog.New(&hclog.LoggerOptions{Output: os.Stderr, JSONFormat: true, Level: hclog.Info}),
 	})
 	os.Exit(0)
 }
@@ -88,8 +112,9 @@ func levelName(v any) string {
 
 type server struct {
 	api.UnimplementedStagePluginServer
-	kind plugins.Kind
-	log  *slog.Logger
+	kind     plugins.Kind
+	log      *slog.Logger
+	services []service
 
 	mu        sync.Mutex
 	instances []*instance
@@ -101,6 +126,9 @@ type server struct {
 
 func (s *server) Capabilities(context.Context, *api.CapabilitiesRequest) (*api.CapabilitiesReply, error) {
 	r := &api.CapabilitiesReply{Kind: s.kind.Name, Summary: s.kind.Summary, ExtVersion: memif.ExtVersion}
+	for _, sv := range s.services {
+		r.Services = append(r.Services, sv.desc.ServiceName)
+	}
 	for i := 0; i < packet.NumReasons(); i++ {
 		r.Reasons = append(r.Reasons, packet.Reason(i).String())
 	}

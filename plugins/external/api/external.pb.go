@@ -68,7 +68,10 @@ type CapabilitiesReply struct {
 	// reasons[i] is the name of the plugin's drop reason i.
 	Reasons []string `protobuf:"bytes,3,rep,name=reasons,proto3" json:"reasons,omitempty"`
 	// The descriptor extension's version the plugin speaks (ExtVersion).
-	ExtVersion    uint32 `protobuf:"varint,4,opt,name=ext_version,json=extVersion,proto3" json:"ext_version,omitempty"`
+	ExtVersion uint32 `protobuf:"varint,4,opt,name=ext_version,json=extVersion,proto3" json:"ext_version,omitempty"`
+	// The plugin's own gRPC services ("pkg.Service"), which linerate's control
+	// API forwards to it.
+	Services      []string `protobuf:"bytes,5,rep,name=services,proto3" json:"services,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -129,6 +132,13 @@ func (x *CapabilitiesReply) GetExtVersion() uint32 {
 		return x.ExtVersion
 	}
 	return 0
+}
+
+func (x *CapabilitiesReply) GetServices() []string {
+	if x != nil {
+		return x.Services
+	}
+	return nil
 }
 
 type Port struct {
@@ -559,13 +569,14 @@ var File_plugins_external_api_external_proto protoreflect.FileDescriptor
 const file_plugins_external_api_external_proto_rawDesc = "" +
 	"\n" +
 	"#plugins/external/api/external.proto\x12\x12linerate.plugin.v1\"\x15\n" +
-	"\x13CapabilitiesRequest\"|\n" +
+	"\x13CapabilitiesRequest\"\x98\x01\n" +
 	"\x11CapabilitiesReply\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asummary\x18\x02 \x01(\tR\asummary\x12\x18\n" +
 	"\areasons\x18\x03 \x03(\tR\areasons\x12\x1f\n" +
 	"\vext_version\x18\x04 \x01(\rR\n" +
-	"extVersion\"N\n" +
+	"extVersion\x12\x1a\n" +
+	"\bservices\x18\x05 \x03(\tR\bservices\"N\n" +
 	"\x04Port\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +

@@ -24,11 +24,16 @@ const PluginName = "stage"
 type GRPCPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Impl StagePluginServer
+	// Extra registers the plugin's own services beside StagePlugin.
+	Extra func(*grpc.Server)
 }
 
-// GRPCServer registers the plugin's service.
+// GRPCServer registers the plugin's services.
 func (p *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	RegisterStagePluginServer(s, p.Impl)
+	if p.Extra != nil {
+		p.Extra(s)
+	}
 	return nil
 }
 
@@ -37,7 +42,8 @@ func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc
 	return NewStagePluginClient(c), nil
 }
 
-// Plugins is the plugin set both sides name.
-func Plugins(impl StagePluginServer) map[string]plugin.Plugin {
-	return map[string]plugin.Plugin{PluginName: &GRPCPlugin{Impl: impl}}
+// Plugins is the plugin set both sides name; extra registers the plugin's
+// own services (nil on linerate's side).
+func Plugins(impl StagePluginServer, extra func(*grpc.Server)) map[string]plugin.Plugin {
+	return map[string]plugin.Plugin{PluginName: &GRPCPlugin{Impl: impl, Extra: extra}}
 }
