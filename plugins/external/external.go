@@ -288,6 +288,7 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 	}
 	in.c.lent.Add(uint64(in.head - first))
 	r.SetHead(in.head)
+	r.Kick() // only when the plugin sleeps on its eventfd: a load of the flags otherwise
 	in.outstanding.Store(int64(in.head - in.done))
 }
 

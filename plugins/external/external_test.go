@@ -17,6 +17,7 @@ import (
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/plugins/external"
 )
 
 // buildSampler builds the example plugin into a directory of the test's own
@@ -307,5 +308,25 @@ private = true`, 1)
 		if used != 0 {
 			t.Errorf("pool %q has %d buffers in use", name, used)
 		}
+	}
+}
+
+// TestInterruptMode: a plugin idle for long sleeps on its ring's eventfd and
+// linerate's next lend wakes it (memif's interrupt mode): at 200 packets a
+// second, the plugin's own counters show kicked wake-ups.
+func TestInterruptMode(t *testing.T) {
+	bin := buildSampler(t)
+	e := enginetest.Start(t, config(bin, 0, "200pps", ""), appliance.Options{})
+	waitFor(t, "a kicked wake-up", time.Minute, func() bool {
+		for _, st := range external.Statuses() {
+			if st.Counters["plugin_kicked"] > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	e.Stop()
+	if n := enginetest.Counter(e.Snapshot(), "sampler", "returned"); n == 0 {
+		t.Error("nothing came back")
 	}
 }

@@ -35,7 +35,7 @@ type instance struct {
 	quit    chan struct{}
 	running sync.WaitGroup
 
-	bursts, packets atomic.Uint64
+	bursts, packets, kicked atomic.Uint64
 }
 
 func newInstance(idx int, st plugins.Stage, counters *stats.Set, pool packet.Pool, clk clock.Clock, log *slog.Logger) (*instance, error) {
@@ -162,15 +162,21 @@ func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 					nextTick = now + plugins.TickInterval
 				}
 			}
-			// Poll; after a millisecond without a packet, nap between
-			// polls: the lcore never waits for us, and what it lends
-			// meanwhile waits in the ring.
+			// Poll while busy; after a millisecond without a packet, sleep
+			// on the ring's eventfd until linerate lends again (memif's
+			// interrupt mode). The lcore never waits for us either way.
 			if idle++; idle&1023 == 0 {
 				now := in.clk.Now()
 				if idleSince == 0 {
 					idleSince = now
 				} else if now-idleSince > int64(time.Millisecond) {
-					time.Sleep(50 * time.Microsecond)
+					wait := 10 * time.Millisecond
+					if ticker != nil {
+						wait = time.Millisecond
+					}
+					if sleep(rx, last, wait) {
+						in.kicked.Add(1)
+					}
 				}
 			}
 			continue
@@ -251,4 +257,27 @@ func lentBuffer(regions []*memif.Region, d memif.Desc) (buf []byte, head int, ok
 	}
 	buf, ok = memif.Buf(regions, whole)
 	return buf, head, ok
+}
+
+// sleep waits on rx's eventfd, for up to d, unless a packet is there already;
+// it reports whether linerate kicked it.
+// Interrupts are asked for (the mask cleared) before head is read again, and
+// linerate reads the mask after it publishes head, so a packet lent meanwhile
+// either is seen here or kicks the eventfd.
+func sleep(rx *memif.Ring, last uint16, d time.Duration) bool {
+	if rx.Intr < 0 {
+		time.Sleep(50 * time.Microsecond)
+		return false
+	}
+	kicked := false
+	rx.SetFlags(0)
+	if rx.Head() == last {
+		fds := []unix.PollFd{{Fd: int32(rx.Intr), Events: unix.POLLIN}}
+		_, _ = unix.Poll(fds, int(d/time.Millisecond))
+		var b [8]byte
+		n, _ := unix.Read(rx.Intr, b[:]) // non-blocking: clears a kick, if any
+		kicked = n == 8
+	}
+	rx.SetFlags(memif.RingFlagMaskInt)
+	return kicked
 }

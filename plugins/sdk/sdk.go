@@ -284,6 +284,7 @@ func (s *server) Stats(context.Context, *api.StatsRequest) (*api.StatsReply, err
 		in.counters.Each(func(name, _ string, v uint64) { r.Counters[name] += v })
 		r.Counters["plugin_bursts"] += in.bursts.Load()
 		r.Counters["plugin_packets"] += in.packets.Load()
+		r.Counters["plugin_kicked"] += in.kicked.Load()
 	}
 	return r, nil
 }
