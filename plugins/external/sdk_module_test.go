@@ -2,6 +2,8 @@ package external_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,6 +240,15 @@ func TestChecksumRefused(t *testing.T) {
 	}
 	if pluginPID(t, bin) != 0 {
 		t.Error("a plugin process is left")
+	}
+	// With its own checksum it runs.
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	if _, err := newEngine(t, config(bin, 0, "1kpps", `sha256 = "`+hex.EncodeToString(sum[:])+`"`)); err != nil {
+		t.Errorf("the right checksum: %v", err)
 	}
 }
 

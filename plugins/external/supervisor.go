@@ -3,6 +3,7 @@ package external
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -255,16 +256,9 @@ func grpcMessage(err error) error {
 }
 
 func hexBytes(s string) ([]byte, error) {
-	if len(s) != 64 {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != sha256.Size {
 		return nil, fmt.Errorf("sha256 %q: 64 hex digits", s)
-	}
-	b := make([]byte, 32)
-	for i := range b {
-		v, err := strconv.ParseUint(s[2*i:2*i+2], 16, 8)
-		if err != nil {
-			return nil, fmt.Errorf("sha256 %q: 64 hex digits", s)
-		}
-		b[i] = byte(v)
 	}
 	return b, nil
 }
