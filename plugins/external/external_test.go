@@ -2,7 +2,9 @@ package external_test
 
 import (
 	"fmt"
-	lrconfig "github.com/linerate/linerate/config"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +16,11 @@ import (
 
 	"github.com/linerate/linerate/appliance"
 	_ "github.com/linerate/linerate/appliance/all"
+	"github.com/linerate/linerate/appliance/control"
+	"github.com/linerate/linerate/appliance/control/host"
+	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/appliance/stats"
+	lrconfig "github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/plugins/external"
@@ -329,4 +335,31 @@ func TestInterruptMode(t *testing.T) {
 	if n := enginetest.Counter(e.Snapshot(), "sampler", "returned"); n == 0 {
 		t.Error("nothing came back")
 	}
+}
+
+// TestMetrics: /metrics has each plugin's state, losses, restarts and own
+// counters beside the stage's counters.
+func TestMetrics(t *testing.T) {
+	bin := buildSampler(t)
+	e := enginetest.Start(t, config(bin, 0, "10kpps", ""), appliance.Options{})
+	srv := httptest.NewServer(metrics.Handler(e, host.Collectors(control.Host(e))...))
+	defer srv.Close()
+	var body string
+	waitFor(t, "the plugin's series", time.Minute, func() bool {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return strings.Contains(body, `linerate_external_plugin_counter{counter="sampled",stage="sampler"}`)
+	})
+	for _, want := range []string{`linerate_external_plugin_up{stage="sampler"} 1`,
+		`linerate_external_plugin_lost_total{stage="sampler"} 0`, `linerate_external_plugin_restarts_total{stage="sampler"} 0`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in /metrics", want)
+		}
+	}
+	e.Stop()
 }
