@@ -271,9 +271,13 @@ func (sv *supervisor) start() error {
 		if sv.startErr == nil {
 			sv.startErr = sv.connect()
 		}
-		if sv.startErr == nil {
-			sv.state.Store(StateUp)
+		if sv.startErr != nil {
+			// The engine does not start: nothing is watched or restarted.
+			sv.kill()
+			close(sv.done)
+			return
 		}
+		sv.state.Store(StateUp)
 		go sv.watch()
 	})
 	return sv.startErr
