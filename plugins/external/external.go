@@ -276,9 +276,7 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 		} else {
 			p.Consume()
 		}
-		mem := in.l.conn.Regions[region].Mem
-		data := p.DataTail()
-		off := uintptr(unsafe.Pointer(unsafe.SliceData(data))) - uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+		off := dataAddr(p) - in.l.base[p.PoolID()]
 		*r.D(in.head) = memif.Desc{Region: region, Offset: uint32(off), Length: uint32(p.Len()),
 			Metadata: memif.ExtRooms(p.Headroom(), p.Tailroom())}
 		packet.Own(h, packet.OpLend, packet.NoOwner, ctx.Stage)
@@ -313,12 +311,14 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 	if dt := ctx.Now - in.lentAt[in.done&in.mask]; dt >= 0 {
 		in.latency.Record(uint64(dt))
 	}
+	first := in.done
 	for ; avail > 0 && b.N < packet.MaxBurst; avail-- {
 		h := in.lent[in.done&in.mask]
 		d := r.Load(in.done)
 		in.done++
 		in.result(ctx, h, d, b)
 	}
+	in.c.returned.Add(uint64(in.done - first))
 	r.SetHead(in.done + uint16(len(in.lent)))
 	in.outstanding.Store(int64(in.head - in.done))
 	in.progress.Store(clock.Mono())
@@ -328,13 +328,10 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 // buffer: the plugin names no memory, it only moves the window inside the
 // buffer it was lent.
 func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, b *packet.Burst) {
-	in.c.returned.Inc()
 	p := h.P()
-	region := in.l.regionOf[p.PoolID()]
-	mem := in.l.conn.Regions[region].Mem
-	data := p.DataTail()
-	start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))) - uintptr(unsafe.Pointer(unsafe.SliceData(mem))) - uintptr(p.Offset()))
-	off, length, ok := window(d, region, start, p.Cap())
+	pid := p.PoolID()
+	start := uint64(dataAddr(p) - in.l.base[pid] - uintptr(p.Offset()))
+	off, length, ok := window(d, in.l.regionOf[pid], start, p.Cap())
 	if !ok {
 		in.c.badWindow.Inc()
 		ctx.Env.Free(h)
@@ -363,6 +360,11 @@ func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, 
 		b.H[b.N] = h
 		b.N++
 	}
+}
+
+// dataAddr is the address of p's first data byte.
+func dataAddr(p *packet.Packet) uintptr {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(p.DataTail())))
 }
 
 // window is the data window a result gives a packet lent from region, whose

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -83,7 +84,8 @@ type supervisor struct {
 type link struct {
 	conn     *memif.Conn
 	rings    *memif.Region
-	regionOf [packet.MaxPools]uint16 // pool id → region index; 0: not shared
+	regionOf [packet.MaxPools]uint16  // pool id → region index; 0: not shared
+	base     [packet.MaxPools]uintptr // pool id → its region's first byte
 	gen      uint64
 }
 
@@ -330,6 +332,7 @@ func (sv *supervisor) dial(i int, gen uint64) (*link, error) {
 			continue
 		}
 		l.regionOf[s.ID()] = uint16(len(regions))
+		l.base[s.ID()] = uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 		regions = append(regions, &memif.Region{Mem: mem, FD: fd})
 	}
 	c, err := memif.Dial(memif.ClientConfig{Socket: sv.socket(), ID: uint32(i), Name: "linerate:" + sv.name,
