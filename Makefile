@@ -8,7 +8,7 @@ VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/linerate/linerate/appliance/cli.version=$(VERSION)
 # Debian packages the tests, the interop peers and the benchmarks need.
 DEB_PKGS  := iproute2 tshark python3-scapy python3-grpcio python3-grpc-tools \
-             protobuf-compiler libprotobuf-dev pkg-config dpdk libdpdk-dev libisal-dev \
+             protobuf-compiler libprotobuf-dev pkg-config dpdk dpdk-dev libdpdk-dev libisal-dev \
              clang llvm libbpf-dev bpftool ethtool
 # Packages whose tests run without the race detector: those with cgo.
 CGO_PKGS  := ./ports/dpdk/...

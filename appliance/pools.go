@@ -6,9 +6,11 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 )
 
+// buildPools makes the engine's slab pools, shared (memfd-backed): an
+// external stage lends their buffers to a plugin process without a copy.
 func (e *Engine) buildPools() error {
 	for _, pc := range e.cfg.Pools {
-		s, err := packet.NewSlab(packet.SlabConfig{Name: pc.Name, Buffers: pc.Buffers, DataRoom: pc.DataRoom, Headroom: pc.Headroom})
+		s, err := packet.NewSlab(packet.SlabConfig{Name: pc.Name, Buffers: pc.Buffers, DataRoom: pc.DataRoom, Headroom: pc.Headroom, Shared: !pc.Private})
 		if err != nil {
 			return fmt.Errorf("%s: %w", pc.Where(), err)
 		}
@@ -16,7 +18,7 @@ func (e *Engine) buildPools() error {
 		e.ownPools = append(e.ownPools, s)
 	}
 	if _, ok := e.pools["default"]; !ok {
-		s, err := packet.NewSlab(packet.SlabConfig{Name: "default", Buffers: 16384})
+		s, err := packet.NewSlab(packet.SlabConfig{Name: "default", Buffers: 16384, Shared: true})
 		if err != nil {
 			return err
 		}
@@ -31,7 +33,7 @@ func (e *Engine) stagePool(name string, buffers, dataRoom int) (packet.Pool, err
 	if p, ok := e.pools[name]; ok {
 		return p, nil
 	}
-	s, err := packet.NewSlab(packet.SlabConfig{Name: name, Buffers: buffers, DataRoom: dataRoom})
+	s, err := packet.NewSlab(packet.SlabConfig{Name: name, Buffers: buffers, DataRoom: dataRoom, Shared: true})
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,9 @@ type Pool struct {
 	Buffers  int    `toml:"buffers"`   // default 16384
 	DataRoom int    `toml:"data_room"` // bytes after the headroom; default 2048
 	Headroom int    `toml:"headroom"`  // default and minimum 320
+	// Private keeps the buffers out of shared memory: an external stage then
+	// copies each packet before lending it to its plugin. Default false.
+	Private bool `toml:"private"`
 	where
 }
 

@@ -48,6 +48,7 @@ func init() {
 		{"neighbor", "show or change the neighbour cache (routed mode)", cmdNeighbor},
 		{"stamp", "STAMP sessions: list, create, start, stop, destroy, results, watch", cmdStamp},
 		{"ioam", "IOAM tools: pot-keys deals Proof of Transit key files", cmdIoam},
+		{"plugins", "show the out-of-process plugins: state, restarts, counters", cmdPlugins},
 		{"stages", "list the stage kinds this binary knows", cmdStages},
 		{"version", "print the version", cmdVersion},
 	}

@@ -14,7 +14,8 @@ import (
 // TestOutputFits runs the embedded lab with the binary and every command that
 // prints tables against it: each line of their output, the run summary with
 // its STAMP report included, fits 100 columns; with --wide each row of a
-// table is one line. route and neighbor are TestRouteOutputFits's.
+// table is one line. route and neighbor are TestRouteOutputFits's; plugins
+// with a plugin running is TestPluginsCommand's.
 func TestOutputFits(t *testing.T) {
 	dir := t.TempDir()
 	env := append(os.Environ(), "LINERATE_CONTROL=unix:"+filepath.Join(dir, "ctl.sock"))
@@ -60,7 +61,7 @@ func TestOutputFits(t *testing.T) {
 			t.Fatalf("the lab did not answer within a minute:\n%s", logs.String())
 		}
 	}
-	for _, args := range [][]string{{"status"}, {"status", "--stats"}, {"stamp", "list"}, {"stages"}} {
+	for _, args := range [][]string{{"status"}, {"status", "--stats"}, {"stamp", "list"}, {"stages"}, {"plugins"}} {
 		checkWidth(t, strings.Join(args, " "), cli(args...))
 	}
 	// The session's records, once it has some.

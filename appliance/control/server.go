@@ -72,6 +72,8 @@ func NewServer(src Source, log *slog.Logger, opts ...ServeOptions) *Server {
 	gopts = append(gopts,
 		grpc.ChainUnaryInterceptor(s.unary),
 		grpc.ChainStreamInterceptor(s.stream),
+		grpc.ForceServerCodec(codec{}),
+		grpc.UnknownServiceHandler(proxy),
 	)
 	s.grpc = grpc.NewServer(gopts...)
 	api.RegisterApplianceServer(s.grpc, &applianceService{src: src})

@@ -41,7 +41,7 @@ const Checked = checked
 // Adding a state or moving a field bumps it (the package doc lists what does).
 //
 //metagen:c
-const MetaVersion = 2
+const MetaVersion = 3
 
 // State is who owns a buffer. States are part of the metadata layout: add new
 // ones before numStates, give them a name and rules, and bump MetaVersion.
@@ -70,10 +70,14 @@ const (
 	// write into, until the port takes it from the rx ring (OpRecv). Owner is
 	// NoOwner.
 	StateKernel
+	// StateLent: lent to an out-of-process plugin by lcore Owner's external
+	// stage; only that stage claims it back (the plugin's verdict, or the
+	// plugin's death once its process is reaped).
+	StateLent
 	numStates
 )
 
-var stateNames = [numStates]string{"free", "lcore", "port", "ring", "held", "freeing", "kernel"}
+var stateNames = [numStates]string{"free", "lcore", "port", "ring", "held", "freeing", "kernel", "lent"}
 
 func (s State) String() string {
 	if s < numStates {
@@ -126,10 +130,13 @@ const (
 	// OpFill: a port gives a fresh buffer to the kernel to receive into
 	// (AF_XDP's fill ring).
 	OpFill
+	// OpLend: an lcore's external stage lends it to a plugin process. Like
+	// OpHold, the stage does not know its lcore's index: the owner stays.
+	OpLend
 	numOps
 )
 
-var opNames = [numOps]string{"alloc", "release", "recv", "claim", "free", "tx", "back", "handoff", "hold", "verdict", "use", "fill"}
+var opNames = [numOps]string{"alloc", "release", "recv", "claim", "free", "tx", "back", "handoff", "hold", "verdict", "use", "fill", "lend"}
 
 func (o Op) String() string {
 	if o < numOps {
@@ -142,7 +149,7 @@ type stateSet uint16
 
 // owned are the states whose Owner is the only lcore that may hand the buffer
 // on. A port's and a pool's buffers keep their last owner for the record.
-const owned = 1<<StateLcore | 1<<StateRing | 1<<StateHeld | 1<<StateFreeing
+const owned = 1<<StateLcore | 1<<StateRing | 1<<StateHeld | 1<<StateFreeing | 1<<StateLent
 
 func set(ss ...State) stateSet {
 	var m stateSet
@@ -166,8 +173,8 @@ var rules = [numOps]rule{
 	OpAlloc:   {from: set(StateFree, StatePort), to: StateLcore},
 	OpRelease: {from: ^set(StateFree), to: StateFree},
 	OpRecv:    {from: set(StateFree, StatePort, StateLcore, StateKernel), to: StateLcore, mine: true},
-	OpClaim:   {from: set(StateLcore, StatePort, StateRing, StateHeld), to: StateLcore, mine: true},
-	OpFree:    {from: set(StateLcore, StateHeld), to: StateFreeing, mine: true},
+	OpClaim:   {from: set(StateLcore, StatePort, StateRing, StateHeld, StateLent), to: StateLcore, mine: true},
+	OpFree:    {from: set(StateLcore, StateHeld, StateLent), to: StateFreeing, mine: true},
 	OpTx:      {from: set(StateLcore), to: StatePort, mine: true},
 	OpBack:    {from: set(StatePort, StateRing), to: StateLcore},
 	OpHandoff: {from: set(StateLcore), to: StateRing, mine: true},
@@ -175,6 +182,7 @@ var rules = [numOps]rule{
 	OpVerdict: {from: set(StateLcore, StateHeld), keep: true, mine: true},
 	OpUse:     {from: ^set(StateFree), keep: true},
 	OpFill:    {from: set(StateLcore), to: StateKernel},
+	OpLend:    {from: set(StateLcore), to: StateLent, keepOwner: true},
 }
 
 // ownMeta is the ownership record in the metadata (checked builds).

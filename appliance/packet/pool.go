@@ -139,6 +139,12 @@ type SlabConfig struct {
 	Buffers  int // number of buffers
 	DataRoom int // bytes after the headroom; 2048 when zero
 	Headroom int // at least MinHeadroom; MinHeadroom when zero
+	// Shared puts the buffers' bytes (headroom and data room) in a memfd, one
+	// after another, and the metadata in a private mapping of its own: the
+	// memfd can then be shared with another process (a memif region for an
+	// out-of-process plugin) without the metadata, whose addresses mean
+	// nothing there.
+	Shared bool
 }
 
 // Slab is a pool of buffers carved from one anonymous mmap: off the Go heap, so the
@@ -147,8 +153,10 @@ type SlabConfig struct {
 type Slab struct {
 	id       uint16
 	name     string
-	mem      []byte
-	bufSize  int
+	mem      []byte // metadata and buffers; only metadata when shared
+	data     []byte // shared: the memfd's mapping
+	fd       int    // shared: the memfd, or -1
+	bufSize  int    // stride of mem; of data when shared
 	headroom int
 	dataRoom int
 
@@ -184,39 +192,121 @@ func NewSlab(cfg SlabConfig) (*Slab, error) {
 		return nil, fmt.Errorf("pool %q: data_room %d is outside 64..65535", cfg.Name, cfg.DataRoom)
 	}
 	bufSize := (MetaSize + cfg.Headroom + cfg.DataRoom + 63) &^ 63
-	total := bufSize * cfg.Buffers
-	mem, err := syscall.Mmap(-1, 0, total, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	if cfg.Shared {
+		bufSize = (cfg.Headroom + cfg.DataRoom + 63) &^ 63
+	}
+	var mem, data []byte
+	fd := -1
+	var err error
+	if cfg.Shared {
+		if fd, data, err = sharedMap(cfg.Name, bufSize*cfg.Buffers); err != nil {
+			return nil, fmt.Errorf("pool %q: %w", cfg.Name, err)
+		}
+		mem, err = syscall.Mmap(-1, 0, MetaSize*cfg.Buffers, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	} else {
+		mem, err = syscall.Mmap(-1, 0, bufSize*cfg.Buffers, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("pool %q: mmap %d bytes: %w", cfg.Name, total, err)
+		unmapShared(fd, data)
+		return nil, fmt.Errorf("pool %q: mmap: %w", cfg.Name, err)
 	}
 	var s *Slab
 	_, err = RegisterPool(func(id uint16) Pool {
-		s = &Slab{id: id, name: cfg.Name, mem: mem, bufSize: bufSize, headroom: cfg.Headroom,
+		s = &Slab{id: id, name: cfg.Name, mem: mem, data: data, fd: fd, bufSize: bufSize, headroom: cfg.Headroom,
 			dataRoom: cfg.DataRoom, size: cfg.Buffers, free: make([]Handle, 0, cfg.Buffers)}
 		return s
 	})
 	if err != nil {
 		_ = syscall.Munmap(mem)
+		unmapShared(fd, data)
 		return nil, err
 	}
 	// Metadata is written at Alloc, not here, so pages are touched only when
 	// used; fresh is what Init writes there, made once.
 	var img Packet
-	img.Init(0, bufSize-MetaSize, cfg.Headroom, s.id, 0)
+	capacity := bufSize - MetaSize
+	if cfg.Shared {
+		capacity = bufSize
+	}
+	img.Init(0, capacity, cfg.Headroom, s.id, 0)
 	s.fresh = *(*[8]uint64)(unsafe.Pointer(&img))
 	base := uintptr(unsafe.Pointer(&mem[0]))
+	stride := uintptr(bufSize)
+	if cfg.Shared {
+		stride = MetaSize
+	}
 	for i := cfg.Buffers - 1; i >= 0; i-- {
-		s.free = append(s.free, Handle(base+uintptr(i*bufSize)))
+		s.free = append(s.free, Handle(base+uintptr(i)*stride))
 	}
 	return s, nil
+}
+
+func sharedMap(name string, size int) (int, []byte, error) {
+	fd, err := memfdCreate("linerate-pool-" + name)
+	if err != nil {
+		return -1, nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	if err := syscall.Ftruncate(fd, int64(size)); err != nil {
+		syscall.Close(fd)
+		return -1, nil, fmt.Errorf("ftruncate: %w", err)
+	}
+	// Sealed: a process it is shared with cannot shrink it under us.
+	if err := sealAll(fd); err != nil {
+		syscall.Close(fd)
+		return -1, nil, fmt.Errorf("seals: %w", err)
+	}
+	data, err := syscall.Mmap(fd, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		syscall.Close(fd)
+		return -1, nil, fmt.Errorf("mmap: %w", err)
+	}
+	return fd, data, nil
+}
+
+func unmapShared(fd int, data []byte) {
+	if data != nil {
+		_ = syscall.Munmap(data)
+	}
+	if fd >= 0 {
+		syscall.Close(fd)
+	}
+}
+
+// SharedMemory is a shared slab's memfd and its mapping, buffer after buffer
+// of Stride bytes (headroom then data room); ok is false for a slab that is
+// not shared. The descriptor stays the slab's: a caller that sends it dups it.
+func (s *Slab) SharedMemory() (fd int, mem []byte, stride int, ok bool) {
+	return s.fd, s.data, s.bufSize, s.data != nil
+}
+
+// BufferIndex is h's index in the slab, and Handle the handle of buffer i:
+// for shared slabs, whose buffers and metadata lie apart.
+func (s *Slab) BufferIndex(h Handle) int {
+	if s.data != nil {
+		return int((uintptr(h) - uintptr(unsafe.Pointer(&s.mem[0]))) / MetaSize)
+	}
+	return int((uintptr(h) - uintptr(unsafe.Pointer(&s.mem[0]))) / uintptr(s.bufSize))
+}
+
+// Handle is buffer i's handle; see BufferIndex.
+func (s *Slab) Handle(i int) Handle {
+	if s.data != nil {
+		return Handle(uintptr(unsafe.Pointer(&s.mem[0])) + uintptr(i)*MetaSize)
+	}
+	return Handle(uintptr(unsafe.Pointer(&s.mem[0])) + uintptr(i*s.bufSize))
 }
 
 func (s *Slab) ID() uint16    { return s.id }
 func (s *Slab) Name() string  { return s.name }
 func (s *Slab) Headroom() int { return s.headroom }
-func (s *Slab) DataRoom() int { return s.bufSize - MetaSize - s.headroom }
-func (s *Slab) Size() int     { return s.size }
-func (s *Slab) InUse() int    { return int(s.inUse.Load()) }
+func (s *Slab) DataRoom() int {
+	if s.data != nil {
+		return s.bufSize - s.headroom
+	}
+	return s.bufSize - MetaSize - s.headroom
+}
+func (s *Slab) Size() int  { return s.size }
+func (s *Slab) InUse() int { return int(s.inUse.Load()) }
 func (s *Slab) Stats() PoolStats {
 	return PoolStats{Name: s.name, Size: s.size, InUse: s.InUse(), AllocFail: s.allocFail.Load(), Copies: CopyCount(s.id)}
 }
@@ -272,6 +362,10 @@ func (s *Slab) init(h Handle) {
 	// Init's stores as one copy of its image: the line is written whole.
 	line := (*[8]uint64)(addr(uintptr(h)))
 	*line = s.fresh
+	if s.data != nil {
+		line[0] = uint64(uintptr(unsafe.Pointer(&s.data[0])) + uintptr(s.BufferIndex(h)*s.bufSize)) // base
+		return
+	}
 	line[0] = uint64(uintptr(h) + MetaSize) // base
 }
 
@@ -312,5 +406,6 @@ func (s *Slab) Close() error {
 		return fmt.Errorf("pool %q: %d buffers still in use", s.name, n)
 	}
 	UnregisterPool(s)
+	unmapShared(s.fd, s.data)
 	return syscall.Munmap(s.mem)
 }

@@ -274,3 +274,42 @@ func TestSlabFreshIsInit(t *testing.T) {
 		t.Fatalf("fresh metadata % x, Init gives % x", (*[64]byte)(unsafe.Pointer(got))[:], (*[64]byte)(unsafe.Pointer(&want))[:])
 	}
 }
+
+// TestSharedSlab: a shared slab's bytes lie in its memfd, buffer i at i
+// strides, and its metadata apart from them.
+func TestSharedSlab(t *testing.T) {
+	s, err := NewSlab(SlabConfig{Name: "shared", Buffers: 8, DataRoom: 1000, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, mem, stride, ok := s.SharedMemory()
+	if !ok || fd < 0 || stride%64 != 0 || len(mem) != 8*stride || s.DataRoom() < 1000 {
+		t.Fatalf("shared memory fd %d, %d bytes, stride %d, data room %d", fd, len(mem), stride, s.DataRoom())
+	}
+	var b Burst
+	if s.Alloc(&b, 8) != 8 {
+		t.Fatal("alloc")
+	}
+	for _, h := range b.Handles() {
+		i := s.BufferIndex(h)
+		if s.Handle(i) != h {
+			t.Fatalf("buffer %d: handle %#x, index gives %#x", i, h, s.Handle(i))
+		}
+		d, _ := h.P().Append(4)
+		copy(d, []byte{1, 2, 3, byte(i)})
+		at := i*stride + MinHeadroom
+		if mem[at+3] != byte(i) || h.P().Cap() != stride {
+			t.Fatalf("buffer %d: data not at %d of the memfd", i, at)
+		}
+		if uintptr(h) >= uintptr(unsafe.Pointer(&mem[0])) && uintptr(h) < uintptr(unsafe.Pointer(&mem[0]))+uintptr(len(mem)) {
+			t.Fatalf("metadata of buffer %d inside the shared memory", i)
+		}
+	}
+	s.Free(&b)
+	if _, _, _, ok := (&Slab{fd: -1}).SharedMemory(); ok {
+		t.Error("an unshared slab says it is shared")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -64,3 +64,11 @@ var (
 	ReasonStopping  = RegisterReason("stopping")  // freed while the engine drained
 	ReasonRingFull  = RegisterReason("ring_full") // a handoff ring was full
 )
+
+// LookupReason finds a registered reason by name.
+func LookupReason(name string) (Reason, bool) {
+	reasons.Lock()
+	defer reasons.Unlock()
+	r, ok := reasons.ids[name]
+	return r, ok
+}

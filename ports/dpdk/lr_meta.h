@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LR_META_VERSION 2 // packet.MetaVersion
+#define LR_META_VERSION 3 // packet.MetaVersion
 
 #define LR_STATE_FREE 0    // packet.StateFree
 #define LR_STATE_LCORE 1   // packet.StateLcore
@@ -20,6 +20,7 @@
 #define LR_STATE_HELD 4    // packet.StateHeld
 #define LR_STATE_FREEING 5 // packet.StateFreeing
 #define LR_STATE_KERNEL 6  // packet.StateKernel
+#define LR_STATE_LENT 7    // packet.StateLent
 
 #define LR_NO_OWNER 0xFFFF // packet.NoOwner
 

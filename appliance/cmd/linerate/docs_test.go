@@ -153,7 +153,13 @@ func docHost(t *testing.T) *strings.Replacer {
 	if out, err := exec.Command(linerateBin, "ioam", "pot-keys", "--nodes", "4", "--dir", pot).CombinedOutput(); err != nil {
 		t.Fatalf("linerate ioam pot-keys: %v\n%s", err, out)
 	}
-	return strings.NewReplacer("/etc/linerate/pot/", pot+"/")
+	// The example plugin, where plugins/external's README installs it.
+	plugins := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(plugins, "linerate-sampler"),
+		filepath.Join(repoRoot, "plugins", "sdk", "examples", "sampler")).CombinedOutput(); err != nil {
+		t.Fatalf("build linerate-sampler: %v\n%s", err, out)
+	}
+	return strings.NewReplacer("/etc/linerate/pot/", pot+"/", "/usr/lib/linerate/plugins/", plugins+"/")
 }
 
 // continued reports whether the TOML block after b continues it.

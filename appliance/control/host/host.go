@@ -53,6 +53,26 @@ func RegisterService(name string, f Service) { services.add(name, f) }
 // Services lists the registered services, in name order.
 func Services() []Service { return services.sorted() }
 
+// ProxyFunc finds the connection that serves a gRPC service ("pkg.Service"),
+// or nil: an out-of-process plugin's own control service.
+type ProxyFunc func(service string) grpc.ClientConnInterface
+
+var proxies named[ProxyFunc]
+
+// RegisterProxy adds a resolver for services the control server does not
+// have; it forwards their calls, undecoded, to the connection f gives.
+func RegisterProxy(name string, f ProxyFunc) { proxies.add(name, f) }
+
+// Proxy is the connection of the first proxy that serves service, or nil.
+func Proxy(service string) grpc.ClientConnInterface {
+	for _, f := range proxies.sorted() {
+		if cc := f(service); cc != nil {
+			return cc
+		}
+	}
+	return nil
+}
+
 // Collector makes a plugin's Prometheus collector for the engine h: series the
 // engine's snapshot does not carry, such as one per STAMP session. Collect runs
 // on the scraping goroutine and reaches lcore-owned state only as a Service

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/cli/table"
+	"github.com/linerate/linerate/internal/enginetest"
+	"github.com/linerate/linerate/internal/testenv"
+)
+
+// TestPluginsCommand: linerate plugins lists a running external stage's
+// plugin, up, with its counters, in 100 columns and as JSON.
+func TestPluginsCommand(t *testing.T) {
+	goBin := testenv.RequireCmd(t, "go")
+	bin := filepath.Join(t.TempDir(), "linerate-sampler")
+	if out, err := exec.Command(goBin, "build", "-o", bin, "../../plugins/sdk/examples/sampler").CombinedOutput(); err != nil {
+		t.Fatalf("build the sampler: %v\n%s", err, out)
+	}
+	e := enginetest.Start(t, fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[pipelines]]
+name = "source"
+lcores = [0]
+[[pipelines.stages]]
+kind = "generator"
+ip_version = 4
+src = "192.0.2.1"
+dst = "198.51.100.1"
+sizes = [64]
+rate = "10kpps"
+[[pipelines.stages]]
+kind = "external"
+name = "a-sampler-with-a-long-name"
+plugin = %q
+config = { every = 10 }
+[[pipelines.stages]]
+kind = "sink"
+`, bin), appliance.Options{})
+	addr := "--control=" + enginetest.Serve(t, e)
+	var out, errs bytes.Buffer
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out.Reset()
+		if code := runPlugins([]string{addr}, &out, &errs); code != 0 {
+			t.Fatalf("plugins: %d %s", code, errs.String())
+		}
+		if strings.Contains(out.String(), "sampled=") && !strings.Contains(out.String(), "returned=0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no results listed:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	text := out.String()
+	for _, want := range []string{"STAGE", "a-sampler-with-a-long-name", " up ", "sampled="} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
+		}
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if len([]rune(l)) > table.Width {
+			t.Errorf("line wider than %d: %q", table.Width, l)
+		}
+	}
+	out.Reset()
+	if code := runPlugins([]string{addr, "--json"}, &out, &errs); code != 0 {
+		t.Fatalf("plugins --json: %d %s", code, errs.String())
+	}
+	var rep struct {
+		Plugins []struct {
+			Stage, State string
+			Pid          int
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Plugins) != 1 || rep.Plugins[0].State != "up" || rep.Plugins[0].Pid == 0 {
+		t.Errorf("--json: %v %s", err, out.String())
+	}
+}

@@ -1,0 +1,5 @@
+package main
+
+import "os/exec"
+
+func execCommand(path string) *exec.Cmd { return exec.Command(path) }

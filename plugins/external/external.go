@@ -1,0 +1,476 @@
+// Package external is the external stage: a stage that runs in a plugin
+// process of its own (written with plugins/sdk), launched and watched through
+// hashicorp/go-plugin, with packets lent to it over memif rings.
+//
+// The stage lends each packet of its burst to the plugin and leaves it
+// (Consume): the lcore never waits. Results come back asynchronously, in the
+// order lent, and Produce gives them to the stages after this one, forwards
+// them, or frees them, as the plugin said. Packets of linerate's own (shared,
+// memfd-backed) pools go without a copy; others (DPDK mbufs) are copied into
+// the stage's pool first, and counted. A plugin that dies or hangs is killed,
+// reaped, and only then are its packets taken back; meanwhile packets fail
+// open (continue) or closed (drop as plugin_down), and the plugin restarts
+// with backoff.
+package external
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/memif"
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/plugins"
+)
+
+func init() {
+	plugins.Register(plugins.Kind{Name: "external", Summary: "run a stage in a plugin process (plugins/sdk), packets over memif", New: newStage})
+}
+
+var (
+	reasonDown     = packet.RegisterReason("plugin_down")      // the plugin is down and the stage fails closed
+	reasonRingFull = packet.RegisterReason("plugin_ring_full") // the plugin has a whole ring lent and unanswered
+	reasonNoCopy   = packet.RegisterReason("plugin_no_buffer") // a packet of an unshared pool found no buffer to be copied into
+)
+
+type stageConfig struct {
+	Plugin       string         `toml:"plugin"`        // the plugin binary, absolute
+	SHA256       string         `toml:"sha256"`        // its checksum: refused when it differs
+	User         string         `toml:"user"`          // run it as this user
+	CPU          int            `toml:"cpu"`           // pin its threads to this CPU; -1 for none
+	Fail         string         `toml:"fail"`          // "closed" (default): drop while down; "open": continue
+	HangTimeout  string         `toml:"hang_timeout"`  // no progress this long with packets lent: lost
+	RingSize     int            `toml:"ring_size"`     // packets in flight per instance
+	CopyBuffers  int            `toml:"copy_buffers"`  // the pool for copies of unshared packets
+	RestartAfter string         `toml:"restart_after"` // the first restart's delay, doubling to 5s
+	Config       map[string]any `toml:"config"`        // the plugin's own table
+
+	hangD, restartD time.Duration
+}
+
+func (c *stageConfig) hang() time.Duration       { return c.hangD }
+func (c *stageConfig) restartMin() time.Duration { return c.restartD }
+
+func (c *stageConfig) check() error {
+	if c.Plugin == "" {
+		return errors.New("plugin: the plugin binary's path is required")
+	}
+	switch c.Fail {
+	case "":
+		c.Fail = "closed"
+	case "open", "closed":
+	default:
+		return fmt.Errorf("fail %q: \"open\" or \"closed\"", c.Fail)
+	}
+	var err error
+	if c.hangD, err = durationOr(c.HangTimeout, 2*time.Second); err != nil {
+		return fmt.Errorf("hang_timeout: %w", err)
+	}
+	if c.restartD, err = durationOr(c.RestartAfter, 100*time.Millisecond); err != nil {
+		return fmt.Errorf("restart_after: %w", err)
+	}
+	if c.RingSize == 0 {
+		c.RingSize = 1024
+	}
+	if c.RingSize < packet.MaxBurst || c.RingSize > 1<<memif.MaxLog2Ring || c.RingSize&(c.RingSize-1) != 0 {
+		return fmt.Errorf("ring_size %d: a power of two in %d..%d", c.RingSize, packet.MaxBurst, 1<<memif.MaxLog2Ring)
+	}
+	if c.CopyBuffers == 0 {
+		c.CopyBuffers = 4096
+	}
+	if c.CPU < -1 {
+		return fmt.Errorf("cpu %d: a CPU id, or -1", c.CPU)
+	}
+	return nil
+}
+
+func durationOr(s string, d time.Duration) (time.Duration, error) {
+	if s == "" {
+		return d, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err == nil && v <= 0 {
+		err = errors.New("must be positive")
+	}
+	return v, err
+}
+
+func newStage(s *plugins.Setup) (plugins.Stage, error) {
+	c := stageConfig{CPU: -1}
+	if err := s.Config.Decode(&c); err != nil {
+		return nil, err
+	}
+	if err := c.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Config.Where(), err)
+	}
+	var text bytes.Buffer
+	if err := toml.NewEncoder(&text).Encode(c.Config); err != nil {
+		return nil, fmt.Errorf("%s: config: %w", s.Config.Where(), err)
+	}
+	var svErr error
+	sv, _ := s.Shared("external", func() any {
+		sv, err := newSupervisor(c, s, text.String())
+		svErr = err
+		return sv
+	}).(*supervisor)
+	if sv == nil {
+		if svErr == nil {
+			svErr = errors.New("the plugin failed to start for an earlier instance")
+		}
+		return nil, fmt.Errorf("%s: %w", s.Config.Where(), svErr)
+	}
+	copies, err := s.Pool("external."+s.Name, c.CopyBuffers, 2048)
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{sv: sv, idx: s.Instance, failOpen: c.Fail == "open", copyPool: copies,
+		lent: make([]packet.Handle, c.RingSize), lentAt: make([]int64, c.RingSize), mask: uint16(c.RingSize - 1),
+		latency: s.Histograms("plugin_latency", "time from lending a packet to taking its result back (the oldest of each batch of results)", "ns")}
+	cs := s.Counters
+	in.c = counters{
+		lent:      cs.New("lent", "packets lent to the plugin"),
+		returned:  cs.New("returned", "results the plugin gave back"),
+		forwarded: cs.New("forwarded", "packets the plugin forwarded to a port"),
+		dropped:   cs.New("dropped", "packets the plugin dropped"),
+		consumed:  cs.New("consumed", "packets the plugin consumed"),
+		marked:    cs.New("marked", "packets the plugin marked"),
+		copies:    cs.New("copies", "packets of unshared pools copied before they were lent"),
+		badWindow: cs.New("bad_window", "results whose data window left the packet's buffer: dropped"),
+		reclaimed: cs.New("reclaimed", "packets taken back from a lost plugin"),
+		lost:      cs.New("plugin_lost", "times the plugin died or hung and was killed (instance 0 counts)"),
+		restarts:  cs.New("plugin_restarts", "times the plugin was started again (instance 0 counts)"),
+	}
+	in.reasons = map[string]*stats.Counter{}
+	for _, name := range sv.caps.Reasons {
+		if _, known := packet.LookupReason(name); !known && name != "" {
+			in.reasons[name] = cs.New("drop_"+name, "packets the plugin dropped as "+name)
+		}
+	}
+	in.reasonCounters = make([]*stats.Counter, len(sv.caps.Reasons))
+	for i, name := range sv.caps.Reasons {
+		in.reasonCounters[i] = in.reasons[name]
+	}
+	sv.inst[s.Instance] = in
+	sv.refs.Add(1)
+	return in, nil
+}
+
+type counters struct {
+	lent, returned, forwarded, dropped, consumed, marked, copies, badWindow, reclaimed, lost, restarts *stats.Counter
+}
+
+// instance is the stage on one lcore.
+type instance struct {
+	sv       *supervisor
+	idx      int
+	failOpen bool
+	copyPool packet.Pool
+	c        counters
+	reasons  map[string]*stats.Counter
+	// reasonCounters[i] counts drops by the plugin's reason i, when it is one
+	// of the plugin's own.
+	reasonCounters []*stats.Counter
+
+	l       *link
+	lent    []packet.Handle // by lend sequence number & mask
+	lentAt  []int64         // the loop time each was lent
+	latency *stats.Histogram
+	mask    uint16
+	head    uint16 // next lend sequence number (the C2S head)
+	done    uint16 // next result expected (the S2C slot)
+	// orphans: after the plugin's loss, lent packets [done, head) are taken
+	// back by Produce.
+	orphans                bool
+	seenLost, seenRestarts uint64
+
+	outstanding atomicInt
+	progress    atomicInt
+}
+
+var _ plugins.Producer = (*instance)(nil)
+
+// Start takes the instance's link; the first instance to start has the
+// plugin listen and dials every instance's link.
+func (in *instance) Start(ctx *plugins.Context) error {
+	if err := in.sv.start(); err != nil {
+		return err
+	}
+	in.sync()
+	return nil
+}
+
+// sync takes a new link, or gives up one whose plugin is dead.
+func (in *instance) sync() {
+	if in.l != nil && in.sv.dead.Load() >= in.l.gen {
+		in.orphans = in.head != in.done
+		in.l.close()
+		in.l = nil
+	}
+	if in.l == nil && !in.orphans {
+		if l := in.sv.next[in.idx].Swap(nil); l != nil {
+			in.l = l
+			in.head, in.done = 0, 0
+			// Every result slot is free: results name no buffer.
+			l.conn.S2C[0].SetHead(uint16(len(in.lent)))
+		}
+	}
+	if in.idx == 0 {
+		if n := in.sv.lost.Load(); n != in.seenLost {
+			in.c.lost.Add(n - in.seenLost)
+			in.seenLost = n
+		}
+		if n := in.sv.restarts.Load(); n != in.seenRestarts {
+			in.c.restarts.Add(n - in.seenRestarts)
+			in.seenRestarts = n
+		}
+	}
+}
+
+// Process lends the burst's packets to the plugin. A packet it cannot lend
+// (plugin down, ring full) fails open or closed.
+func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
+	in.sync()
+	if in.l == nil {
+		if !in.failOpen {
+			for i := 0; i < b.N; i++ {
+				b.H[i].P().Drop(reasonDown)
+			}
+		}
+		return
+	}
+	r := in.l.conn.C2S[0]
+	size := uint16(len(in.lent))
+	first := in.head
+	if in.head == in.done {
+		in.progress.Store(clock.Mono())
+	}
+	for i := 0; i < b.N; i++ {
+		h := b.H[i]
+		p := h.P()
+		if in.head-in.done == size {
+			p.Drop(reasonRingFull)
+			continue
+		}
+		region := in.l.regionOf[p.PoolID()]
+		if region == 0 {
+			c, ok := in.copyPool.AllocOne()
+			if !ok || c.P().CopyFrom(p, p.Headroom()) != nil {
+				if ok {
+					packet.FreeOne(c)
+				}
+				p.Drop(reasonNoCopy)
+				continue
+			}
+			in.c.copies.Inc()
+			p.Consume()
+			ctx.Env.Free(h)
+			h, p = c, c.P()
+			region = in.l.regionOf[p.PoolID()]
+		} else {
+			p.Consume()
+		}
+		off := dataAddr(p) - in.l.base[p.PoolID()]
+		*r.D(in.head) = memif.Desc{Region: region, Offset: uint32(off), Length: uint32(p.Len()),
+			Metadata: memif.ExtRooms(p.Headroom(), p.Tailroom())}
+		packet.Own(h, packet.OpLend, packet.NoOwner, ctx.Stage)
+		in.lent[in.head&in.mask] = h
+		in.lentAt[in.head&in.mask] = ctx.Now
+		in.head++
+	}
+	in.c.lent.Add(uint64(in.head - first))
+	r.SetHead(in.head)
+	r.Kick() // only when the plugin sleeps on its eventfd: a load of the flags otherwise
+	in.outstanding.Store(int64(in.head - in.done))
+}
+
+// Produce takes the plugin's results (or, once it is lost, what it had) and
+// gives each packet its verdict: on down the chain, out to a port, or freed.
+func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
+	in.sync()
+	if in.orphans {
+		in.reclaim(ctx, b)
+		return
+	}
+	if in.l == nil {
+		return
+	}
+	r := in.l.conn.S2C[0]
+	avail := min(r.Tail()-in.done, in.head-in.done)
+	if avail == 0 {
+		return
+	}
+	// One latency sample per batch of results, its oldest packet's: the
+	// histogram costs nothing per packet.
+	if dt := ctx.Now - in.lentAt[in.done&in.mask]; dt >= 0 {
+		in.latency.Record(uint64(dt))
+	}
+	first := in.done
+	for ; avail > 0 && b.N < packet.MaxBurst; avail-- {
+		h := in.lent[in.done&in.mask]
+		d := r.Load(in.done)
+		in.done++
+		in.result(ctx, h, d, b)
+	}
+	in.c.returned.Add(uint64(in.done - first))
+	r.SetHead(in.done + uint16(len(in.lent)))
+	in.outstanding.Store(int64(in.head - in.done))
+	in.progress.Store(clock.Mono())
+}
+
+// result applies one verdict. The window is checked against the packet's own
+// buffer: the plugin names no memory, it only moves the window inside the
+// buffer it was lent.
+func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, b *packet.Burst) {
+	p := h.P()
+	pid := p.PoolID()
+	start := uint64(dataAddr(p) - in.l.base[pid] - uintptr(p.Offset()))
+	off, length, ok := window(d, in.l.regionOf[pid], start, p.Cap())
+	if !ok {
+		in.c.badWindow.Inc()
+		ctx.Env.Free(h)
+		return
+	}
+	p.SetWindow(off, length)
+	if d.Metadata&memif.ExtMarked != 0 {
+		in.c.marked.Inc()
+	}
+	arg := uint16(d.Metadata >> 16)
+	switch d.Metadata & 0xF {
+	case memif.ExtForward:
+		in.c.forwarded.Inc()
+		ctx.Emit(h, arg)
+	case memif.ExtDrop:
+		in.c.dropped.Inc()
+		if int(arg) < len(in.reasonCounters) && in.reasonCounters[arg] != nil {
+			in.reasonCounters[arg].Inc()
+		}
+		ctx.Env.Free(h)
+	case memif.ExtConsume:
+		in.c.consumed.Inc()
+		ctx.Env.Free(h)
+	default:
+		p.Continue()
+		b.H[b.N] = h
+		b.N++
+	}
+}
+
+// dataAddr is the address of p's first data byte.
+func dataAddr(p *packet.Packet) uintptr {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(p.DataTail())))
+}
+
+// window is the data window a result gives a packet lent from region, whose
+// buffer starts at start in the region and holds capacity bytes: ok only when
+// the result names the same region and a window inside that buffer.
+func window(d memif.Desc, region uint16, start uint64, capacity int) (off, length int, ok bool) {
+	if d.Region != region || uint64(d.Offset) < start || uint64(d.Offset)+uint64(d.Length) > start+uint64(capacity) {
+		return 0, 0, false
+	}
+	return int(uint64(d.Offset) - start), int(d.Length), true
+}
+
+// reclaim takes back what a lost plugin had: its process is reaped, so no
+// one else writes those buffers any more.
+func (in *instance) reclaim(ctx *plugins.Context, b *packet.Burst) {
+	for in.done != in.head && b.N < packet.MaxBurst {
+		h := in.lent[in.done&in.mask]
+		in.done++
+		in.c.reclaimed.Inc()
+		if in.failOpen {
+			h.P().Continue()
+			b.H[b.N] = h
+			b.N++
+		} else {
+			ctx.Env.Free(h) // counted as reclaimed; fail-closed drops of the burst are plugin_down
+		}
+	}
+	if in.done == in.head {
+		in.orphans = false
+		in.outstanding.Store(0)
+	}
+}
+
+// Held is what the instance has lent: a drain waits for it.
+func (in *instance) Held() int { return int(in.head - in.done) }
+
+// Stop takes back what is still lent, after the plugin is stopped and gone;
+// the last instance to stop ends the plugin.
+func (in *instance) Stop(ctx *plugins.Context) {
+	if in.head != in.done {
+		in.sv.kill() // reaped before anything lent is reused
+	}
+	for in.done != in.head {
+		h := in.lent[in.done&in.mask]
+		in.done++
+		in.c.reclaimed.Inc()
+		ctx.Env.Free(h)
+	}
+	if in.l != nil {
+		in.l.close()
+		in.l = nil
+	}
+	if in.sv.refs.Add(-1) == 0 {
+		in.sv.close()
+	}
+}
+
+// Status is what the control plane shows of a plugin.
+type Status struct {
+	Stage, Plugin, State string
+	PID                  int
+	Lost, Restarts       uint64
+	Counters             map[string]uint64
+}
+
+var (
+	registryMu  sync.Mutex
+	supervisors []*supervisor
+)
+
+// Statuses lists the plugins of every running external stage.
+func Statuses() []Status {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	out := make([]Status, 0, len(supervisors))
+	for _, sv := range supervisors {
+		out = append(out, sv.status())
+	}
+	return out
+}
+
+func register(sv *supervisor) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	supervisors = append(supervisors, sv)
+}
+
+func unregister(sv *supervisor) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	for i, x := range supervisors {
+		if x == sv {
+			supervisors = append(supervisors[:i], supervisors[i+1:]...)
+			return
+		}
+	}
+}
+
+func (sv *supervisor) status() Status {
+	sv.mu.Lock()
+	pid := sv.pid
+	sv.mu.Unlock()
+	st := Status{Stage: sv.name, Plugin: sv.cfg.Plugin, State: sv.state.Load().(string), PID: pid,
+		Lost: sv.lost.Load(), Restarts: sv.restarts.Load()}
+	if m := sv.stats.Load(); m != nil {
+		st.Counters = *m
+	}
+	return st
+}

@@ -1,0 +1,546 @@
+package external
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/memif"
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/external/api"
+)
+
+// Plugin states, as Status reports them.
+const (
+	StateStarting = "starting"
+	StateUp       = "up"
+	StateDown     = "down" // lost, waiting to restart
+	StateStopped  = "stopped"
+)
+
+// supervisor runs one plugin process for the instances of one external stage:
+// it launches it through go-plugin, connects each instance's memif link,
+// watches it, and when it dies or hangs kills it, reaps it, tells the
+// instances (which reclaim what they lent) and starts it again with backoff.
+type supervisor struct {
+	cfg       stageConfig
+	name      string
+	where     string
+	toml      string
+	ports     []*api.Port
+	instances int
+	log       *slog.Logger
+
+	mu     sync.Mutex
+	client *plugin.Client
+	rpc    api.StagePluginClient
+	conn   *grpc.ClientConn // go-plugin's connection: the plugin's own services go through it
+	pid    int
+	dir    string // the socket's directory, 0700
+	caps   *api.CapabilitiesReply
+	state  atomic.Value // string
+	stats  atomic.Pointer[map[string]uint64]
+
+	// gen is the plugin process's generation; dead the generation last lost
+	// (killed and reaped). An instance whose link is of a dead generation
+	// reclaims what it lent, then takes the next link.
+	gen  atomic.Uint64
+	dead atomic.Uint64
+	next []atomic.Pointer[link]
+	inst []*instance
+
+	lost, restarts atomic.Uint64
+	startOnce      sync.Once
+	startErr       error
+	stop           chan struct{}
+	done           chan struct{}
+	refs           atomic.Int32
+}
+
+// link is an instance's connection to one generation of the plugin.
+type link struct {
+	conn     *memif.Conn
+	rings    *memif.Region
+	regionOf [packet.MaxPools]uint16  // pool id → region index; 0: not shared
+	base     [packet.MaxPools]uintptr // pool id → its region's first byte
+	gen      uint64
+}
+
+func (l *link) close() {
+	l.conn.Close()
+	l.rings.Close()
+}
+
+func newSupervisor(cfg stageConfig, s *plugins.Setup, tomlText string) (*supervisor, error) {
+	sv := &supervisor{cfg: cfg, name: s.Name, where: s.Config.Where(), toml: tomlText, instances: s.NumInstances,
+		log: s.Log.With("plugin", filepath.Base(cfg.Plugin)), stop: make(chan struct{}), done: make(chan struct{}),
+		next: make([]atomic.Pointer[link], s.NumInstances), inst: make([]*instance, s.NumInstances)}
+	sv.state.Store(StateStarting)
+	for _, p := range s.Ports.All() {
+		sv.ports = append(sv.ports, &api.Port{Id: uint32(p.ID), Name: p.Name, Mtu: uint32(p.MTU), Mac: p.MAC[:]})
+	}
+	if err := checkFile(cfg.Plugin); err != nil {
+		return nil, err
+	}
+	// A first run checks the plugin and its table now, where config errors
+	// belong (linerate validate builds stages too); the plugin runs for good
+	// only from Start to Stop, so an engine that never starts leaves no
+	// process behind.
+	if err := sv.launch(); err != nil {
+		return nil, err
+	}
+	sv.kill()
+	register(sv)
+	return sv, nil
+}
+
+// checkFile refuses a plugin that someone other than root could replace
+// between the checksum and the exec: the file and its directory must be
+// root's and writable by no one else.
+func checkFile(path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("plugin %q: give an absolute path", path)
+	}
+	for _, p := range []string{path, filepath.Dir(path)} {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return fmt.Errorf("plugin %q: %w", path, err)
+		}
+		if os.Geteuid() == 0 && (st.Uid != 0 || st.Mode&0o022 != 0) {
+			return fmt.Errorf("plugin %q: %s must be owned by root and writable only by it (it is uid %d, mode %o)",
+				path, p, st.Uid, st.Mode&0o777)
+		}
+	}
+	return nil
+}
+
+// launch starts a plugin process and configures it: Capabilities, then
+// Configure with the stage's table.
+func (sv *supervisor) launch() error {
+	cmd := exec.Command(sv.cfg.Plugin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	uid := -1
+	if sv.cfg.User != "" {
+		u, err := user.Lookup(sv.cfg.User)
+		if err != nil {
+			return fmt.Errorf("user %q: %w", sv.cfg.User, err)
+		}
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	cc := &plugin.ClientConfig{
+		HandshakeConfig:  api.Handshake,
+		Plugins:          api.Plugins(nil, nil),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           hclogBridge(sv.log),
+		StartTimeout:     30 * time.Second,
+	}
+	if sv.cfg.SHA256 != "" {
+		sum, err := hexBytes(sv.cfg.SHA256)
+		if err != nil {
+			return err
+		}
+		cc.SecureConfig = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	}
+	client := plugin.NewClient(cc)
+	if err := startNoNewPrivs(client); err != nil {
+		client.Kill()
+		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
+	}
+	proto, err := client.Client()
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
+	}
+	raw, err := proto.Dispense(api.PluginName)
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
+	}
+	rpc := raw.(api.StagePluginClient)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	caps, err := rpc.Capabilities(ctx, &api.CapabilitiesRequest{})
+	if err == nil && caps.ExtVersion != memif.ExtVersion {
+		err = fmt.Errorf("speaks descriptor extension %d, linerate %d", caps.ExtVersion, memif.ExtVersion)
+	}
+	if err == nil {
+		_, err = rpc.Configure(ctx, &api.ConfigureRequest{Name: sv.name, ConfigToml: sv.toml, Where: sv.where,
+			Instances: uint32(sv.instances), Ports: sv.ports})
+	}
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, grpcMessage(err))
+	}
+	dir, err := os.MkdirTemp("", "linerate-plugin-")
+	if err == nil && uid >= 0 {
+		err = os.Chown(dir, uid, -1)
+	}
+	if err != nil {
+		client.Kill()
+		return err
+	}
+	var conn *grpc.ClientConn
+	if g, ok := proto.(*plugin.GRPCClient); ok {
+		conn = g.Conn
+	}
+	sv.mu.Lock()
+	sv.client, sv.rpc, sv.caps, sv.dir, sv.conn = client, rpc, caps, dir, conn
+	sv.pid = client.ReattachConfig().Pid
+	sv.mu.Unlock()
+	sv.gen.Add(1)
+	return nil
+}
+
+// startNoNewPrivs starts the plugin from a thread with no_new_privs set, which
+// the child inherits: it can never gain privileges (setuid binaries, file
+// capabilities). Go's SysProcAttr has no such field, so the thread is
+// locked, marked, used for the fork, and then ends with its goroutine.
+func startNoNewPrivs(c *plugin.Client) error {
+	errc := make(chan error, 1)
+	var mark func()
+	mark = func() {
+		runtime.LockOSThread() // never unlocked: the marked thread exits with us
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread never exits, and it would keep the mark: hold it
+			// and mark another, which a new goroutine gets while this one is
+			// locked here.
+			done := make(chan struct{})
+			go func() { mark(); close(done) }()
+			<-done
+			runtime.UnlockOSThread()
+			return
+		}
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			errc <- fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+			return
+		}
+		_, err := c.Start()
+		errc <- err
+	}
+	go mark()
+	return <-errc
+}
+
+// grpcMessage is the plugin's own error text, without gRPC's code prefix:
+// what a config error from the plugin says.
+func grpcMessage(err error) error {
+	if s, ok := status.FromError(err); ok {
+		return errors.New(s.Message())
+	}
+	return err
+}
+
+func hexBytes(s string) ([]byte, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != sha256.Size {
+		return nil, fmt.Errorf("sha256 %q: 64 hex digits", s)
+	}
+	return b, nil
+}
+
+// start runs once, from the first instance's Start: the plugin listens, each
+// instance gets its link, and the watch begins.
+func (sv *supervisor) start() error {
+	sv.startOnce.Do(func() {
+		sv.startErr = sv.launch()
+		if sv.startErr == nil {
+			sv.startErr = sv.connect()
+		}
+		if sv.startErr != nil {
+			// The engine does not start: nothing is watched or restarted.
+			sv.kill()
+			close(sv.done)
+			return
+		}
+		sv.state.Store(StateUp)
+		go sv.watch()
+	})
+	return sv.startErr
+}
+
+func (sv *supervisor) socket() string { return filepath.Join(sv.dir, "memif.sock") }
+
+// connect asks the plugin to listen and dials one link per instance.
+func (sv *supervisor) connect() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sv.mu.Lock()
+	rpc, gen := sv.rpc, sv.gen.Load()
+	sv.mu.Unlock()
+	if _, err := rpc.Start(ctx, &api.StartRequest{Socket: sv.socket(), Cpu: int32(sv.cfg.CPU)}); err != nil {
+		return fmt.Errorf("plugin start: %w", err)
+	}
+	for i := 0; i < sv.instances; i++ {
+		l, err := sv.dial(i, gen)
+		if err != nil {
+			return err
+		}
+		if old := sv.next[i].Swap(l); old != nil {
+			old.close()
+		}
+	}
+	return nil
+}
+
+// dial makes instance i's link: region 0 its two rings, then every shared
+// slab pool, so that any packet of those pools can be lent without a copy.
+func (sv *supervisor) dial(i int, gen uint64) (*link, error) {
+	log2 := uint8(0)
+	for 1<<log2 < sv.cfg.RingSize {
+		log2++
+	}
+	rings, err := memif.NewRegion(fmt.Sprintf("linerate-%s-%d", sv.name, i), 2*memif.RingBytes(log2))
+	if err != nil {
+		return nil, err
+	}
+	l := &link{rings: rings, gen: gen}
+	regions := []*memif.Region{rings}
+	for _, p := range packet.Pools() {
+		s, ok := p.(*packet.Slab)
+		if !ok {
+			continue
+		}
+		fd, mem, _, shared := s.SharedMemory()
+		if !shared || len(regions) == memif.MaxRegions {
+			continue
+		}
+		l.regionOf[s.ID()] = uint16(len(regions))
+		l.base[s.ID()] = uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+		regions = append(regions, &memif.Region{Mem: mem, FD: fd})
+	}
+	c, err := memif.Dial(memif.ClientConfig{Socket: sv.socket(), ID: uint32(i), Name: "linerate:" + sv.name,
+		Regions: regions, Rings: []memif.RingSpec{{Kind: memif.C2S, Log2: log2},
+			{Kind: memif.S2C, Offset: uint32(memif.RingBytes(log2)), Log2: log2}}})
+	if err != nil {
+		rings.Close()
+		return nil, err
+	}
+	l.conn = c
+	return l, nil
+}
+
+// watch checks the plugin ten times a second: a process that exited, or an
+// instance with packets lent and no result for hang_timeout, is lost.
+func (sv *supervisor) watch() {
+	defer close(sv.done)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	backoff := sv.cfg.restartMin()
+	upSince := time.Now()
+	lastStats := time.Time{}
+	for {
+		select {
+		case <-sv.stop:
+			return
+		case <-t.C:
+		}
+		why := ""
+		sv.mu.Lock()
+		client := sv.client
+		sv.mu.Unlock()
+		if client == nil || client.Exited() {
+			why = "the plugin process exited"
+		} else if i, ok := sv.hung(); ok {
+			why = fmt.Sprintf("instance %d made no progress for %v", i, sv.cfg.hang())
+		}
+		if why == "" && sv.state.Load() == StateUp {
+			if time.Since(upSince) > 10*time.Second {
+				backoff = sv.cfg.restartMin()
+			}
+			if time.Since(lastStats) >= time.Second {
+				sv.pollStats()
+				lastStats = time.Now()
+			}
+			continue
+		}
+		if sv.state.Load() == StateUp {
+			sv.log.Error("plugin lost", "why", why, "pid", sv.pid)
+			sv.lost.Add(1)
+			sv.kill()
+			sv.state.Store(StateDown)
+		}
+		select {
+		case <-sv.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+		if err := sv.restart(); err != nil {
+			sv.log.Error("plugin restart failed", "err", err, "next_try", backoff)
+			sv.kill()
+			continue
+		}
+		sv.restarts.Add(1)
+		sv.state.Store(StateUp)
+		upSince = time.Now()
+		sv.log.Info("plugin restarted", "pid", sv.pid)
+	}
+}
+
+// hung reports an instance with packets lent whose last progress is older
+// than hang_timeout.
+func (sv *supervisor) hung() (int, bool) {
+	now := clock.Mono()
+	for i, in := range sv.inst {
+		if in == nil {
+			continue
+		}
+		if in.outstanding.Load() > 0 && now-in.progress.Load() > int64(sv.cfg.hang()) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// kill ends the plugin's process group with SIGKILL and waits until go-plugin
+// has reaped it; only then is the generation dead, and only then do the
+// instances take their lent buffers back: a process that is gone cannot write
+// into buffers that are reused.
+func (sv *supervisor) kill() {
+	sv.mu.Lock()
+	client, pid, dir := sv.client, sv.pid, sv.dir
+	sv.client, sv.dir, sv.conn = nil, "", nil
+	sv.mu.Unlock()
+	if pid > 0 {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	if client != nil {
+		client.Kill()
+		for !client.Exited() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	sv.dead.Store(sv.gen.Load())
+}
+
+func (sv *supervisor) restart() error {
+	if err := sv.launch(); err != nil {
+		return err
+	}
+	return sv.connect()
+}
+
+func (sv *supervisor) pollStats() {
+	sv.mu.Lock()
+	rpc := sv.rpc
+	sv.mu.Unlock()
+	if rpc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if r, err := rpc.Stats(ctx, &api.StatsRequest{}); err == nil {
+		m := r.Counters
+		sv.stats.Store(&m)
+	}
+}
+
+// close stops the watch, asks the plugin to stop and ends it. The instances
+// have reclaimed or got back everything they lent.
+func (sv *supervisor) close() {
+	select {
+	case <-sv.stop:
+		return
+	default:
+	}
+	close(sv.stop)
+	sv.startOnce.Do(func() { close(sv.done) })
+	<-sv.done
+	sv.mu.Lock()
+	rpc := sv.rpc
+	sv.mu.Unlock()
+	if rpc != nil && sv.state.Load() == StateUp {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, _ = rpc.Stop(ctx, &api.StopRequest{})
+		cancel()
+	}
+	sv.kill()
+	for i := range sv.next {
+		if l := sv.next[i].Swap(nil); l != nil {
+			l.close()
+		}
+	}
+	sv.state.Store(StateStopped)
+	unregister(sv)
+}
+
+// hclogBridge gives go-plugin an hclog.Logger that writes to log: the
+// plugin's own log lines (hclog JSON on its stderr) arrive with their level
+// and attributes.
+func hclogBridge(log *slog.Logger) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Output: &slogWriter{log: log}, JSONFormat: true, Level: hclog.Info})
+}
+
+type slogWriter struct{ log *slog.Logger }
+
+func (w *slogWriter) Write(b []byte) (int, error) {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		w.log.Info(string(b))
+		return len(b), nil
+	}
+	msg, _ := m["@message"].(string)
+	lvl := slog.LevelInfo
+	switch m["@level"] {
+	case "error":
+		lvl = slog.LevelError
+	case "warn":
+		lvl = slog.LevelWarn
+	case "debug", "trace":
+		lvl = slog.LevelDebug
+	}
+	var attrs []any
+	for k, v := range m {
+		if k != "@message" && k != "@level" && k != "@timestamp" && k != "@module" {
+			attrs = append(attrs, k, v)
+		}
+	}
+	w.log.Log(context.Background(), lvl, msg, attrs...)
+	return len(b), nil
+}
+
+// serves is the connection to the plugin when it serves service and runs.
+func (sv *supervisor) serves(service string) grpc.ClientConnInterface {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.conn == nil || sv.caps == nil {
+		return nil
+	}
+	for _, s := range sv.caps.Services {
+		if s == service {
+			return sv.conn
+		}
+	}
+	return nil
+}

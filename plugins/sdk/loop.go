@@ -1,0 +1,283 @@
+package sdk
+
+import (
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/memif"
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/plugins"
+)
+
+// instance runs one stage instance for one lcore of linerate's.
+type instance struct {
+	idx      int
+	stage    plugins.Stage
+	counters *stats.Set
+	pool     packet.Pool
+	clk      clock.Clock
+	log      *slog.Logger
+	cpu      int
+
+	meta []byte // MaxBurst packets' metadata, off the Go heap
+	env  env
+
+	mu      sync.Mutex
+	conn    *memif.Conn
+	quit    chan struct{}
+	running sync.WaitGroup
+
+	bursts, packets, kicked atomic.Uint64
+}
+
+func newInstance(idx int, st plugins.Stage, counters *stats.Set, pool packet.Pool, clk clock.Clock, log *slog.Logger) (*instance, error) {
+	meta, err := unix.Mmap(-1, 0, packet.MaxBurst*packet.MetaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{idx: idx, stage: st, counters: counters, pool: pool, clk: clk, log: log, cpu: -1, meta: meta}
+	in.env.base = uintptr(unsafe.Pointer(&meta[0]))
+	for k := 0; k < packet.MaxBurst; k++ {
+		// The metadata is the plugin's for good: an lcore's in a checked build.
+		packet.Own(packet.Handle(in.env.base+uintptr(k*packet.MetaSize)), packet.OpAlloc, packet.NoOwner, -1)
+	}
+	return in, nil
+}
+
+// serve runs the instance on c, replacing a connection it had.
+func (in *instance) serve(c *memif.Conn, wg *sync.WaitGroup) {
+	in.stop()
+	in.mu.Lock()
+	in.conn = c
+	in.quit = make(chan struct{})
+	quit := in.quit
+	in.running.Add(1)
+	in.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer in.running.Done()
+		in.run(c, quit)
+		c.Close()
+	}()
+}
+
+func (in *instance) stop() {
+	in.mu.Lock()
+	if in.quit != nil {
+		close(in.quit)
+		in.quit = nil
+	}
+	in.mu.Unlock()
+	in.running.Wait()
+}
+
+// env is a plugin's Env: no transmit, no handoff; Free is the Consume
+// verdict's business (linerate frees the buffer). It keeps the marks of the
+// running burst's packets.
+type env struct {
+	refused stats.Counter
+	base    uintptr // the metadata of the burst's packet 0
+	marked  [packet.MaxBurst]bool
+}
+
+// Mark marks h, a packet of the running burst.
+func (e *env) Mark(h packet.Handle) bool {
+	i := (uintptr(h) - e.base) / packet.MetaSize
+	if uintptr(h) < e.base || i >= packet.MaxBurst {
+		return false
+	}
+	e.marked[i] = true
+	return true
+}
+
+// Mark marks a packet of the burst for linerate, which counts it (the
+// external stage's marked counter): the sampler's mark. It reports false,
+// and does nothing, where nobody counts marks (a stage run in process).
+func Mark(ctx *plugins.Context, h packet.Handle) bool {
+	if m, ok := ctx.Env.(interface{ Mark(packet.Handle) bool }); ok {
+		return m.Mark(h)
+	}
+	return false
+}
+
+func (e *env) Emit(packet.Handle, uint16) bool { e.refused.Inc(); return false }
+func (e *env) TxDepth(uint16) int              { return 0 }
+func (e *env) Owner(uint64) int                { return 0 }
+func (e *env) Handoff(packet.Handle, int) bool { e.refused.Inc(); return false }
+func (e *env) NumInstances() int               { return 1 }
+func (e *env) Free(packet.Handle)              {}
+
+// run is the instance's thread: locked, pinned, polling its C2S ring.
+func (in *instance) run(c *memif.Conn, quit chan struct{}) {
+	runtime.LockOSThread() // the thread ends with the goroutine: its pinning goes with it
+	if in.cpu >= 0 {
+		var set unix.CPUSet
+		set.Set(in.cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			in.log.Warn("plugin: cannot pin the instance's thread", "cpu", in.cpu, "err", err)
+		}
+	}
+	ctx := &plugins.Context{Instance: in.idx, Clock: in.clk, Log: in.log, Env: &in.env}
+	if s, ok := in.stage.(plugins.Starter); ok {
+		if err := s.Start(ctx); err != nil {
+			in.log.Error("plugin: stage start", "err", err)
+			return
+		}
+	}
+	defer func() {
+		if s, ok := in.stage.(plugins.Stopper); ok {
+			s.Stop(ctx)
+		}
+		in.counters.Publish()
+	}()
+	rx, tx := c.C2S[0], c.S2C[0]
+	var last uint16 // next C2S slot to read; the S2C slot of its result
+	ticker, _ := in.stage.(plugins.Ticker)
+	nextTick := int64(0)
+	idle, idleSince := 0, int64(0)
+	var b packet.Burst
+	for {
+		n := min(rx.Head()-last, packet.MaxBurst)
+		if n == 0 {
+			select {
+			case <-quit:
+				return
+			case <-c.Done():
+				return
+			default:
+			}
+			if ticker != nil {
+				if now := in.clk.Now(); now >= nextTick {
+					ctx.Now = now
+					ticker.Tick(ctx)
+					nextTick = now + plugins.TickInterval
+				}
+			}
+			// Poll while busy; after a millisecond without a packet, sleep
+			// on the ring's eventfd until linerate lends again (memif's
+			// interrupt mode). The lcore never waits for us either way.
+			if idle++; idle&1023 == 0 {
+				now := in.clk.Now()
+				if idleSince == 0 {
+					idleSince = now
+				} else if now-idleSince > int64(time.Millisecond) {
+					wait := 10 * time.Millisecond
+					if ticker != nil {
+						wait = time.Millisecond
+					}
+					if sleep(rx, last, wait) {
+						in.kicked.Add(1)
+					}
+				}
+			}
+			continue
+		}
+		idle, idleSince = 0, 0
+		ctx.Now = in.clk.Now()
+		in.burst(ctx, c, rx, tx, last, n, &b)
+		last += n
+		rx.SetTail(last)
+		in.bursts.Add(1)
+		in.packets.Add(uint64(n))
+		in.counters.Publish()
+	}
+}
+
+// burst runs the stage over n lent packets from slot first and writes a
+// result for each into the S2C ring, in order.
+func (in *instance) burst(ctx *plugins.Context, c *memif.Conn, rx, tx *memif.Ring, first, n uint16, b *packet.Burst) {
+	b.N = 0
+	bad := uint64(0) // packets whose descriptor names memory outside the regions: refused
+	for k := uint16(0); k < n; k++ {
+		d := rx.Load(first + k)
+		p := (*packet.Packet)(unsafe.Pointer(&in.meta[int(k)*packet.MetaSize]))
+		buf, head, ok := lentBuffer(c.Regions, d)
+		if !ok {
+			bad++
+			p.Init(0, 0, 0, in.pool.ID(), 0)
+		} else {
+			p.Init(uintptr(unsafe.Pointer(unsafe.SliceData(buf))), len(buf), head, in.pool.ID(), 0)
+			p.SetWindow(head, int(d.Length))
+		}
+		b.H[b.N] = p.Handle()
+		b.N++
+		in.env.marked[k] = false
+	}
+	if bad == 0 {
+		in.stage.Process(ctx, b)
+	}
+	for k := uint16(0); k < n; k++ {
+		// Packet k's own metadata, whatever the stage did to the burst's order.
+		p := (*packet.Packet)(unsafe.Pointer(&in.meta[int(k)*packet.MetaSize]))
+		d := rx.Load(first + k)
+		head := uint32(d.Metadata & 0xFFFF)
+		var word uint32
+		switch {
+		case bad != 0:
+			word = memif.ExtVerdict(memif.ExtDrop, 0)
+		case p.Verdict() == packet.Forward:
+			word = memif.ExtVerdict(memif.ExtForward, p.OutPort)
+		case p.Verdict() == packet.Drop:
+			word = memif.ExtVerdict(memif.ExtDrop, uint16(p.Reason))
+		case p.Verdict() == packet.Consume:
+			word = memif.ExtVerdict(memif.ExtConsume, 0)
+		default:
+			word = memif.ExtVerdict(memif.ExtContinue, 0)
+		}
+		if in.env.marked[k] {
+			word |= memif.ExtMarked
+		}
+		// The window afterwards, from the buffer's start in the region.
+		start := d.Offset - head
+		*tx.D(first + k) = memif.Desc{Region: d.Region, Offset: start + uint32(p.Offset()), Length: uint32(p.Len()), Metadata: word}
+	}
+	tx.SetTail(first + n)
+}
+
+// lentBuffer is the whole buffer of a lent packet (headroom, data, tailroom,
+// from the descriptor extension) and its headroom, when it lies inside the
+// regions.
+func lentBuffer(regions []*memif.Region, d memif.Desc) (buf []byte, head int, ok bool) {
+	head, tail := int(d.Metadata&0xFFFF), int(d.Metadata>>16)
+	if d.Offset < uint32(head) {
+		return nil, 0, false
+	}
+	whole := memif.Desc{Region: d.Region, Offset: d.Offset - uint32(head), Length: uint32(head) + d.Length + uint32(tail)}
+	if whole.Length < d.Length || whole.Length == 0 { // wrapped, or no buffer at all
+		return nil, 0, false
+	}
+	buf, ok = memif.Buf(regions, whole)
+	return buf, head, ok
+}
+
+// sleep waits on rx's eventfd, for up to d, unless a packet is there already;
+// it reports whether linerate kicked it.
+// Interrupts are asked for (the mask cleared) before head is read again, and
+// linerate reads the mask after it publishes head, so a packet lent meanwhile
+// either is seen here or kicks the eventfd.
+func sleep(rx *memif.Ring, last uint16, d time.Duration) bool {
+	if rx.Intr < 0 {
+		time.Sleep(50 * time.Microsecond)
+		return false
+	}
+	kicked := false
+	rx.SetFlags(0)
+	if rx.Head() == last {
+		fds := []unix.PollFd{{Fd: int32(rx.Intr), Events: unix.POLLIN}}
+		_, _ = unix.Poll(fds, int(d/time.Millisecond))
+		var b [8]byte
+		n, _ := unix.Read(rx.Intr, b[:]) // non-blocking: clears a kick, if any
+		kicked = n == 8
+	}
+	rx.SetFlags(memif.RingFlagMaskInt)
+	return kicked
+}
