@@ -1,0 +1,286 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// MaxReturnSegments is how many segments a return SRH the program writes
+// holds, the sender's slot included (reflector.c: RF_MAX_SEGS). A session
+// with a longer return path stays in Go.
+const MaxReturnSegments = 8
+
+// ReflectorConfig is the stage's config, as the program reads it.
+type ReflectorConfig struct {
+	Port       uint16
+	HopLimit   uint8
+	SwapMAC    bool
+	ReflectAll bool // unknown SSIDs: reflect statelessly
+	Format     int8 // 0 NTP, 1 PTP, -1 the sender's
+	// ErrorEstimates by format, and the offsets from CLOCK_TAI to Unix time
+	// (for NTP) and to PTP time: what user space learns from adjtimex.
+	ErrorEstimates [2]uint16
+	UTCOffset      int64   // Unix ns − CLOCK_TAI ns
+	PTPOffset      int64   // PTP (TAI) ns − CLOCK_TAI ns
+	RateLimit      float64 // per source, packets a second; 0: none
+	RateBurst      int
+	Redirect       int // an ifindex the replies go to; 0: back out (XDP_TX)
+	Broadcasts     [][4]byte
+	Addresses      []netip.Addr   // ours; none: any
+	Allow          []netip.Prefix // sources answered; none: any
+}
+
+// ReflectorSession is a session as the program reads it.
+type ReflectorSession struct {
+	SSID                      uint16
+	Stateful, Running, Auth   bool
+	Pinned                    bool
+	Format                    int8 // 0 NTP, 1 PTP, -1 the sender's
+	Sender, Source, ReturnEnd [16]byte
+	HasSource                 bool
+	SRH, SRHLast              []byte // the return SRHs, with and without the sender's slot
+}
+
+// SessionState is what the program keeps per session.
+type SessionState struct {
+	Seq, Rx, Tx uint32
+	Replied     uint64
+}
+
+// ReflectorCounters are the program's counters, in the order of its
+// per-CPU array: "reflected" and "to_go" (packets left to the Go stage),
+// then drop reasons, by the names the Go stage registers.
+var ReflectorCounters = []string{
+	"reflected", "to_go",
+	"stamp_short", "stamp_bad_source", "stamp_group_destination", "stamp_not_allowed",
+	"stamp_unknown_session", "stamp_session_stopped", "stamp_wrong_source", "stamp_rate_limited",
+	"stamp_reply_too_big", "stamp_bad_return_path",
+}
+
+// Reflector is a loaded reflector program and its maps.
+type Reflector struct {
+	Program *ebpf.Program
+	objs    reflectorPlainObjects // the two variants have the same maps
+	dev     reflectorDevObjects
+	maps    *reflectorPlainMaps
+}
+
+// LoadReflector loads the plain variant (ifindex 0, for prog.Run) or the
+// device-bound one for the interface ifindex, which reads T2 from the
+// driver's rx timestamp where it has one.
+func LoadReflector(ifindex int) (*Reflector, error) {
+	r := &Reflector{}
+	if ifindex == 0 {
+		if err := loadReflectorPlainObjects(&r.objs, nil); err != nil {
+			return nil, fmt.Errorf("load the XDP reflector: %w", err)
+		}
+		r.Program, r.maps = r.objs.StampReflector, &r.objs.reflectorPlainMaps
+		return r, nil
+	}
+	spec, err := loadReflectorDev()
+	if err != nil {
+		return nil, err
+	}
+	ps := spec.Programs["stamp_reflector"]
+	ps.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
+	ps.Ifindex = uint32(ifindex)
+	if err := spec.LoadAndAssign(&r.dev, nil); err != nil {
+		return nil, fmt.Errorf("load the device-bound XDP reflector for ifindex %d: %w", ifindex, err)
+	}
+	r.Program = r.dev.StampReflector
+	r.maps = (*reflectorPlainMaps)(&r.dev.reflectorDevMaps)
+	return r, nil
+}
+
+// Close releases the program and its maps.
+func (r *Reflector) Close() error {
+	return errors.Join(r.objs.Close(), r.dev.Close())
+}
+
+// Configure writes the config map, the addresses and the allowed prefixes.
+func (r *Reflector) Configure(c ReflectorConfig) error {
+	v := reflectorPlainRfConfig{Port: c.Port, HopLimit: c.HopLimit, Format: c.Format,
+		Ee: c.ErrorEstimates, UtcOff: c.UTCOffset, PtpOff: c.PTPOffset}
+	if c.SwapMAC {
+		v.Flags |= rfSwapMAC
+	}
+	if c.ReflectAll {
+		v.Flags |= rfReflectAll
+	}
+	if len(c.Addresses) > 0 {
+		v.Flags |= rfAddrs
+	}
+	if len(c.Allow) > 0 {
+		v.Flags |= rfAllow
+	}
+	if c.RateLimit > 0 {
+		v.Flags |= rfLimit
+		v.LimT = uint64(math.Ceil(1e9 / c.RateLimit))
+		v.LimTau = uint64(max(c.RateBurst-1, 0)) * v.LimT
+	}
+	if c.Redirect != 0 {
+		v.Flags |= rfRedirect
+		v.OutIfindex = uint32(c.Redirect)
+	}
+	if len(c.Broadcasts) > len(v.Bcast) {
+		return fmt.Errorf("%d broadcast addresses: the XDP reflector holds %d", len(c.Broadcasts), len(v.Bcast))
+	}
+	for i, b := range c.Broadcasts {
+		v.Bcast[i] = b
+	}
+	v.N_bcast = uint8(len(c.Broadcasts))
+	if err := clearMap(r.maps.StampRfAddrs); err != nil {
+		return err
+	}
+	for _, a := range c.Addresses {
+		if err := r.maps.StampRfAddrs.Put(as16(a), uint8(1)); err != nil {
+			return fmt.Errorf("XDP reflector addresses: %w", err)
+		}
+	}
+	if err := clearMap(r.maps.StampRfAllow); err != nil {
+		return err
+	}
+	for _, p := range c.Allow {
+		k := reflectorPlainLpmKey{Prefixlen: uint32(p.Bits()), Addr: as16(p.Addr())}
+		if p.Addr().Is4() {
+			k.Prefixlen += 96
+		}
+		if err := r.maps.StampRfAllow.Put(k, uint8(1)); err != nil {
+			return fmt.Errorf("XDP reflector allow: %w", err)
+		}
+	}
+	return r.maps.StampRfConfig.Put(uint32(0), v)
+}
+
+// Config flags (reflector.c).
+const (
+	rfSwapMAC    = 1
+	rfReflectAll = 2
+	rfAddrs      = 4
+	rfAllow      = 8
+	rfLimit      = 16
+	rfRedirect   = 32
+)
+
+// Session flags (reflector.c).
+const (
+	sStateful = 1
+	sRunning  = 2
+	sPinned   = 4
+	sAuth     = 8
+	sSource   = 16
+)
+
+// Offloadable reports whether the program can reflect a session's packets:
+// its return SRHs fit.
+func (s *ReflectorSession) Offloadable() bool {
+	return len(s.SRH) <= 8+16*MaxReturnSegments && len(s.SRHLast) <= 8+16*MaxReturnSegments
+}
+
+// PutSession adds or changes a session, keeping the program's state of it
+// (sequence and counts) when it exists.
+func (r *Reflector) PutSession(s ReflectorSession) error {
+	if !s.Offloadable() {
+		return fmt.Errorf("session %d: a return path of more than %d segments stays in Go", s.SSID, MaxReturnSegments-1)
+	}
+	var v reflectorPlainRfSession
+	if err := r.maps.StampRfSessions.Lookup(s.SSID, &v); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	v.Flags = 0
+	for _, f := range []struct {
+		on   bool
+		flag uint8
+	}{{s.Stateful, sStateful}, {s.Running, sRunning}, {s.Pinned, sPinned}, {s.Auth, sAuth}, {s.HasSource, sSource}} {
+		if f.on {
+			v.Flags |= f.flag
+		}
+	}
+	v.Format = s.Format
+	v.Sender, v.Source, v.RetLast = s.Sender, s.Source, s.ReturnEnd
+	v.Srh, v.SrhLast = [136]uint8{}, [136]uint8{}
+	v.SrhLen, v.SrhLastLen = uint8(copy(v.Srh[:], s.SRH)), uint8(copy(v.SrhLast[:], s.SRHLast))
+	return r.maps.StampRfSessions.Put(s.SSID, v)
+}
+
+// DeleteSession removes a session; a missing one is no error.
+func (r *Reflector) DeleteSession(id uint16) error {
+	if err := r.maps.StampRfSessions.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Sessions lists the SSIDs the program has.
+func (r *Reflector) Sessions() ([]uint16, error) {
+	var (
+		k   uint16
+		v   reflectorPlainRfSession
+		ids []uint16
+	)
+	it := r.maps.StampRfSessions.Iterate()
+	for it.Next(&k, &v) {
+		ids = append(ids, k)
+	}
+	return ids, it.Err()
+}
+
+// State reads a session's state in the program.
+func (r *Reflector) State(id uint16) (SessionState, error) {
+	var v reflectorPlainRfSession
+	if err := r.maps.StampRfSessions.Lookup(id, &v); err != nil {
+		return SessionState{}, err
+	}
+	return SessionState{Seq: v.Seq, Rx: v.Rx, Tx: v.Tx, Replied: v.Replied}, nil
+}
+
+// Counters sums the per-CPU counters, in the order of ReflectorCounters.
+func (r *Reflector) Counters() ([]uint64, error) {
+	return sumPerCPU(r.maps.StampRfCounters, len(ReflectorCounters))
+}
+
+func sumPerCPU(m *ebpf.Map, n int) ([]uint64, error) {
+	out := make([]uint64, n)
+	var vals []uint64
+	for i := range n {
+		if err := m.Lookup(uint32(i), &vals); err != nil {
+			return nil, fmt.Errorf("read counter %d: %w", i, err)
+		}
+		for _, v := range vals {
+			out[i] += v
+		}
+	}
+	return out, nil
+}
+
+func clearMap(m *ebpf.Map) error {
+	var keys [][]byte
+	k := make([]byte, m.KeySize())
+	v := make([]byte, m.ValueSize())
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// as16 is an address IPv4 mapped, as the program compares them.
+func as16(a netip.Addr) [16]byte {
+	if a.Is4() {
+		return netip.AddrFrom16(netip.AddrFrom4(a.As4()).As16()).As16()
+	}
+	return a.As16()
+}
