@@ -7,7 +7,7 @@
  * session's SRv6 return path. It writes the same bytes as the Go stage
  * (plugins/stamp/reflector.go) and keeps its safety rules; what it does not
  * handle (authenticated mode, TLVs, extension headers, VLAN tags, IP options,
- * reflected packets) it leaves untouched to the Go stage (LR_CONTINUE).
+ * reflected packets) it leaves untouched to the Go stage (LR_OFFLOAD_NEXT).
  *
  * Built twice from this file (plugins/stamp/bpf/gen.go): device-bound
  * (LR_DEVBOUND, for attaching: T2 from the driver's rx timestamp) and plain
@@ -150,7 +150,7 @@ static __always_inline int drop(__u32 i)
 static __always_inline int to_go(void)
 {
 	count(C_TO_GO);
-	return LR_CONTINUE;
+	return LR_OFFLOAD_USER;
 }
 
 static __always_inline int is_zero16(const __u8 *a)
@@ -257,7 +257,7 @@ static __always_inline __u64 wire_time(const struct rf_config *c, __u64 tai, int
  * known to be untagged and the L3 header of its base size. */
 #define UDP_LEN (8 + 44)
 
-static __always_inline int stamp_reflect(struct xdp_md *ctx)
+static __always_inline int stamp_reflector(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -267,7 +267,7 @@ static __always_inline int stamp_reflect(struct xdp_md *ctx)
 	int v4;
 
 	if ((void *)(eth + ETH_HLEN_) > end)
-		return LR_CONTINUE;
+		return LR_OFFLOAD_NEXT;
 	__u16 proto = lr_get16(eth + 12);
 	__u8 src[16], dst[16];
 	__u8 *l3 = eth + ETH_HLEN_;
@@ -277,11 +277,11 @@ static __always_inline int stamp_reflect(struct xdp_md *ctx)
 	if (proto == ETH_P_IP_) {
 		v4 = 1;
 		if ((void *)(l3 + 20 + 8) > end)
-			return LR_CONTINUE;
+			return LR_OFFLOAD_NEXT;
 		if (l3[0] >> 4 != 4 || l3[9] != IPPROTO_UDP_)
-			return LR_CONTINUE;
+			return LR_OFFLOAD_NEXT;
 		if ((l3[0] & 15) != 5 || (lr_get16(l3 + 6) & 0x3fff) != 0)
-			return LR_CONTINUE; /* options or a fragment: the Go stage, if it is STAMP */
+			return LR_OFFLOAD_NEXT; /* options or a fragment: the Go stage, if it is STAMP */
 		l3len = 20;
 		iplen = lr_get16(l3 + 2);
 		__builtin_memset(src, 0, 16);
@@ -292,27 +292,27 @@ static __always_inline int stamp_reflect(struct xdp_md *ctx)
 	} else if (proto == ETH_P_IPV6_) {
 		v4 = 0;
 		if ((void *)(l3 + 40 + 8) > end)
-			return LR_CONTINUE;
+			return LR_OFFLOAD_NEXT;
 		if (l3[0] >> 4 != 6)
-			return LR_CONTINUE;
+			return LR_OFFLOAD_NEXT;
 		if (l3[6] != IPPROTO_UDP_)
-			return LR_CONTINUE; /* extension headers: the Go stage, if it is STAMP */
+			return LR_OFFLOAD_NEXT; /* extension headers: the Go stage, if it is STAMP */
 		l3len = 40;
 		iplen = 40 + lr_get16(l3 + 4);
 		__builtin_memcpy(src, l3 + 8, 16);
 		__builtin_memcpy(dst, l3 + 24, 16);
 	} else {
-		return LR_CONTINUE;
+		return LR_OFFLOAD_NEXT;
 	}
 	udp = l3 + l3len;
 	struct rf_config *c = bpf_map_lookup_elem(&stamp_rf_config, &zero);
 	if (!c || c->port == 0)
-		return LR_CONTINUE;
+		return LR_OFFLOAD_NEXT;
 	if (lr_get16(udp + 2) != c->port)
-		return LR_CONTINUE;
+		return LR_OFFLOAD_NEXT;
 	if (c->flags & RF_ADDRS) {
 		if (!bpf_map_lookup_elem(&stamp_rf_addrs, dst))
-			return LR_CONTINUE;
+			return LR_OFFLOAD_NEXT;
 	}
 	total = (__u32)((long)end - (long)data);
 	if (ETH_HLEN_ + iplen > total || iplen < l3len + 8)
@@ -326,7 +326,7 @@ static __always_inline int stamp_reflect(struct xdp_md *ctx)
 		return to_go(); /* TLVs, or authenticated mode */
 	__u8 *pay = udp + 8;
 	if ((void *)(pay + 44) > end)
-		return LR_CONTINUE;
+		return LR_OFFLOAD_NEXT;
 	__u16 ssid = lr_get16(pay + 14);
 	/* SSID 0 in a base-sized packet: the unauthenticated session 0. A
 	 * Receive Timestamp: a reflected packet, never answered here. */
@@ -543,9 +543,4 @@ static __always_inline int stamp_reflect(struct xdp_md *ctx)
 	return XDP_TX;
 }
 
-SEC("xdp")
-int stamp_reflector(struct xdp_md *ctx)
-{
-	int r = stamp_reflect(ctx);
-	return r == LR_CONTINUE ? XDP_PASS : r;
-}
+LR_OFFLOAD(stamp_reflector)

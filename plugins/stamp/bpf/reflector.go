@@ -62,12 +62,38 @@ var ReflectorCounters = []string{
 	"stamp_reply_too_big", "stamp_bad_return_path",
 }
 
-// Reflector is a loaded reflector program and its maps.
+// ReflectorSpec is the program's collection, for a port that links its
+// slot (ReflectorSlot) into its dispatcher.
+func ReflectorSpec() (*ebpf.CollectionSpec, error) { return loadReflectorPlain() }
+
+// ReflectorSlot names the slot function in ReflectorSpec.
+const ReflectorSlot = "stamp_reflector_slot"
+
+// Reflector is the reflector program's maps, and the program when it was
+// loaded on its own (LoadReflector).
 type Reflector struct {
+	// Program is the whole-frame XDP program (what the slot does, with
+	// "next" and "up to Go" as XDP_PASS): for prog.Run, or attached alone.
 	Program *ebpf.Program
 	objs    reflectorPlainObjects // the two variants have the same maps
 	dev     reflectorDevObjects
 	maps    *reflectorPlainMaps
+}
+
+// ReflectorMaps wraps the maps of a linked slot, by their names in
+// ReflectorSpec.
+func ReflectorMaps(m map[string]*ebpf.Map) (*Reflector, error) {
+	r := &Reflector{maps: &reflectorPlainMaps{}}
+	for name, p := range map[string]**ebpf.Map{
+		"stamp_rf_addrs": &r.maps.StampRfAddrs, "stamp_rf_allow": &r.maps.StampRfAllow,
+		"stamp_rf_config": &r.maps.StampRfConfig, "stamp_rf_counters": &r.maps.StampRfCounters,
+		"stamp_rf_limit": &r.maps.StampRfLimit, "stamp_rf_sessions": &r.maps.StampRfSessions,
+	} {
+		if *p = m[name]; *p == nil {
+			return nil, fmt.Errorf("the XDP reflector's map %s is missing", name)
+		}
+	}
+	return r, nil
 }
 
 // LoadReflector loads the plain variant (ifindex 0, for prog.Run) or the
@@ -79,25 +105,32 @@ func LoadReflector(ifindex int) (*Reflector, error) {
 		if err := loadReflectorPlainObjects(&r.objs, nil); err != nil {
 			return nil, fmt.Errorf("load the XDP reflector: %w", err)
 		}
-		r.Program, r.maps = r.objs.StampReflector, &r.objs.reflectorPlainMaps
+		r.Program, r.maps = r.objs.StampReflectorXdp, &r.objs.reflectorPlainMaps
 		return r, nil
 	}
 	spec, err := loadReflectorDev()
 	if err != nil {
 		return nil, err
 	}
-	ps := spec.Programs["stamp_reflector"]
+	delete(spec.Programs, ReflectorSlot)
+	ps := spec.Programs["stamp_reflector_xdp"]
 	ps.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
 	ps.Ifindex = uint32(ifindex)
-	if err := spec.LoadAndAssign(&r.dev, nil); err != nil {
+	var objs struct {
+		Prog *ebpf.Program `ebpf:"stamp_reflector_xdp"`
+		reflectorDevMaps
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, fmt.Errorf("load the device-bound XDP reflector for ifindex %d: %w", ifindex, err)
 	}
-	r.Program = r.dev.StampReflector
+	r.dev.StampReflectorXdp, r.dev.reflectorDevMaps = objs.Prog, objs.reflectorDevMaps
+	r.Program = objs.Prog
 	r.maps = (*reflectorPlainMaps)(&r.dev.reflectorDevMaps)
 	return r, nil
 }
 
-// Close releases the program and its maps.
+// Close releases what LoadReflector loaded; maps from ReflectorMaps are
+// their owner's.
 func (r *Reflector) Close() error {
 	return errors.Join(r.objs.Close(), r.dev.Close())
 }

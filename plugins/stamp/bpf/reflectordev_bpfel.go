@@ -58,13 +58,14 @@ type reflectorDevRfSession struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	reflectorDevMapStampRfAddrs    = "stamp_rf_addrs"
-	reflectorDevMapStampRfAllow    = "stamp_rf_allow"
-	reflectorDevMapStampRfConfig   = "stamp_rf_config"
-	reflectorDevMapStampRfCounters = "stamp_rf_counters"
-	reflectorDevMapStampRfLimit    = "stamp_rf_limit"
-	reflectorDevMapStampRfSessions = "stamp_rf_sessions"
-	reflectorDevProgStampReflector = "stamp_reflector"
+	reflectorDevMapStampRfAddrs        = "stamp_rf_addrs"
+	reflectorDevMapStampRfAllow        = "stamp_rf_allow"
+	reflectorDevMapStampRfConfig       = "stamp_rf_config"
+	reflectorDevMapStampRfCounters     = "stamp_rf_counters"
+	reflectorDevMapStampRfLimit        = "stamp_rf_limit"
+	reflectorDevMapStampRfSessions     = "stamp_rf_sessions"
+	reflectorDevProgStampReflectorSlot = "stamp_reflector_slot"
+	reflectorDevProgStampReflectorXdp  = "stamp_reflector_xdp"
 )
 
 // loadReflectorDev returns the embedded CollectionSpec for reflectorDev.
@@ -109,7 +110,8 @@ type reflectorDevSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reflectorDevProgramSpecs struct {
-	StampReflector *ebpf.ProgramSpec `ebpf:"stamp_reflector"`
+	StampReflectorSlot *ebpf.ProgramSpec `ebpf:"stamp_reflector_slot"`
+	StampReflectorXdp  *ebpf.ProgramSpec `ebpf:"stamp_reflector_xdp"`
 }
 
 // reflectorDevMapSpecs contains maps before they are loaded into the kernel.
@@ -179,12 +181,14 @@ type reflectorDevVariables struct {
 //
 // It can be passed to loadReflectorDevObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reflectorDevPrograms struct {
-	StampReflector *ebpf.Program `ebpf:"stamp_reflector"`
+	StampReflectorSlot *ebpf.Program `ebpf:"stamp_reflector_slot"`
+	StampReflectorXdp  *ebpf.Program `ebpf:"stamp_reflector_xdp"`
 }
 
 func (p *reflectorDevPrograms) Close() error {
 	return _ReflectorDevClose(
-		p.StampReflector,
+		p.StampReflectorSlot,
+		p.StampReflectorXdp,
 	)
 }
 

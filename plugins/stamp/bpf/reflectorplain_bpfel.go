@@ -58,13 +58,14 @@ type reflectorPlainRfSession struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	reflectorPlainMapStampRfAddrs    = "stamp_rf_addrs"
-	reflectorPlainMapStampRfAllow    = "stamp_rf_allow"
-	reflectorPlainMapStampRfConfig   = "stamp_rf_config"
-	reflectorPlainMapStampRfCounters = "stamp_rf_counters"
-	reflectorPlainMapStampRfLimit    = "stamp_rf_limit"
-	reflectorPlainMapStampRfSessions = "stamp_rf_sessions"
-	reflectorPlainProgStampReflector = "stamp_reflector"
+	reflectorPlainMapStampRfAddrs        = "stamp_rf_addrs"
+	reflectorPlainMapStampRfAllow        = "stamp_rf_allow"
+	reflectorPlainMapStampRfConfig       = "stamp_rf_config"
+	reflectorPlainMapStampRfCounters     = "stamp_rf_counters"
+	reflectorPlainMapStampRfLimit        = "stamp_rf_limit"
+	reflectorPlainMapStampRfSessions     = "stamp_rf_sessions"
+	reflectorPlainProgStampReflectorSlot = "stamp_reflector_slot"
+	reflectorPlainProgStampReflectorXdp  = "stamp_reflector_xdp"
 )
 
 // loadReflectorPlain returns the embedded CollectionSpec for reflectorPlain.
@@ -109,7 +110,8 @@ type reflectorPlainSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reflectorPlainProgramSpecs struct {
-	StampReflector *ebpf.ProgramSpec `ebpf:"stamp_reflector"`
+	StampReflectorSlot *ebpf.ProgramSpec `ebpf:"stamp_reflector_slot"`
+	StampReflectorXdp  *ebpf.ProgramSpec `ebpf:"stamp_reflector_xdp"`
 }
 
 // reflectorPlainMapSpecs contains maps before they are loaded into the kernel.
@@ -179,12 +181,14 @@ type reflectorPlainVariables struct {
 //
 // It can be passed to loadReflectorPlainObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reflectorPlainPrograms struct {
-	StampReflector *ebpf.Program `ebpf:"stamp_reflector"`
+	StampReflectorSlot *ebpf.Program `ebpf:"stamp_reflector_slot"`
+	StampReflectorXdp  *ebpf.Program `ebpf:"stamp_reflector_xdp"`
 }
 
 func (p *reflectorPlainPrograms) Close() error {
 	return _ReflectorPlainClose(
-		p.StampReflector,
+		p.StampReflectorSlot,
+		p.StampReflectorXdp,
 	)
 }
 

@@ -1,0 +1,205 @@
+//go:build linux
+
+package stamp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/internal/netns"
+	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/plugins/stamp/bpf"
+)
+
+// xdpLab is a sender namespace and a reflector namespace joined by a veth
+// pair, the reflector's end with the device-bound XDP reflector attached (a
+// bpf_link: it goes with the test).
+type xdpLab struct {
+	snd, rfl       *netns.NS
+	sndMAC, rflMAC [6]byte
+	prog           *bpf.Reflector
+	st             *reflector
+}
+
+const (
+	xdpSndIf = "lrxs"
+	xdpRflIf = "lrxr"
+)
+
+func newXDPLab(t *testing.T, keys string) *xdpLab {
+	t.Helper()
+	testenv.RequireRoot(t)
+	l := &xdpLab{snd: netns.New(t), rfl: netns.New(t)}
+	netns.Veth(t, l.snd, xdpSndIf, l.rfl, xdpRflIf)
+	l.sndMAC, l.rflMAC = l.snd.MAC(t, xdpSndIf), l.rfl.MAC(t, xdpRflIf)
+	// A veth takes the frames its peer's XDP program sends back (XDP_TX)
+	// only with an XDP program of its own (or GRO asked for): XDP_PASS.
+	passXDP(t, l.snd, xdpSndIf)
+	h := newHarness(t)
+	l.st = h.MustBuildNamed("stamp.reflector", "refl", keys).(*reflector)
+	var lk link.Link
+	err := l.rfl.Do(func() error {
+		ifi, err := net.InterfaceByName(xdpRflIf)
+		if err != nil {
+			return err
+		}
+		if l.prog, err = bpf.LoadReflector(ifi.Index); err != nil {
+			return err
+		}
+		if err := l.prog.Configure(l.st.xdpConfig()); err != nil {
+			return err
+		}
+		if err := l.st.syncXDP(l.prog, l.st.reg.rf.Load()); err != nil {
+			return err
+		}
+		lk, err = link.AttachXDP(link.XDPOptions{Program: l.prog.Program, Interface: ifi.Index, Flags: link.XDPDriverMode})
+		return err
+	})
+	if l.prog != nil {
+		t.Cleanup(func() { l.prog.Close() })
+	}
+	if err != nil {
+		t.Fatalf("the XDP reflector on %s: %v", xdpRflIf, err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	return l
+}
+
+// passXDP attaches an XDP program that passes every frame to ifname in ns,
+// until the test ends.
+func passXDP(t *testing.T, ns *netns.NS, ifname string) {
+	t.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()}})
+	if err != nil {
+		t.Fatalf("an XDP_PASS program: %v", err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	var lk link.Link
+	if err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		lk, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifi.Index, Flags: link.XDPDriverMode})
+		return err
+	}); err != nil {
+		t.Fatalf("XDP_PASS on %s: %v", ifname, err)
+	}
+	t.Cleanup(func() { lk.Close() })
+}
+
+func (l *xdpLab) counter(t *testing.T, name string) uint64 {
+	t.Helper()
+	c, err := l.prog.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range bpf.ReflectorCounters {
+		if n == name {
+			return c[i]
+		}
+	}
+	t.Fatalf("no counter %q", name)
+	return 0
+}
+
+// Scapy's STAMP layer sends test packets to the reflector in the kernel of
+// another namespace; every field of every reply is checked, by Scapy's
+// decoding and by linerate's.
+func TestXDPReflectorScapy(t *testing.T) {
+	requireScapy(t)
+	l := newXDPLab(t, `
+synchronized = true
+clock_error = "1us"
+[[sessions]]
+ssid = 4242
+mode = "stateful"
+`)
+	const (
+		n     = 4
+		secs  = 3913056000 // 2024-01-01 in NTP seconds
+		hlim  = 61
+		tc    = 0xb9 // DSCP 46, ECN 1: the reply keeps the DSCP only
+		sport = 50000
+	)
+	spec := map[string]any{"dst_mac": net.HardwareAddr(l.rflMAC[:]).String(), "src_mac": net.HardwareAddr(l.sndMAC[:]).String(),
+		"src": addrS.String(), "dst": addrR.String(), "hlim": hlim, "tc": tc, "sport": sport, "ts": secs,
+		"scale": 3, "multiplier": 7, "ssid": 4242}
+	js, _ := json.Marshal(spec)
+	before := time.Now().UnixNano()
+	cmd := exec.Command("ip", "netns", "exec", l.snd.Name(), python, "testdata/scapy_xdp.py", xdpSndIf, "4")
+	cmd.Stdin = bytes.NewReader(js)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scapy: %v: %s", err, stderrOf(err))
+	}
+	after := time.Now().UnixNano()
+	var sent, replies [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		kind, hx, _ := strings.Cut(sc.Text(), " ")
+		f, err := hex.DecodeString(hx)
+		if err != nil {
+			t.Fatalf("scapy printed %q", sc.Text())
+		}
+		if kind == "sent" {
+			sent = append(sent, f)
+		} else {
+			replies = append(replies, f)
+		}
+	}
+	if len(sent) != n || len(replies) != n {
+		t.Fatalf("Scapy sent %d and took %d replies, want %d and %d; the program counted %d reflected",
+			len(sent), len(replies), n, n, l.counter(t, "reflected"))
+	}
+	wantEE := ErrorEstimateFor(true, false, 1000)
+	parsed := scapyParse(t, map[string][][]byte{"reflector": replies})
+	for i, f := range replies {
+		s := parsed[i]
+		checkUDP(t, f)
+		pay, pl := payloadOf(t, f)
+		ip := packet.IPv6(f[pl.L3:])
+		if ip.SrcAddr() != addrR || ip.DstAddr() != addrS || ip.HopLimit() != 255 || ip.TrafficClass() != tc&^3 {
+			t.Errorf("reply %d: IPv6 %s → %s, hop limit %d, traffic class %#x", i, ip.SrcAddr(), ip.DstAddr(), ip.HopLimit(), ip.TrafficClass())
+		}
+		if e := packet.Ethernet(f); e.Src() != l.rflMAC || e.Dst() != l.sndMAC {
+			t.Errorf("reply %d: MACs not swapped", i)
+		}
+		if u := packet.UDP(f[pl.L4:]); u.SrcPort() != DefaultPort || u.DstPort() != sport || !s.ChecksumOK {
+			t.Errorf("reply %d: UDP %d → %d, Scapy's checksum ok %v", i, u.SrcPort(), u.DstPort(), s.ChecksumOK)
+		}
+		// Scapy's reading of every field of the reply.
+		if s.Seq != uint32(i) || s.SSID != 4242 || s.SeqSender != uint32(i) || s.TSSender != uint64(secs+i)<<32 ||
+			eeOf(s.EESender) != MakeErrorEstimate(true, false, 3, 7) || s.TTLSender != hlim || eeOf(s.EE) != wantEE {
+			t.Errorf("reply %d as Scapy reads it: %+v", i, s)
+		}
+		if s.Reserialized != hex.EncodeToString(pay[:BaseLen]) {
+			t.Errorf("reply %d: Scapy re-serialises %s from %x (MBZ)", i, s.Reserialized, pay[:BaseLen])
+		}
+		t2, t3 := clock.FromNTP(s.TSRx), clock.FromNTP(s.TS)
+		if t2 > t3 || t2 < before-int64(time.Second) || t3 > after+int64(time.Second) {
+			t.Errorf("reply %d: T2 %s, T3 %s, sent between %s and %s", i, time.Unix(0, t2).UTC(), time.Unix(0, t3).UTC(),
+				time.Unix(0, before).UTC(), time.Unix(0, after).UTC())
+		}
+	}
+	if got := l.counter(t, "reflected"); got != n {
+		t.Errorf("the program counted %d reflected, want %d", got, n)
+	}
+	if st, err := l.prog.State(4242); err != nil || st.Seq != n || st.Replied != n {
+		t.Errorf("session 4242 in the program: %+v, %v", st, err)
+	}
+}
