@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
@@ -36,6 +37,7 @@ type reflectorConfig struct {
 	ClassOfService *bool                    `toml:"class_of_service"`
 	SyncSource     int                      `toml:"sync_source"`
 	Sessions       []reflectorSessionConfig `toml:"sessions"`
+	Offload        string                   `toml:"offload"`
 }
 
 // pending is a reply built in the first pass over a burst, finished in the
@@ -89,6 +91,8 @@ type reflector struct {
 	srhBuf [8 + 16*packet.SRHMaxSegments]byte
 
 	cReflected, cTLVs, cMalformed, cIntegrity *stats.Counter
+
+	xdp *rfXDP // the in-kernel part, nil without offload
 }
 
 type rfConfigResult struct{ err error }
@@ -197,6 +201,15 @@ func newReflector(s *plugins.Setup) (plugins.Stage, error) {
 	}).(*rfConfigResult)
 	if res.err != nil {
 		return nil, res.err
+	}
+	mode, err := offload.ParseMode(c.Offload)
+	if err != nil {
+		return nil, fmt.Errorf("stamp.reflector: %w", err)
+	}
+	if mode != offload.Off {
+		if err := r.askXDP(s, &c, mode); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os/exec"
 	"strings"
@@ -17,11 +18,16 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/netns"
 	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/plugins/stamp/bpf"
+
+	_ "github.com/linerate/linerate/ports/xdp"
 )
 
 // xdpLab is a sender namespace and a reflector namespace joined by a veth
@@ -202,4 +208,120 @@ mode = "stateful"
 	if st, err := l.prog.State(4242); err != nil || st.Seq != n || st.Replied != n {
 		t.Errorf("session 4242 in the program: %+v, %v", st, err)
 	}
+}
+
+// The reflector offloaded through a real xdp port: linerate runs in the
+// reflector's namespace with an xdp port on the veth and stamp.reflector
+// with offload = "xdp". Scapy sends base test packets, which the program
+// reflects in the kernel, and test packets with a TLV, which it leaves to
+// the Go stage through the port's AF_XDP socket. Every one is answered;
+// the stage's counters show which path took which.
+func TestXDPOffloadEngine(t *testing.T) {
+	requireScapy(t)
+	testenv.RequireRoot(t)
+	snd, rfl := netns.New(t), netns.New(t)
+	netns.Veth(t, snd, xdpSndIf, rfl, xdpRflIf)
+	sndMAC, rflMAC := snd.MAC(t, xdpSndIf), rfl.MAC(t, xdpRflIf)
+	passXDP(t, snd, xdpSndIf)
+	cfg, err := config.Parse("xdp.toml", []byte(fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "x0"
+driver = "xdp"
+interface = %q
+[[ports.match]]
+next_header = 17
+udp_dst_port = 862
+
+[[pipelines]]
+name = "reflector"
+lcores = [1]
+rx = ["x0"]
+[[pipelines.stages]]
+kind = "stamp.reflector"
+name = "refl"
+offload = "xdp"
+forward = "in"
+synchronized = true
+clock_error = "1us"
+[[pipelines.stages.sessions]]
+ssid = 4242
+mode = "stateful"
+`, xdpRflIf)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *appliance.Engine
+	if err := rfl.Do(func() (err error) {
+		e, err = appliance.New(cfg, appliance.Options{Log: enginetest.Quiet})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	tlv := []int{1, 4}
+	spec := map[string]any{"dst_mac": net.HardwareAddr(rflMAC[:]).String(), "src_mac": net.HardwareAddr(sndMAC[:]).String(),
+		"src": addrS.String(), "dst": addrR.String(), "hlim": 61, "tc": 0, "sport": 50000, "ts": 3913056000,
+		"scale": 3, "multiplier": 7, "ssid": 4242, "tlv": tlv, "tlv_hex": "8001000400000000"}
+	js, _ := json.Marshal(spec)
+	cmd := exec.Command("ip", "netns", "exec", snd.Name(), python, "testdata/scapy_xdp.py", xdpSndIf, fmt.Sprint(n))
+	cmd.Stdin = bytes.NewReader(js)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scapy: %v: %s", err, stderrOf(err))
+	}
+	bySeq := map[uint32][]byte{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		kind, hx, _ := strings.Cut(sc.Text(), " ")
+		f, err := hex.DecodeString(hx)
+		if err != nil || kind != "reply" {
+			continue
+		}
+		checkUDP(t, f)
+		pay, _ := payloadOf(t, f)
+		rp := ReflectorPacket(pay)
+		if rp.SSID() != 4242 || rp.SenderTTL() != 61 {
+			t.Errorf("reply %+v", ParseReflectorOrZero(pay))
+		}
+		bySeq[rp.SenderSeq()] = f
+	}
+	if len(bySeq) != n {
+		t.Fatalf("%d of %d test packets answered", len(bySeq), n)
+	}
+	for _, i := range tlv {
+		pay, _ := payloadOf(t, bySeq[uint32(i)])
+		if len(pay) != BaseLen+8 {
+			t.Errorf("reply %d: %d bytes of payload, want the TLV back", i, len(pay))
+		}
+	}
+	// The program's counters reach the stage's within a tick or so.
+	deadline := time.Now().Add(10 * time.Second)
+	var inKernel, toGo, reflected uint64
+	for time.Now().Before(deadline) {
+		s := e.Snapshot()
+		reflected = enginetest.Counter(s, "refl", "reflected")
+		toGo = enginetest.Counter(s, "refl", "xdp_to_go")
+		if reflected == n && toGo == uint64(len(tlv)) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	inKernel = reflected - toGo
+	if reflected != n || toGo != uint64(len(tlv)) {
+		t.Errorf("reflected %d, of which %d in Go; want %d and %d", reflected, toGo, n, len(tlv))
+	}
+	t.Logf("reflected %d: %d in the kernel, %d in Go", reflected, inKernel, toGo)
 }

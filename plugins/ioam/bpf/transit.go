@@ -174,3 +174,13 @@ func clearMap(m *ebpf.Map) error {
 	}
 	return nil
 }
+
+// SetClock changes the time offsets, leaving the rest of the config.
+func (t *Transit) SetClock(utcOff, taiOff int64) error {
+	var v transitPlainTrConfig
+	if err := t.maps.IoamTrConfig.Lookup(uint32(0), &v); err != nil {
+		return err
+	}
+	v.UtcOff, v.TaiOff = utcOff, taiOff
+	return t.maps.IoamTrConfig.Put(uint32(0), v)
+}

@@ -134,6 +134,21 @@ struct {
 	__type(value, __u64);
 } stamp_rf_counters SEC(".maps");
 
+/* The program's working addresses, per CPU rather than on the stack: the
+ * dispatcher the port links this into has the rest of the 512 bytes. */
+struct rf_scratch {
+	__u8 src[16], dst[16], rsrc[16];
+	struct lpm_key k;
+	__u8 sts[8], smac[6], dmac[6];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rf_scratch);
+} stamp_rf_scratch SEC(".maps");
+
 static __always_inline void count(__u32 i)
 {
 	__u64 *c = bpf_map_lookup_elem(&stamp_rf_counters, &i);
@@ -228,12 +243,10 @@ static __always_inline int refuse(const struct rf_config *c, const __u8 *eth, co
  * stage's srcLimiter (a burst of rate_burst, then rate_limit a second). */
 static __always_inline int allow_rate(const struct rf_config *c, const __u8 *src, __u64 now)
 {
-	__u8 key[16];
-	__builtin_memcpy(key, src, 16);
-	__u64 *tat = bpf_map_lookup_elem(&stamp_rf_limit, key);
+	__u64 *tat = bpf_map_lookup_elem(&stamp_rf_limit, src);
 	if (!tat) {
 		__u64 v = now + c->lim_t; /* a new source starts with a full bucket */
-		bpf_map_update_elem(&stamp_rf_limit, key, &v, BPF_ANY);
+		bpf_map_update_elem(&stamp_rf_limit, src, &v, BPF_ANY);
 		return 1;
 	}
 	__u64 old = *tat, t = old;
@@ -269,7 +282,10 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	if ((void *)(eth + ETH_HLEN_) > end)
 		return LR_OFFLOAD_NEXT;
 	__u16 proto = lr_get16(eth + 12);
-	__u8 src[16], dst[16];
+	struct rf_scratch *x = bpf_map_lookup_elem(&stamp_rf_scratch, &zero);
+	if (!x)
+		return LR_OFFLOAD_NEXT;
+	__u8 *src = x->src, *dst = x->dst;
 	__u8 *l3 = eth + ETH_HLEN_;
 	__u8 *udp;
 	__u32 l3len, iplen, total;
@@ -340,9 +356,9 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	if (r)
 		return drop(r);
 	if (c->flags & RF_ALLOW) {
-		struct lpm_key k = {.prefixlen = 128};
-		__builtin_memcpy(k.addr, src, 16);
-		if (!bpf_map_lookup_elem(&stamp_rf_allow, &k))
+		x->k.prefixlen = 128;
+		__builtin_memcpy(x->k.addr, src, 16);
+		if (!bpf_map_lookup_elem(&stamp_rf_allow, &x->k))
 			return drop(C_NOT_ALLOWED);
 	}
 	struct rf_session *s = bpf_map_lookup_elem(&stamp_rf_sessions, &ssid);
@@ -363,7 +379,7 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 
 	/* What the reply copies, read before anything moves. */
 	__u32 sseq = lr_get32(pay);
-	__u8 sts[8], smac[6], dmac[6];
+	__u8 *sts = x->sts, *smac = x->smac, *dmac = x->dmac;
 	__builtin_memcpy(sts, pay + 4, 8);
 	__u16 serr = lr_get16(pay + 12);
 	__u8 ttl, tc;
@@ -416,7 +432,7 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 		return drop(C_REPLY_TOO_BIG);
 	if (srh_len > RF_SRH_MAX || (srh_len & 7))
 		return drop(C_BAD_PATH);
-	__u8 rsrc[16];
+	__u8 *rsrc = x->rsrc;
 	if (s && (s->flags & S_SOURCE))
 		__builtin_memcpy(rsrc, s->source, 16);
 	else

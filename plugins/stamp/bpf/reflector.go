@@ -317,3 +317,14 @@ func as16(a netip.Addr) [16]byte {
 	}
 	return a.As16()
 }
+
+// SetClock changes the Error Estimates and the time offsets, the part of
+// the config that moves at run time, leaving the rest.
+func (r *Reflector) SetClock(ee [2]uint16, utcOff, ptpOff int64) error {
+	var v reflectorPlainRfConfig
+	if err := r.maps.StampRfConfig.Lookup(uint32(0), &v); err != nil {
+		return err
+	}
+	v.Ee, v.UtcOff, v.PtpOff = ee, utcOff, ptpOff
+	return r.maps.StampRfConfig.Put(uint32(0), v)
+}

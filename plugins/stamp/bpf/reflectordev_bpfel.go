@@ -37,6 +37,17 @@ type reflectorDevRfConfig struct {
 	Bcast      [8][4]uint8
 }
 
+type reflectorDevRfScratch struct {
+	_    structs.HostLayout
+	Src  [16]uint8
+	Dst  [16]uint8
+	Rsrc [16]uint8
+	K    reflectorDevLpmKey
+	Sts  [8]uint8
+	Smac [6]uint8
+	Dmac [6]uint8
+}
+
 type reflectorDevRfSession struct {
 	_          structs.HostLayout
 	Flags      uint8
@@ -63,6 +74,7 @@ const (
 	reflectorDevMapStampRfConfig       = "stamp_rf_config"
 	reflectorDevMapStampRfCounters     = "stamp_rf_counters"
 	reflectorDevMapStampRfLimit        = "stamp_rf_limit"
+	reflectorDevMapStampRfScratch      = "stamp_rf_scratch"
 	reflectorDevMapStampRfSessions     = "stamp_rf_sessions"
 	reflectorDevProgStampReflectorSlot = "stamp_reflector_slot"
 	reflectorDevProgStampReflectorXdp  = "stamp_reflector_xdp"
@@ -123,6 +135,7 @@ type reflectorDevMapSpecs struct {
 	StampRfConfig   *ebpf.MapSpec `ebpf:"stamp_rf_config"`
 	StampRfCounters *ebpf.MapSpec `ebpf:"stamp_rf_counters"`
 	StampRfLimit    *ebpf.MapSpec `ebpf:"stamp_rf_limit"`
+	StampRfScratch  *ebpf.MapSpec `ebpf:"stamp_rf_scratch"`
 	StampRfSessions *ebpf.MapSpec `ebpf:"stamp_rf_sessions"`
 }
 
@@ -157,6 +170,7 @@ type reflectorDevMaps struct {
 	StampRfConfig   *ebpf.Map `ebpf:"stamp_rf_config"`
 	StampRfCounters *ebpf.Map `ebpf:"stamp_rf_counters"`
 	StampRfLimit    *ebpf.Map `ebpf:"stamp_rf_limit"`
+	StampRfScratch  *ebpf.Map `ebpf:"stamp_rf_scratch"`
 	StampRfSessions *ebpf.Map `ebpf:"stamp_rf_sessions"`
 }
 
@@ -167,6 +181,7 @@ func (m *reflectorDevMaps) Close() error {
 		m.StampRfConfig,
 		m.StampRfCounters,
 		m.StampRfLimit,
+		m.StampRfScratch,
 		m.StampRfSessions,
 	)
 }

@@ -4,13 +4,15 @@
     scapy_xdp.py IFACE N < spec.json
 
 builds N unauthenticated test packets with scapy.contrib.stamp (the spec of
-scapy_stamp.py build), sends them on IFACE one at a time, and prints each
-reply it captures as a hex line (the frames whose UDP source port is 862).
+scapy_stamp.py build; the packets whose index is in spec["tlv"] get the TLV
+bytes spec["tlv_hex"] after the base packet), sends them on IFACE one at a
+time, and prints each as "sent HEX" and each reply it captures (the frames
+whose UDP source port is 862) as "reply HEX".
 """
 import json
 import sys
 
-from scapy.all import AsyncSniffer, Ether, raw, sendp
+from scapy.all import AsyncSniffer, Ether, Raw, raw, sendp
 from scapy.contrib.stamp import ErrorEstimate, STAMPSessionSenderTestUnauthenticated
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
@@ -31,6 +33,8 @@ def main():
                  seq=i, ts=spec["ts"] + i,
                  err_estimate=ErrorEstimate(S=1, Z=0, scale=spec["scale"], multiplier=spec["multiplier"]),
                  ssid=spec["ssid"]))
+        if i in spec.get("tlv", []):
+            p = p / Raw(bytes.fromhex(spec["tlv_hex"]))
         print("sent " + raw(p).hex(), flush=True)
         sendp(p, iface=iface, verbose=False)
     sniffer.join()
