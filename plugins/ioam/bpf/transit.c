@@ -10,7 +10,9 @@
  * queue depth, buffer occupancy; docs/ioam.md lists them. Other layouts
  * (incremental traces, POT, DEX, several options, VLAN tags) go up to the Go
  * stage untouched (LR_OFFLOAD_USER); packets without a Hop-by-Hop header go
- * on (LR_OFFLOAD_NEXT).
+ * on (LR_OFFLOAD_NEXT). A trace this node is done with (filled, full, of a
+ * namespace it does not know) goes to the kernel, which routes it
+ * (XDP_PASS): the Go stage must not see it again.
  *
  * Built twice from this file (plugins/ioam/bpf/gen.go): device-bound
  * (LR_DEVBOUND, for attaching: the timestamp from the driver's rx stamp)
@@ -204,7 +206,7 @@ static __always_inline int ioam_transit(struct xdp_md *ctx)
 	struct tr_namespace *ns = bpf_map_lookup_elem(&ioam_tr_namespaces, &nsid);
 	if (!ns) {
 		count(C_UNKNOWN_NS);
-		return LR_OFFLOAD_NEXT;
+		return XDP_PASS;
 	}
 	__u32 words = nl;
 	if (tt & 0x000002)
@@ -214,17 +216,17 @@ static __always_inline int ioam_transit(struct xdp_md *ctx)
 	if (words * 4 > MAX_TRACE_DATA) {
 		tr[2] |= 0x04;
 		count(C_OVERFLOW);
-		return LR_OFFLOAD_NEXT;
+		return XDP_PASS;
 	}
 	if (tr[2] & 0x04) {
 		count(C_OVERFLOW);
-		return LR_OFFLOAD_NEXT;
+		return XDP_PASS;
 	}
 	__u32 rem = tr[3] & 0x7f;
 	if (rem == 0 || rem < words) {
 		tr[2] |= 0x04;
 		count(C_OVERFLOW);
-		return LR_OFFLOAD_NEXT;
+		return XDP_PASS;
 	}
 	tr[3] -= (__u8)words;
 	rem = (tr[3] & 0x7f);
@@ -291,7 +293,7 @@ static __always_inline int ioam_transit(struct xdp_md *ctx)
 		}
 	}
 	count(C_FILLED);
-	return LR_OFFLOAD_NEXT;
+	return XDP_PASS;
 }
 
 LR_OFFLOAD(ioam_transit)
