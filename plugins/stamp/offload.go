@@ -214,3 +214,145 @@ func (r *reflector) syncXDP(p *bpf.Reflector, t *rfTable) error {
 	}
 	return nil
 }
+
+// coXDP is a collector stage's in-kernel part, shared by its instances.
+// Each instance polls its ring of records; instance 0 keeps the program's
+// sessions in step with the table and moves its counters into the stage's.
+type coXDP struct {
+	req    *offload.Request
+	prog   atomic.Pointer[bpf.Collector]
+	utcOff atomic.Int64 // Unix ns − CLOCK_TAI ns, for T4
+
+	// Instance 0's, on its lcore.
+	table    *txTable
+	nextTick int64
+	last     []uint64
+	counters []*stats.Counter // by bpf.CollectorCounters
+}
+
+// askXDP asks for the collector's offload.
+func (c *collector) askXDP(s *plugins.Setup, mode offload.Mode) error {
+	if s.NumInstances > bpf.MaxCollectorInstances {
+		why := fmt.Sprintf("%d instances: the program has rings for %d", s.NumInstances, bpf.MaxCollectorInstances)
+		if mode == offload.XDP {
+			return fmt.Errorf("%s: stamp.collector: offload = \"xdp\": %s", s.Config.Where(), why)
+		}
+		s.Log.Info("stamp.collector runs in Go", "stage", s.Name, "why", why)
+		return nil
+	}
+	x := s.Shared("stamp.collector/xdp", func() any { return &coXDP{} }).(*coXDP)
+	c.xdp = x
+	c.onEvent = c.takeXDP // made once: Poll's callback allocates nothing
+	if s.Instance == 0 {
+		x.counters = make([]*stats.Counter, len(bpf.CollectorCounters))
+		for i, n := range bpf.CollectorCounters {
+			switch n {
+			case "records":
+				x.counters[i] = s.Counters.New("xdp_records", "replies the XDP program took and handed to this stage's records")
+			case "to_go":
+				x.counters[i] = s.Counters.New("xdp_to_go", "replies the XDP program left to this stage (TLVs, authenticated mode, extension headers)")
+			case "ring_full":
+				x.counters[i] = s.Counters.New("xdp_ring_full", "replies the XDP program left to this stage for a full ring")
+			default:
+				x.counters[i] = s.Counters.New(n, "replies the XDP program dropped: "+n)
+			}
+		}
+	}
+	if x.req != nil {
+		return nil
+	}
+	spec, err := bpf.CollectorSpec()
+	if err != nil {
+		return err
+	}
+	n, port, check := s.NumInstances, c.port, c.checkSrc
+	x.req, err = offload.Ask(s.Shared, s.Name, s.Config.Where(), mode, offload.Program{Spec: spec, Slot: bpf.CollectorSlot,
+		Prepare: func(maps map[string]*ebpf.Map) error {
+			p, err := bpf.CollectorMaps(maps, max(n, 1))
+			if err != nil {
+				return err
+			}
+			if err := p.Configure(bpf.CollectorConfig{Port: port, CheckSource: check}); err != nil {
+				p.Close()
+				return err
+			}
+			x.utcOff.Store(-int64(kernelTAIOffset()) * 1e9)
+			x.prog.Store(p)
+			return nil
+		}})
+	return err
+}
+
+// Tick takes the records the program left in this instance's ring; on
+// instance 0 it also syncs the program's sessions (the replies of sessions
+// it does not have yet go to Go meanwhile) and counters.
+func (c *collector) Tick(ctx *plugins.Context) {
+	x := c.xdp
+	if x == nil {
+		return
+	}
+	p := x.prog.Load()
+	if p == nil {
+		return
+	}
+	c.tickCtx = ctx
+	if _, err := p.Poll(ctx.Instance, c.onEvent); err != nil {
+		ctx.Log.Warn("stamp.collector: the XDP program's ring", "err", err)
+	}
+	if ctx.Instance != 0 || ctx.Now < x.nextTick {
+		return
+	}
+	x.nextTick = ctx.Now + xdpTickInterval
+	x.utcOff.Store(-int64(kernelTAIOffset()) * 1e9)
+	if t := c.reg.tx.Load(); t != x.table {
+		var ss []bpf.CollectorSession
+		if t != nil {
+			for id, s := range t.m {
+				cs := bpf.CollectorSession{SSID: id, SrcPort: s.cfg.SrcPort, IPv4: s.ipv4, Auth: s.cfg.Auth,
+					HMACTLV: s.hmacTLV >= 0, Owner: ctx.Env.Owner(sessionKey(id)), Src: s.src16, Reflector: s.replySrc}
+				if s.ipv4 {
+					cs.Src, cs.Reflector = v4mapped(s.src4), v4mapped(s.replySrc4)
+				}
+				ss = append(ss, cs)
+			}
+		}
+		if err := p.SetSessions(ss); err != nil {
+			ctx.Log.Warn("stamp.collector: the XDP program's sessions", "err", err)
+		} else {
+			x.table = t
+		}
+	}
+	if v, err := p.Counters(); err == nil {
+		for i, n := range v {
+			if i < len(x.last) && n > x.last[i] {
+				x.counters[i].Add(n - x.last[i])
+			}
+		}
+		x.last = v
+	}
+}
+
+// takeXDP makes the record of a reply the program took: what take does
+// after its checks, which the program made.
+func (c *collector) takeXDP(ev *bpf.Event) {
+	s := c.reg.tx.Load().get(ev.SSID)
+	if s == nil {
+		return // the session went since
+	}
+	if owner := s.col.Load(); owner != c {
+		if owner != nil && owner.name != c.name {
+			return // another collector stage's session: not ours to measure
+		}
+		s.col.Store(c)
+	}
+	if gen := s.sentGen.Load(); gen != s.rx.gen {
+		s.rx.reset()
+		s.rx.gen = gen
+	}
+	tai := 37
+	if st := c.tickCtx.Clock.Sync(); st.TAIOffset != 0 {
+		tai = st.TAIOffset
+	}
+	var r Record
+	c.record(s, &r, ev.Pay[:], ev.Hop, int64(ev.T4)+c.xdp.utcOff.Load(), tai)
+}
