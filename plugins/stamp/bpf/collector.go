@@ -65,6 +65,8 @@ type Collector struct {
 	readers []*ringbuf.Reader
 	recs    []ringbuf.Record // by instance: each polls its own ring
 	evs     []Event
+	ids     map[uint16]bool // the sessions in the array
+	ports   [1024]uint64    // the ports bitmap as written
 }
 
 // CollectorMaps wraps the maps of a linked slot, by their names in
@@ -168,17 +170,18 @@ const (
 	csIPv4    = 1
 	csAuth    = 2
 	csHMACTLV = 4
+	csExists  = 8
 )
 
 // SetSessions makes the program's sessions these, and its ports theirs.
 func (c *Collector) SetSessions(ss []CollectorSession) error {
 	keep := map[uint16]bool{}
-	ports := map[uint16]bool{}
+	var ports [1024]uint64
 	for _, s := range ss {
-		v := collectorPlainCoSession{Owner: uint8(s.Owner), SrcPort: s.SrcPort, Src: s.Src, Reflector: s.Reflector}
 		if s.Owner < 0 || s.Owner >= len(c.rings) {
 			return fmt.Errorf("session %d: owner %d has no ring", s.SSID, s.Owner)
 		}
+		v := collectorPlainCoSession{Flags: csExists, Owner: uint8(s.Owner), SrcPort: s.SrcPort, Src: s.Src, Reflector: s.Reflector}
 		for _, f := range []struct {
 			on   bool
 			flag uint8
@@ -187,38 +190,26 @@ func (c *Collector) SetSessions(ss []CollectorSession) error {
 				v.Flags |= f.flag
 			}
 		}
-		if err := c.maps.StampCoSessions.Put(s.SSID, v); err != nil {
+		if err := c.maps.StampCoSessions.Put(uint32(s.SSID), v); err != nil {
 			return err
 		}
-		keep[s.SSID], ports[s.SrcPort] = true, true
+		keep[s.SSID] = true
+		ports[s.SrcPort>>6] |= 1 << (s.SrcPort & 63)
 	}
-	for _, m := range []struct {
-		m    *ebpf.Map
-		keep map[uint16]bool
-	}{{c.maps.StampCoSessions, keep}, {c.maps.StampCoPorts, ports}} {
-		var (
-			k    uint16
-			v    = make([]byte, m.m.ValueSize())
-			gone []uint16
-		)
-		it := m.m.Iterate()
-		for it.Next(&k, &v) {
-			if !m.keep[k] {
-				gone = append(gone, k)
-			}
-		}
-		if err := it.Err(); err != nil {
-			return err
-		}
-		for _, k := range gone {
-			if err := m.m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	for id := range c.ids {
+		if !keep[id] {
+			if err := c.maps.StampCoSessions.Put(uint32(id), collectorPlainCoSession{}); err != nil {
 				return err
 			}
 		}
 	}
-	for p := range ports {
-		if err := c.maps.StampCoPorts.Put(p, uint8(1)); err != nil {
-			return err
+	c.ids = keep
+	for w, bits := range ports {
+		if bits != c.ports[w] {
+			if err := c.maps.StampCoPorts.Put(uint32(w), bits); err != nil {
+				return err
+			}
+			c.ports[w] = bits
 		}
 	}
 	return nil

@@ -50,18 +50,23 @@ struct rf_config {
 #define S_PINNED 4
 #define S_AUTH 8
 #define S_SOURCE 16
+#define S_EXISTS 32
 
+/* A session, in an array indexed by SSID: a lookup the verifier inlines.
+ * 64 bytes × 65536 = 4 MiB; return SRHs are in a hash of their own. */
 struct rf_session {
-	__u8 flags;
+	__u8 flags;        /* S_*; 0: no session */
 	__s8 format;       /* 0 NTP, 1 PTP, -1 the sender's */
 	__u8 srh_len;      /* return SRH with Segment List[0] the sender's slot; 0: none */
 	__u8 srh_last_len; /* return SRH ending at ret_last; 0: none */
 	__u32 seq;         /* the reflector's own sequence (stateful) */
-	__u32 rx, tx;
 	__u64 replied;
 	__u8 sender[16];   /* pinned sender, IPv4 mapped */
 	__u8 source[16];   /* reply source, IPv4 mapped */
 	__u8 ret_last[16]; /* the return path's last segment */
+};
+
+struct rf_srh {
 	__u8 srh[RF_SRH_MAX];
 	__u8 srh_last[RF_SRH_MAX];
 };
@@ -97,12 +102,19 @@ struct {
 } stamp_rf_config SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 65536);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u16);
+	__type(key, __u32);
 	__type(value, struct rf_session);
 } stamp_rf_sessions SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u16);
+	__type(value, struct rf_srh);
+} stamp_rf_srhs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -361,7 +373,10 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 		if (!bpf_map_lookup_elem(&stamp_rf_allow, &x->k))
 			return drop(C_NOT_ALLOWED);
 	}
-	struct rf_session *s = bpf_map_lookup_elem(&stamp_rf_sessions, &ssid);
+	__u32 sidx = ssid;
+	struct rf_session *s = bpf_map_lookup_elem(&stamp_rf_sessions, &sidx);
+	if (s && !(s->flags & S_EXISTS))
+		s = 0;
 	if (!s) {
 		if (!(c->flags & RF_REFLECT_ALL))
 			return drop(C_UNKNOWN);
@@ -402,12 +417,8 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	/* The session's counts move before the return path is checked, as in
 	 * the Go stage: a reply that cannot go still took its sequence. */
 	__u32 rseq = sseq;
-	if (s) {
-		__sync_fetch_and_add(&s->rx, 1);
-		__sync_fetch_and_add(&s->tx, 1);
-		if (s->flags & S_STATEFUL)
-			rseq = __sync_fetch_and_add(&s->seq, 1);
-	}
+	if (s && (s->flags & S_STATEFUL))
+		rseq = __sync_fetch_and_add(&s->seq, 1);
 
 	/* The return path: the session's, with the sender in Segment List[0],
 	 * or the one that already ends at the sender (none for a single
@@ -416,11 +427,14 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	int slot0 = 0;
 	const __u8 *srh = 0;
 	if (s && s->srh_len) {
+		struct rf_srh *sr = bpf_map_lookup_elem(&stamp_rf_srhs, &ssid);
+		if (!sr)
+			return drop(C_BAD_PATH);
 		if (eq16(s->ret_last, src)) {
-			srh = s->srh_last;
+			srh = sr->srh_last;
 			srh_len = s->srh_last_len;
 		} else {
-			srh = s->srh;
+			srh = sr->srh;
 			srh_len = s->srh_len;
 			slot0 = 1;
 		}

@@ -48,8 +48,8 @@ type ReflectorSession struct {
 
 // SessionState is what the program keeps per session.
 type SessionState struct {
-	Seq, Rx, Tx uint32
-	Replied     uint64
+	Seq     uint32
+	Replied uint64
 }
 
 // ReflectorCounters are the program's counters, in the order of its
@@ -78,6 +78,7 @@ type Reflector struct {
 	objs    reflectorPlainObjects // the two variants have the same maps
 	dev     reflectorDevObjects
 	maps    *reflectorPlainMaps
+	ids     map[uint16]bool // the sessions put: the array has every SSID
 }
 
 // ReflectorMaps wraps the maps of a linked slot, by their names in
@@ -88,6 +89,7 @@ func ReflectorMaps(m map[string]*ebpf.Map) (*Reflector, error) {
 		"stamp_rf_addrs": &r.maps.StampRfAddrs, "stamp_rf_allow": &r.maps.StampRfAllow,
 		"stamp_rf_config": &r.maps.StampRfConfig, "stamp_rf_counters": &r.maps.StampRfCounters,
 		"stamp_rf_limit": &r.maps.StampRfLimit, "stamp_rf_sessions": &r.maps.StampRfSessions,
+		"stamp_rf_srhs": &r.maps.StampRfSrhs,
 	} {
 		if *p = m[name]; *p == nil {
 			return nil, fmt.Errorf("the XDP reflector's map %s is missing", name)
@@ -207,6 +209,7 @@ const (
 	sPinned   = 4
 	sAuth     = 8
 	sSource   = 16
+	sExists   = 32
 )
 
 // Offloadable reports whether the program can reflect a session's packets:
@@ -222,10 +225,13 @@ func (r *Reflector) PutSession(s ReflectorSession) error {
 		return fmt.Errorf("session %d: a return path of more than %d segments stays in Go", s.SSID, MaxReturnSegments-1)
 	}
 	var v reflectorPlainRfSession
-	if err := r.maps.StampRfSessions.Lookup(s.SSID, &v); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := r.maps.StampRfSessions.Lookup(uint32(s.SSID), &v); err != nil {
 		return err
 	}
-	v.Flags = 0
+	if v.Flags&sExists == 0 {
+		v = reflectorPlainRfSession{}
+	}
+	v.Flags = sExists
 	for _, f := range []struct {
 		on   bool
 		flag uint8
@@ -236,40 +242,54 @@ func (r *Reflector) PutSession(s ReflectorSession) error {
 	}
 	v.Format = s.Format
 	v.Sender, v.Source, v.RetLast = s.Sender, s.Source, s.ReturnEnd
-	v.Srh, v.SrhLast = [136]uint8{}, [136]uint8{}
-	v.SrhLen, v.SrhLastLen = uint8(copy(v.Srh[:], s.SRH)), uint8(copy(v.SrhLast[:], s.SRHLast))
-	return r.maps.StampRfSessions.Put(s.SSID, v)
+	var sr reflectorPlainRfSrh
+	v.SrhLen, v.SrhLastLen = uint8(copy(sr.Srh[:], s.SRH)), uint8(copy(sr.SrhLast[:], s.SRHLast))
+	if v.SrhLen > 0 {
+		if err := r.maps.StampRfSrhs.Put(s.SSID, sr); err != nil {
+			return err
+		}
+	}
+	if err := r.maps.StampRfSessions.Put(uint32(s.SSID), v); err != nil {
+		return err
+	}
+	if r.ids == nil {
+		r.ids = map[uint16]bool{}
+	}
+	r.ids[s.SSID] = true
+	return nil
 }
 
 // DeleteSession removes a session; a missing one is no error.
 func (r *Reflector) DeleteSession(id uint16) error {
-	if err := r.maps.StampRfSessions.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := r.maps.StampRfSessions.Put(uint32(id), reflectorPlainRfSession{}); err != nil {
 		return err
 	}
+	if err := r.maps.StampRfSrhs.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	delete(r.ids, id)
 	return nil
 }
 
-// Sessions lists the SSIDs the program has.
+// Sessions lists the SSIDs put in the program through r.
 func (r *Reflector) Sessions() ([]uint16, error) {
-	var (
-		k   uint16
-		v   reflectorPlainRfSession
-		ids []uint16
-	)
-	it := r.maps.StampRfSessions.Iterate()
-	for it.Next(&k, &v) {
-		ids = append(ids, k)
+	ids := make([]uint16, 0, len(r.ids))
+	for id := range r.ids {
+		ids = append(ids, id)
 	}
-	return ids, it.Err()
+	return ids, nil
 }
 
 // State reads a session's state in the program.
 func (r *Reflector) State(id uint16) (SessionState, error) {
 	var v reflectorPlainRfSession
-	if err := r.maps.StampRfSessions.Lookup(id, &v); err != nil {
+	if err := r.maps.StampRfSessions.Lookup(uint32(id), &v); err != nil {
 		return SessionState{}, err
 	}
-	return SessionState{Seq: v.Seq, Rx: v.Rx, Tx: v.Tx, Replied: v.Replied}, nil
+	if v.Flags&sExists == 0 {
+		return SessionState{}, ebpf.ErrKeyNotExist
+	}
+	return SessionState{Seq: v.Seq, Replied: v.Replied}, nil
 }
 
 // Counters sums the per-CPU counters, in the order of ReflectorCounters.

@@ -55,14 +55,16 @@ type reflectorPlainRfSession struct {
 	SrhLen     uint8
 	SrhLastLen uint8
 	Seq        uint32
-	Rx         uint32
-	Tx         uint32
 	Replied    uint64
 	Sender     [16]uint8
 	Source     [16]uint8
 	RetLast    [16]uint8
-	Srh        [136]uint8
-	SrhLast    [136]uint8
+}
+
+type reflectorPlainRfSrh struct {
+	_       structs.HostLayout
+	Srh     [136]uint8
+	SrhLast [136]uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -76,6 +78,7 @@ const (
 	reflectorPlainMapStampRfLimit        = "stamp_rf_limit"
 	reflectorPlainMapStampRfScratch      = "stamp_rf_scratch"
 	reflectorPlainMapStampRfSessions     = "stamp_rf_sessions"
+	reflectorPlainMapStampRfSrhs         = "stamp_rf_srhs"
 	reflectorPlainProgStampReflectorSlot = "stamp_reflector_slot"
 	reflectorPlainProgStampReflectorXdp  = "stamp_reflector_xdp"
 )
@@ -137,6 +140,7 @@ type reflectorPlainMapSpecs struct {
 	StampRfLimit    *ebpf.MapSpec `ebpf:"stamp_rf_limit"`
 	StampRfScratch  *ebpf.MapSpec `ebpf:"stamp_rf_scratch"`
 	StampRfSessions *ebpf.MapSpec `ebpf:"stamp_rf_sessions"`
+	StampRfSrhs     *ebpf.MapSpec `ebpf:"stamp_rf_srhs"`
 }
 
 // reflectorPlainVariableSpecs contains global variables before they are loaded into the kernel.
@@ -172,6 +176,7 @@ type reflectorPlainMaps struct {
 	StampRfLimit    *ebpf.Map `ebpf:"stamp_rf_limit"`
 	StampRfScratch  *ebpf.Map `ebpf:"stamp_rf_scratch"`
 	StampRfSessions *ebpf.Map `ebpf:"stamp_rf_sessions"`
+	StampRfSrhs     *ebpf.Map `ebpf:"stamp_rf_srhs"`
 }
 
 func (m *reflectorPlainMaps) Close() error {
@@ -183,6 +188,7 @@ func (m *reflectorPlainMaps) Close() error {
 		m.StampRfLimit,
 		m.StampRfScratch,
 		m.StampRfSessions,
+		m.StampRfSrhs,
 	)
 }
 
