@@ -23,6 +23,7 @@ type rfXDP struct {
 
 	// Instance 0's, on its lcore.
 	table    *rfTable
+	running  map[uint16]bool // as last given to the program
 	nextTick int64
 	ee       [2]ErrorEstimate
 	tai      int
@@ -108,6 +109,23 @@ func (r *reflector) xdpCounters(s *plugins.Setup, x *rfXDP) {
 	}
 }
 
+// runningChanged reports whether a session of table t was started or
+// stopped since the program was given it.
+func (r *reflector) runningChanged(x *rfXDP, t *rfTable) bool {
+	if x.running == nil {
+		x.running = map[uint16]bool{}
+	}
+	if t == nil {
+		return false
+	}
+	for id, s := range t.m {
+		if s.stage == r.name && s.running.Load() != x.running[id] {
+			return true
+		}
+	}
+	return false
+}
+
 // Tick keeps the program in step, on instance 0: the sessions when the
 // table changed, the clock's Error Estimates and offsets, and the counters.
 func (r *reflector) Tick(ctx *plugins.Context) {
@@ -120,11 +138,24 @@ func (r *reflector) Tick(ctx *plugins.Context) {
 	if p == nil {
 		return
 	}
-	if t := r.reg.rf.Load(); t != x.table {
+	// A new table, or a session started or stopped (its flag, not the
+	// table, changes).
+	if t := r.reg.rf.Load(); t != x.table || r.runningChanged(x, t) {
 		if err := r.syncXDP(p, t); err != nil {
 			ctx.Log.Warn("stamp.reflector: the XDP program's sessions", "err", err)
 		} else {
 			x.table = t
+			if x.running == nil {
+				x.running = map[uint16]bool{}
+			}
+			clear(x.running)
+			if t != nil {
+				for id, s := range t.m {
+					if s.stage == r.name {
+						x.running[id] = s.running.Load()
+					}
+				}
+			}
 		}
 	}
 	r.ee.refresh()

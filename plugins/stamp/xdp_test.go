@@ -291,7 +291,7 @@ func xdpGolden(t testing.TB) []struct {
 		{"srv6_return_ends_at_sender", "reflected", f(addrS, addrR, 13, eeNTP)},
 		{"pinned_ok", "reflected", f(netip.MustParseAddr("2001:db8:a::3"), addrR, 10, eeNTP)},
 		{"pinned_wrong_source", "stamp_wrong_source", f(addrS, addrR, 10, eeNTP)},
-		{"stopped", "stamp_session_stopped", f(addrS, addrR, 11, eeNTP)},
+		{"stopped", "to_go", f(addrS, addrR, 11, eeNTP)},
 		{"ptp_session_source", "reflected", f(addrS, addrR, 12, eeNTP)},
 		{"ssid_0", "reflected", f(addrS, addrR, 0, eeNTP)},
 		{"ethernet_padding", "reflected", padded},
@@ -368,8 +368,8 @@ addresses = ["2001:db8:b::2", "192.0.2.2"]
 		frame []byte
 		want  string
 	}{
-		{stampFrame(t, addrS, addrR, 1, DefaultPort, 64, 0, senderPayload(1, eeNTP, 5)), "stamp_unknown_session"},
-		{stampFrame(t, v4S, v4R, 1, DefaultPort, 64, 0, senderPayload(1, eeNTP, 5)), "stamp_unknown_session"},
+		{stampFrame(t, addrS, addrR, 1, DefaultPort, 64, 0, senderPayload(1, eeNTP, 5)), "to_go"},
+		{stampFrame(t, v4S, v4R, 1, DefaultPort, 64, 0, senderPayload(1, eeNTP, 5)), "to_go"},
 		{stampFrame(t, addrS, netip.MustParseAddr("2001:db8:b::3"), 1, DefaultPort, 64, 0, senderPayload(1, eeNTP, 5)), ""},
 	} {
 		if o := x.compare(t, c.frame); o.reason != c.want {

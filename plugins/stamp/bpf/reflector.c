@@ -81,7 +81,6 @@ enum {
 	C_GROUP_DEST,
 	C_NOT_ALLOWED,
 	C_UNKNOWN,
-	C_NOT_RUNNING,
 	C_WRONG_SOURCE,
 	C_RATE_LIMITED,
 	C_REPLY_TOO_BIG,
@@ -377,14 +376,17 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	struct rf_session *s = bpf_map_lookup_elem(&stamp_rf_sessions, &sidx);
 	if (s && !(s->flags & S_EXISTS))
 		s = 0;
+	/* A session the program does not have, or has stopped, may be one the
+	 * control API just made or started: the Go stage decides (changes
+	 * reach the program within 100 ms). */
 	if (!s) {
 		if (!(c->flags & RF_REFLECT_ALL))
-			return drop(C_UNKNOWN);
+			return to_go();
 	} else {
 		if (s->flags & S_AUTH)
 			return drop(C_UNKNOWN);
 		if (!(s->flags & S_RUNNING))
-			return drop(C_NOT_RUNNING);
+			return to_go();
 		if ((s->flags & S_PINNED) && !eq16(s->sender, src))
 			return drop(C_WRONG_SOURCE);
 	}

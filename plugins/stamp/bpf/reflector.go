@@ -58,7 +58,7 @@ type SessionState struct {
 var ReflectorCounters = []string{
 	"reflected", "to_go",
 	"stamp_short", "stamp_bad_source", "stamp_group_destination", "stamp_not_allowed",
-	"stamp_unknown_session", "stamp_session_stopped", "stamp_wrong_source", "stamp_rate_limited",
+	"stamp_unknown_session", "stamp_wrong_source", "stamp_rate_limited",
 	"stamp_reply_too_big", "stamp_bad_return_path",
 }
 
