@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"strings"
@@ -324,4 +325,160 @@ mode = "stateful"
 		t.Errorf("reflected %d, of which %d in Go; want %d and %d", reflected, toGo, n, len(tlv))
 	}
 	t.Logf("reflected %d: %d in the kernel, %d in Go", reflected, inKernel, toGo)
+}
+
+// A Linux router namespace with linerate's xdp port on its client-side
+// interface and the reflector offloaded: the router's own traffic (ARP, a
+// TCP exchange it forwards between client and server) passes untouched,
+// the client's STAMP test packets to the router are reflected by the
+// kernel program and reach the client's own UDP socket (its kernel checks
+// the checksum), and nothing stays attached once linerate closes.
+//
+//	client ns  lrcc ══veth══ lrrc [xdp port]  router ns  lrrs ══veth══ lrss  server ns
+//	10.1.0.2                  10.1.0.1                    10.2.0.1          10.2.0.2
+func TestXDPRouterNamespace(t *testing.T) {
+	testenv.RequireRoot(t)
+	cl, rt, sv := netns.New(t), netns.New(t), netns.New(t)
+	netns.Veth(t, cl, "lrcc", rt, "lrrc")
+	netns.Veth(t, rt, "lrrs", sv, "lrss")
+	cl.IP(t, "addr", "add", "10.1.0.2/24", "dev", "lrcc")
+	cl.IP(t, "route", "add", "default", "via", "10.1.0.1")
+	rt.IP(t, "addr", "add", "10.1.0.1/24", "dev", "lrrc")
+	rt.IP(t, "addr", "add", "10.2.0.1/24", "dev", "lrrs")
+	sv.IP(t, "addr", "add", "10.2.0.2/24", "dev", "lrss")
+	sv.IP(t, "route", "add", "default", "via", "10.2.0.1")
+	rt.Sysctl(t, [][2]string{{"ipv4/ip_forward", "1"}})
+	passXDP(t, cl, "lrcc") // the client takes the program's XDP_TX frames
+	cfg, err := config.Parse("router.toml", []byte(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "x0"
+driver = "xdp"
+interface = "lrrc"
+[[ports.match]]
+next_header = 17
+udp_dst_port = 862
+
+[[pipelines]]
+name = "reflector"
+lcores = [1]
+rx = ["x0"]
+[[pipelines.stages]]
+kind = "stamp.reflector"
+name = "refl"
+offload = "xdp"
+forward = "in"
+addresses = ["10.1.0.1"]
+unknown = "reflect"
+allow = ["10.1.0.0/24"]
+synchronized = true
+clock_error = "1us"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *appliance.Engine
+	if err := rt.Do(func() (err error) {
+		e, err = appliance.New(cfg, appliance.Options{Log: enginetest.Quiet})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			e.Close()
+		}
+	})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The router's own traffic: TCP from client to server, forwarded.
+	var ln net.Listener
+	if err := sv.Do(func() (err error) { ln, err = net.Listen("tcp4", "10.2.0.2:5001"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 1<<16)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}()
+	var conn net.Conn
+	if err := cl.Do(func() (err error) { conn, err = net.DialTimeout("tcp4", "10.2.0.2:5001", 10*time.Second); return err }); err != nil {
+		t.Fatalf("TCP through the router: %v", err)
+	}
+	defer conn.Close()
+	msg := bytes.Repeat([]byte("linerate"), 4096)
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	go conn.Write(msg)
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(conn, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("TCP echo through the router: %v", err)
+	}
+
+	// STAMP from the client's own UDP socket to the router.
+	var uc *net.UDPConn
+	if err := cl.Do(func() (err error) {
+		uc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP("10.1.0.1"), Port: DefaultPort})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	const n = 5
+	for i := range n {
+		if _, err := uc.Write(senderPayload(uint32(i), eeNTP, 0)); err != nil {
+			t.Fatal(err)
+		}
+		uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 256)
+		k, err := uc.Read(buf)
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		rp := ReflectorPacket(buf[:k])
+		if k != BaseLen || rp.SenderSeq() != uint32(i) || rp.SenderTTL() != 64 || rp.ReceiveTimestamp() == 0 {
+			t.Fatalf("reply %d: %x", i, buf[:k])
+		}
+	}
+	// In the kernel: the program counted them, nothing went up to Go.
+	deadline := time.Now().Add(10 * time.Second)
+	var reflected, toGo uint64
+	for time.Now().Before(deadline) {
+		s := e.Snapshot()
+		reflected, toGo = enginetest.Counter(s, "refl", "reflected"), enginetest.Counter(s, "refl", "xdp_to_go")
+		if reflected == n {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if reflected != n || toGo != 0 {
+		t.Errorf("reflected %d, left to Go %d; want %d in the kernel", reflected, toGo, n)
+	}
+
+	closed = true
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ip", "-n", rt.Name(), "link", "show", "lrrc").CombinedOutput(); err != nil || bytes.Contains(out, []byte("xdp")) {
+		t.Errorf("after linerate closed: %v\n%s", err, out)
+	}
 }
