@@ -112,9 +112,14 @@ func (t *transit) Tick(ctx *plugins.Context) {
 			x.tai = tai
 		}
 	}
+	// The program's counters start at zero with its maps: the first read
+	// counts everything since.
 	if v, err := p.Counters(); err == nil {
+		if x.last == nil {
+			x.last = make([]uint64, len(v))
+		}
 		for i, n := range v {
-			if i < len(x.last) && n > x.last[i] {
+			if n > x.last[i] {
 				x.counters[i].Add(n - x.last[i])
 			}
 		}

@@ -165,9 +165,14 @@ func (r *reflector) Tick(ctx *plugins.Context) {
 			x.ee, x.tai = r.ee.ee, tai
 		}
 	}
+	// The program's counters start at zero with its maps: the first read
+	// counts everything since.
 	if v, err := p.Counters(); err == nil {
+		if x.last == nil {
+			x.last = make([]uint64, len(v))
+		}
 		for i, n := range v {
-			if i < len(x.last) && n > x.last[i] {
+			if n > x.last[i] {
 				x.counters[i].Add(n - x.last[i])
 			}
 		}
@@ -353,9 +358,14 @@ func (c *collector) Tick(ctx *plugins.Context) {
 			x.table = t
 		}
 	}
+	// The program's counters start at zero with its maps: the first read
+	// counts everything since.
 	if v, err := p.Counters(); err == nil {
+		if x.last == nil {
+			x.last = make([]uint64, len(v))
+		}
 		for i, n := range v {
-			if i < len(x.last) && n > x.last[i] {
+			if n > x.last[i] {
 				x.counters[i].Add(n - x.last[i])
 			}
 		}

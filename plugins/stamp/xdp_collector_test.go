@@ -62,12 +62,10 @@ ssid = 10
 `
 
 type xdpCollectorPair struct {
-	a, b       *chain
-	prog       *bpf.Collector
-	collB      *collector
-	ctx        plugins.Context
-	goRecs     map[uint16][]Record
-	kernelRecs map[uint16][]Record
+	a, b  *chain
+	prog  *bpf.Collector
+	collB *collector
+	ctx   plugins.Context
 }
 
 func newXDPCollectorPair(t testing.TB, p *bpf.Collector) *xdpCollectorPair {

@@ -26,7 +26,6 @@ char LICENSE[] SEC("license") = "GPL";
 #define RF_ADDRS 4       /* the addresses map lists ours */
 #define RF_ALLOW 8       /* the allow trie limits sources */
 #define RF_LIMIT 16      /* the per-source rate limit */
-#define RF_REDIRECT 32   /* replies go to out_ifindex, not back out (XDP_TX) */
 
 struct rf_config {
 	__u16 port;      /* the reflector's UDP port */
@@ -39,8 +38,6 @@ struct rf_config {
 	__s64 ptp_off;   /* PTP (TAI) ns − CLOCK_TAI ns */
 	__u64 lim_t;     /* rate limit: ns per packet */
 	__u64 lim_tau;   /* and the burst's tolerance, (burst − 1) × lim_t */
-	__u32 out_ifindex;
-	__u32 pad;
 	__u8 bcast[RF_MAX_BCAST][4]; /* directed broadcasts of the ports' prefixes */
 };
 
@@ -570,9 +567,7 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	if (s)
 		__sync_fetch_and_add(&s->replied, 1);
 	count(C_REFLECTED);
-	if (c->flags & RF_REDIRECT)
-		return bpf_redirect(c->out_ifindex, 0);
-	return XDP_TX;
+	return XDP_TX; /* back out of the port it came in on: forward = "in" */
 }
 
 LR_OFFLOAD(stamp_reflector)

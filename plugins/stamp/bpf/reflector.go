@@ -29,7 +29,6 @@ type ReflectorConfig struct {
 	PTPOffset      int64   // PTP (TAI) ns − CLOCK_TAI ns
 	RateLimit      float64 // per source, packets a second; 0: none
 	RateBurst      int
-	Redirect       int // an ifindex the replies go to; 0: back out (XDP_TX)
 	Broadcasts     [][4]byte
 	Addresses      []netip.Addr   // ours; none: any
 	Allow          []netip.Prefix // sources answered; none: any
@@ -158,16 +157,10 @@ func (r *Reflector) Configure(c ReflectorConfig) error {
 		v.LimT = uint64(math.Ceil(1e9 / c.RateLimit))
 		v.LimTau = uint64(max(c.RateBurst-1, 0)) * v.LimT
 	}
-	if c.Redirect != 0 {
-		v.Flags |= rfRedirect
-		v.OutIfindex = uint32(c.Redirect)
-	}
 	if len(c.Broadcasts) > len(v.Bcast) {
 		return fmt.Errorf("%d broadcast addresses: the XDP reflector holds %d", len(c.Broadcasts), len(v.Bcast))
 	}
-	for i, b := range c.Broadcasts {
-		v.Bcast[i] = b
-	}
+	copy(v.Bcast[:], c.Broadcasts)
 	v.N_bcast = uint8(len(c.Broadcasts))
 	if err := clearMap(r.maps.StampRfAddrs); err != nil {
 		return err
@@ -199,7 +192,6 @@ const (
 	rfAddrs      = 4
 	rfAllow      = 8
 	rfLimit      = 16
-	rfRedirect   = 32
 )
 
 // Session flags (reflector.c).

@@ -20,21 +20,19 @@ type reflectorPlainLpmKey struct {
 }
 
 type reflectorPlainRfConfig struct {
-	_          structs.HostLayout
-	Port       uint16
-	HopLimit   uint8
-	Flags      uint8
-	Format     int8
-	N_bcast    uint8
-	Ee         [2]uint16
-	_          [6]byte
-	UtcOff     int64
-	PtpOff     int64
-	LimT       uint64
-	LimTau     uint64
-	OutIfindex uint32
-	Pad        uint32
-	Bcast      [8][4]uint8
+	_        structs.HostLayout
+	Port     uint16
+	HopLimit uint8
+	Flags    uint8
+	Format   int8
+	N_bcast  uint8
+	Ee       [2]uint16
+	_        [6]byte
+	UtcOff   int64
+	PtpOff   int64
+	LimT     uint64
+	LimTau   uint64
+	Bcast    [8][4]uint8
 }
 
 type reflectorPlainRfScratch struct {
