@@ -181,8 +181,13 @@ func TestXDPCollectorGolden(t *testing.T) {
 		x.a.h.advance(10 * time.Millisecond)
 		x.b.h.advance(10 * time.Millisecond)
 	}
-	// A reply from another reflector, a short one, a test packet.
-	f := x.replies(t)[0]
+	// A base reply from another reflector.
+	var f []byte
+	for _, r := range x.replies(t) {
+		if pay, l := payloadOf(t, r); len(pay) == BaseLen && l.IPVersion == 6 {
+			f = r
+		}
+	}
 	wrong := append([]byte(nil), f...)
 	_, l := payloadOf(t, wrong)
 	if l.IPVersion == 6 {
