@@ -9,25 +9,13 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-/* The slot contract of appliance/offload (lr_offload.h there): a stage's
- * body returns an XDP action, final, or
- *   LR_OFFLOAD_NEXT  not its packet: on to the next slot, then the port's
- *                    match rules;
- *   LR_OFFLOAD_USER  its packet, but one it does not handle: up to the Go
- *                    stage through AF_XDP, untouched.
- * LR_OFFLOAD(fn) makes fn_slot (linked into the port's dispatcher) and fn_xdp
- * (a plain program for prog.Run, where NEXT and USER read as XDP_PASS). */
-#ifndef LR_OFFLOAD_NEXT
-#define LR_OFFLOAD_NEXT 16
-#define LR_OFFLOAD_USER 17
-#define LR_OFFLOAD(fn)                                                         \
-	SEC("xdp") int fn##_slot(struct xdp_md *ctx) { return fn(ctx); }       \
-	SEC("xdp") int fn##_xdp(struct xdp_md *ctx)                            \
-	{                                                                      \
-		int r = fn(ctx);                                               \
-		return r == LR_OFFLOAD_NEXT || r == LR_OFFLOAD_USER ? XDP_PASS : r; \
-	}
-#endif
+/* The slot contract of appliance/offload (include/lr_offload.h there): a
+ * stage's body returns an XDP action, final, or LR_OFFLOAD_NEXT (not its
+ * packet: on to the next slot, then the port's match rules) or
+ * LR_OFFLOAD_USER (its packet, but one it does not handle: up to the Go
+ * stage through AF_XDP, untouched). LR_OFFLOAD(fn) makes fn_slot, linked
+ * into the port's dispatcher, and fn_xdp, a plain program for prog.Run. */
+#include "lr_offload.h"
 
 #define ETH_HLEN_ 14
 #define ETH_P_IPV6_ 0x86DD

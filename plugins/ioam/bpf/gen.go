@@ -5,5 +5,5 @@
 // committed: a plain go build needs no clang. `make generate` rebuilds them.
 package bpf
 
-//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I/usr/include/x86_64-linux-gnu -DLR_DEVBOUND" transitDev transit.c
-//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I/usr/include/x86_64-linux-gnu" transitPlain transit.c
+//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I../../../appliance/offload/include -I/usr/include/x86_64-linux-gnu -DLR_DEVBOUND" transitDev transit.c
+//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I../../../appliance/offload/include -I/usr/include/x86_64-linux-gnu" transitPlain transit.c

@@ -5,8 +5,8 @@
 // committed: a plain go build needs no clang. `make generate` rebuilds them.
 package bpf
 
-//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I/usr/include/x86_64-linux-gnu -DLR_DEVBOUND" reflectorDev reflector.c
-//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I/usr/include/x86_64-linux-gnu" reflectorPlain reflector.c
-//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I/usr/include/x86_64-linux-gnu -DLR_DEVBOUND" collectorDev collector.c
-//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I/usr/include/x86_64-linux-gnu" collectorPlain collector.c
-//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I/usr/include/x86_64-linux-gnu" bench bench.c
+//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I../../../appliance/offload/include -I/usr/include/x86_64-linux-gnu -DLR_DEVBOUND" reflectorDev reflector.c
+//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I../../../appliance/offload/include -I/usr/include/x86_64-linux-gnu" reflectorPlain reflector.c
+//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I../../../appliance/offload/include -I/usr/include/x86_64-linux-gnu -DLR_DEVBOUND" collectorDev collector.c
+//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I../../../appliance/offload/include -I/usr/include/x86_64-linux-gnu" collectorPlain collector.c
+//go:generate go tool bpf2go -target bpfel -cflags "-O2 -mcpu=v3 -g -Wall -Werror -I../../../internal/bpf/include -I../../../appliance/offload/include -I/usr/include/x86_64-linux-gnu" bench bench.c
