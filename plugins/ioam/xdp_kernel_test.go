@@ -7,10 +7,16 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf/link"
 
+	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/plugins/ioam/bpf"
+
+	_ "github.com/linerate/linerate/ports/xdp"
 )
 
 // linerate's XDP transit, then the Linux kernel's IOAM transit node, on one
@@ -129,4 +135,109 @@ func opaqueOf(tt uint32) int {
 		return 1
 	}
 	return 0
+}
+
+// ioam.transit offloaded through a real xdp port: linerate runs in the
+// kernel namespace with an xdp port on lra1 (named as its interface, so
+// the program writes its ingress ids) and ioam.transit with offload =
+// "xdp". The program fills its node as frames arrive and hands them to the
+// kernel, which fills its own and routes them; linerate's decap on the far
+// side reads encap, the offloaded transit, the kernel, decap.
+func TestXDPTransitOffloadEngine(t *testing.T) {
+	h := newHarness(t)
+	kl := newKernelLab(t, h)
+	cfg, err := config.Parse("transit.toml", []byte(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "lra1"
+driver = "xdp"
+interface = "lra1"
+[[ports.match]]          # nothing the test sends: the program handles it all
+udp_dst_port = 9
+
+[[pipelines]]
+name = "transit"
+lcores = [1]
+rx = ["lra1"]
+[[pipelines.stages]]
+kind = "ioam.transit"
+name = "tr"
+offload = "xdp"
+node_id = 2
+node_id_wide = 0x202
+timestamp = "posix"
+egress_port = "lra1"
+namespaces = [ { id = 123, data = 0xD2 } ]
+interfaces = [ { port = "lra1", id = 20, id_wide = 2000 } ]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *appliance.Engine
+	if err := kl.k.Do(func() (err error) {
+		e, err = appliance.New(cfg, appliance.Options{Log: enginetest.Quiet})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	enc := h.MustBuild("ioam.encap", fmt.Sprintf(`
+node_id = 1
+timestamp = "posix"
+mode = "encap"
+src = %q
+dst = %q
+namespaces = [ { id = 123 } ]
+[[profiles]]
+trace = { namespace = 123, type = "0xd40000", hops = 4 }
+`, kl.outerSrc, kl.outerDst))
+	dec := h.MustBuild("ioam.decap", `
+node_id = 3
+timestamp = "posix"
+export = true
+namespaces = [ { id = 123 } ]
+`)
+	const n = 3
+	for i := range n {
+		got := kl.forward(t, h, h.run(buildFrame(t, frameSpec{payload: 100, hopLimit: 40}), 0, false, enc).data)
+		if got == nil {
+			t.Fatalf("frame %d: nothing came through the kernel", i)
+		}
+		h.run(got, 1, false, dec)
+		recs := drainRecords(t, dec)
+		if len(recs) != 1 || len(recs[0].Hops()) != 4 {
+			t.Fatalf("frame %d: %d records", i, len(recs))
+		}
+		x := recs[0].Hops()[1]
+		if x.NodeID != 2 || x.HopLimit != 40 || x.IngressIf != 20 || x.EgressIf != 20 || x.NamespaceData != 0xD2 {
+			t.Errorf("frame %d: the offloaded transit's hop %+v", i, x.Node)
+		}
+		if k := recs[0].Hops()[2]; k.NodeID != kNodeID {
+			t.Errorf("frame %d: the kernel's hop %+v", i, k.Node)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var filled, toGo uint64
+	for time.Now().Before(deadline) {
+		s := e.Snapshot()
+		filled, toGo = enginetest.Counter(s, "tr", "filled"), enginetest.Counter(s, "tr", "xdp_to_go")
+		if filled == n {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if filled != n || toGo != 0 {
+		t.Errorf("filled %d, left to Go %d; want %d in the kernel", filled, toGo, n)
+	}
 }
