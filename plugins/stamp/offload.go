@@ -231,11 +231,8 @@ func (r *reflector) syncXDP(p *bpf.Reflector, t *rfTable) error {
 			if s.stage != r.name {
 				continue
 			}
-			x := xdpSession(s)
-			if !x.Offloadable() {
-				continue // its packets go up to this stage
-			}
-			if err := p.PutSession(x); err != nil {
+			// One the program cannot answer it leaves to this stage.
+			if err := p.PutSession(xdpSession(s)); err != nil {
 				return err
 			}
 			keep[id] = true

@@ -247,6 +247,11 @@ source = "2001:db8:b::99"
 ssid = 13
 sender = "2001:db8:a::2"
 return_path = ["2001:db8:a::2"]
+[[sessions]]
+ssid = 14
+sender = "2001:db8:a::2"
+return_path = ["2001:db8:e::1", "2001:db8:e::2", "2001:db8:e::3", "2001:db8:e::4", "2001:db8:e::5",
+  "2001:db8:e::6", "2001:db8:e::7", "2001:db8:e::8", "2001:db8:e::9"]
 `
 
 var (
@@ -289,6 +294,7 @@ func xdpGolden(t testing.TB) []struct {
 		{"srv6_return_not_pinned", "stamp_reply_too_big", f(addrS, addrR, 9, eeNTP)},
 		{"srv6_return_v4", "stamp_bad_return_path", f(v4S, v4R, 9, eeNTP)},
 		{"srv6_return_ends_at_sender", "reflected", f(addrS, addrR, 13, eeNTP)},
+		{"srv6_return_too_long_for_xdp", "to_go", f(addrS, addrR, 14, eeNTP)},
 		{"pinned_ok", "reflected", f(netip.MustParseAddr("2001:db8:a::3"), addrR, 10, eeNTP)},
 		{"pinned_wrong_source", "stamp_wrong_source", f(addrS, addrR, 10, eeNTP)},
 		{"stopped", "to_go", f(addrS, addrR, 11, eeNTP)},

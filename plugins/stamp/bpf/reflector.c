@@ -48,6 +48,7 @@ struct rf_config {
 #define S_AUTH 8
 #define S_SOURCE 16
 #define S_EXISTS 32
+#define S_GO 64 /* a session the program cannot answer (a longer return path): Go's */
 
 /* A session, in an array indexed by SSID: a lookup the verifier inlines.
  * 64 bytes × 65536 = 4 MiB; return SRHs are in a hash of their own. */
@@ -380,6 +381,8 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 		if (!(c->flags & RF_REFLECT_ALL))
 			return to_go();
 	} else {
+		if (s->flags & S_GO)
+			return to_go();
 		if (s->flags & S_AUTH)
 			return drop(C_UNKNOWN);
 		if (!(s->flags & S_RUNNING))

@@ -43,6 +43,7 @@ type ReflectorSession struct {
 	Sender, Source, ReturnEnd [16]byte
 	HasSource                 bool
 	SRH, SRHLast              []byte // the return SRHs, with and without the sender's slot
+	goOnly                    bool
 }
 
 // SessionState is what the program keeps per session.
@@ -202,6 +203,7 @@ const (
 	sAuth     = 8
 	sSource   = 16
 	sExists   = 32
+	sGo       = 64
 )
 
 // Offloadable reports whether the program can reflect a session's packets:
@@ -212,9 +214,12 @@ func (s *ReflectorSession) Offloadable() bool {
 
 // PutSession adds or changes a session, keeping the program's state of it
 // (sequence and counts) when it exists.
+// A session the program cannot answer (Offloadable false) is put as one
+// whose packets it leaves to Go, so that it neither answers them as an
+// unknown SSID nor drops them.
 func (r *Reflector) PutSession(s ReflectorSession) error {
 	if !s.Offloadable() {
-		return fmt.Errorf("session %d: a return path of more than %d segments stays in Go", s.SSID, MaxReturnSegments-1)
+		s = ReflectorSession{SSID: s.SSID, goOnly: true}
 	}
 	var v reflectorPlainRfSession
 	if err := r.maps.StampRfSessions.Lookup(uint32(s.SSID), &v); err != nil {
@@ -227,7 +232,8 @@ func (r *Reflector) PutSession(s ReflectorSession) error {
 	for _, f := range []struct {
 		on   bool
 		flag uint8
-	}{{s.Stateful, sStateful}, {s.Running, sRunning}, {s.Pinned, sPinned}, {s.Auth, sAuth}, {s.HasSource, sSource}} {
+	}{{s.Stateful, sStateful}, {s.Running, sRunning}, {s.Pinned, sPinned}, {s.Auth, sAuth}, {s.HasSource, sSource},
+		{s.goOnly, sGo}} {
 		if f.on {
 			v.Flags |= f.flag
 		}
