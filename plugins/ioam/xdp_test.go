@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,4 +246,22 @@ func FuzzXDPTransit(f *testing.F) {
 		x.reset(t, cfgs[int(cfg)%len(cfgs)])
 		x.compare(t, frame)
 	})
+}
+
+// decrement_hop_limit makes the transit a router: refused with offload =
+// "xdp", in Go with "auto".
+func TestXDPOffloadConfig(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.Build("ioam.transit", nodeKeys(2)+"decrement_hop_limit = true\noffload = \"xdp\"\n")
+	if err == nil || !strings.Contains(err.Error(), "decrement_hop_limit") {
+		t.Errorf("decrement_hop_limit with offload = \"xdp\": %v", err)
+	}
+	st, err := h.Build("ioam.transit", nodeKeys(2)+"decrement_hop_limit = true\noffload = \"auto\"\n")
+	if err != nil || st.(*transit).xdp != nil {
+		t.Errorf("auto: %v", err)
+	}
+	st, err = h.Build("ioam.transit", nodeKeys(2)+"offload = \"auto\"\n")
+	if err != nil || st.(*transit).xdp == nil {
+		t.Errorf("auto: %v", err)
+	}
 }

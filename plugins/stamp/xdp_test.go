@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -399,4 +400,34 @@ func FuzzXDPReflector(f *testing.F) {
 		x.compare(t, frame)
 		x.compare(t, frame)
 	})
+}
+
+// What the program cannot do is refused with offload = "xdp", with the
+// table's place, and runs in Go with "auto".
+func TestXDPOffloadConfig(t *testing.T) {
+	h := newHarness(t)
+	for _, c := range []struct{ keys, want string }{
+		{`offload = "xdp"`, `set forward = "in"`},
+		{"offload = \"xdp\"\nforward = \"eth1\"", `set forward = "in"`},
+		{`offload = "kernel"`, `offload "kernel" is not off, xdp or auto`},
+	} {
+		_, err := h.Build("stamp.reflector", c.keys)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.keys, err, c.want)
+		}
+	}
+	st, err := h.Build("stamp.reflector", `offload = "auto"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.(*reflector).xdp != nil {
+		t.Error("auto with forward unset asked for the offload")
+	}
+	st, err = h.Build("stamp.reflector", "offload = \"auto\"\nforward = \"in\"")
+	if err != nil || st.(*reflector).xdp == nil || st.(*reflector).xdp.req == nil {
+		t.Errorf("auto with forward = \"in\": %v", err)
+	}
+	if _, err := h.Build("stamp.collector", `offload = "xdp"`); err != nil {
+		t.Errorf("collector: %v", err)
+	}
 }
