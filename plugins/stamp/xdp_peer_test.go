@@ -482,3 +482,25 @@ clock_error = "1us"
 		t.Errorf("after linerate closed: %v\n%s", err, out)
 	}
 }
+
+// The collector's device-bound variant loads, with its rings, for a real
+// interface: the rx timestamp kfunc needs one.
+func TestXDPCollectorDevBound(t *testing.T) {
+	testenv.RequireRoot(t)
+	ns := netns.New(t)
+	netns.Veth(t, ns, "lrxa", ns, "lrxb")
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName("lrxa")
+		if err != nil {
+			return err
+		}
+		c, err := bpf.LoadCollector(ifi.Index, 2)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
