@@ -232,9 +232,19 @@ func (r *reflector) syncXDP(p *bpf.Reflector, t *rfTable) error {
 				continue
 			}
 			// One the program cannot answer it leaves to this stage.
-			if err := p.PutSession(xdpSession(s)); err != nil {
+			x := xdpSession(s)
+			if err := p.PutSession(x); err != nil {
 				return err
 			}
+			// With the offload on, a stateful session's packets take
+			// their numbers from the program's counter on both paths.
+			var k *uint32
+			if r.xdp != nil && x.Stateful && x.Offloadable() {
+				if k, err = p.Seq(id); err != nil {
+					return err
+				}
+			}
+			s.kseq.Store(k)
 			keep[id] = true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 
 	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/packet"
@@ -488,8 +489,12 @@ func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Lay
 		s.st.rx++
 		s.st.tx++
 		if stateful {
-			rseq = s.st.seq
-			s.st.seq++
+			if k := s.kseq.Load(); k != nil {
+				rseq = atomic.AddUint32(k, 1) - 1 // the XDP program's counter
+			} else {
+				rseq = s.st.seq
+				s.st.seq++
+			}
 		}
 	}
 	out := tlvOutcome{tc: -1, fu: -1, hmac: -1}

@@ -300,7 +300,9 @@ mode = "stateful"
 		checkUDP(t, f)
 		pay, _ := payloadOf(t, f)
 		rp := ReflectorPacket(pay)
-		if rp.SSID() != 4242 || rp.SenderTTL() != 61 {
+		// One stateful sequence over both paths: the program's counter,
+		// which the Go stage takes its numbers from too.
+		if rp.SSID() != 4242 || rp.SenderTTL() != 61 || rp.Seq() != rp.SenderSeq() {
 			t.Errorf("reply %+v", ParseReflectorOrZero(pay))
 		}
 		bySeq[rp.SenderSeq()] = f

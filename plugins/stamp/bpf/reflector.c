@@ -98,9 +98,12 @@ struct {
 	__type(value, struct rf_config);
 } stamp_rf_config SEC(".maps");
 
+/* Mappable: the Go stage takes a stateful session's sequence numbers from
+ * the same counter, with the same atomic add, for the packets it answers. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct rf_session);
 } stamp_rf_sessions SEC(".maps");

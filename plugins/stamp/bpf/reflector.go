@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -79,6 +81,35 @@ type Reflector struct {
 	dev     reflectorDevObjects
 	maps    *reflectorPlainMaps
 	ids     map[uint16]bool // the sessions put: the array has every SSID
+
+	mmapOnce sync.Once
+	mem      []byte // the sessions array, mapped (see Seq)
+	memErr   error
+}
+
+// sessionSize is sizeof(struct rf_session): the sessions array's stride.
+const sessionSize = 64
+
+// The C struct and its Go twin have the stride Seq computes with.
+var _ = [1]struct{}{}[unsafe.Sizeof(reflectorPlainRfSession{})-sessionSize]
+
+// Seq is where the program keeps session id's sequence (stateful mode), in
+// the sessions array mapped into this process: a Go stage that answers some
+// of a session's packets numbers them from the same counter with
+// atomic.AddUint32, as the program does with its atomic add. The memory is
+// the kernel's, off the Go heap, and stays mapped until Close.
+func (r *Reflector) Seq(id uint16) (*uint32, error) {
+	r.mmapOnce.Do(func() {
+		n := int(r.maps.StampRfSessions.MaxEntries()) * sessionSize
+		r.mem, r.memErr = unix.Mmap(r.maps.StampRfSessions.FD(), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if r.memErr != nil {
+			r.memErr = fmt.Errorf("map the XDP reflector's sessions: %w", r.memErr)
+		}
+	})
+	if r.memErr != nil {
+		return nil, r.memErr
+	}
+	return (*uint32)(unsafe.Pointer(&r.mem[int(id)*sessionSize+4])), nil
 }
 
 // ReflectorMaps wraps the maps of a linked slot, by their names in
@@ -134,7 +165,12 @@ func LoadReflector(ifindex int) (*Reflector, error) {
 // Close releases what LoadReflector loaded; maps from ReflectorMaps are
 // their owner's.
 func (r *Reflector) Close() error {
-	return errors.Join(r.objs.Close(), r.dev.Close())
+	var err error
+	if r.mem != nil {
+		err = unix.Munmap(r.mem)
+		r.mem = nil
+	}
+	return errors.Join(err, r.objs.Close(), r.dev.Close())
 }
 
 // Configure writes the config map, the addresses and the allowed prefixes.
@@ -228,6 +264,7 @@ func (r *Reflector) PutSession(s ReflectorSession) error {
 	if v.Flags&sExists == 0 {
 		v = reflectorPlainRfSession{}
 	}
+	old := v
 	v.Flags = sExists
 	for _, f := range []struct {
 		on   bool
@@ -247,8 +284,14 @@ func (r *Reflector) PutSession(s ReflectorSession) error {
 			return err
 		}
 	}
-	if err := r.maps.StampRfSessions.Put(uint32(s.SSID), v); err != nil {
-		return err
+	// An entry as it was is not written again: the sequence the program
+	// moves is left alone. A change writes the whole entry back, and a
+	// packet answered between the read and the write may see its sequence
+	// number again.
+	if v != old {
+		if err := r.maps.StampRfSessions.Put(uint32(s.SSID), v); err != nil {
+			return err
+		}
 	}
 	if r.ids == nil {
 		r.ids = map[uint16]bool{}
