@@ -108,7 +108,7 @@ port = "s0"
 	if xdp {
 		// The sender's end takes the frames the reflector's program sends
 		// back (XDP_TX) with an XDP program of its own.
-		passXDP(t, ns, "lrpa")
+		ns.PassXDP(t, "lrpa")
 		port = "driver = \"xdp\"\n[[ports.match]]\nnext_header = 17\nudp_dst_port = 862"
 		offload = `offload = "xdp"`
 	}

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/linerate/linerate/appliance"
@@ -59,7 +57,7 @@ func newXDPLabPass(t *testing.T, keys string, pass bool) *xdpLab {
 	// A veth takes the frames its peer's XDP program sends back (XDP_TX)
 	// only with an XDP program of its own (or GRO asked for): XDP_PASS.
 	if pass {
-		passXDP(t, l.snd, xdpSndIf)
+		l.snd.PassXDP(t, xdpSndIf)
 	}
 	h := newHarness(t)
 	l.st = h.MustBuildNamed("stamp.reflector", "refl", keys).(*reflector)
@@ -89,30 +87,6 @@ func newXDPLabPass(t *testing.T, keys string, pass bool) *xdpLab {
 	}
 	t.Cleanup(func() { lk.Close() })
 	return l
-}
-
-// passXDP attaches an XDP program that passes every frame to ifname in ns,
-// until the test ends.
-func passXDP(t *testing.T, ns *netns.NS, ifname string) {
-	t.Helper()
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()}})
-	if err != nil {
-		t.Fatalf("an XDP_PASS program: %v", err)
-	}
-	t.Cleanup(func() { prog.Close() })
-	var lk link.Link
-	if err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		lk, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifi.Index, Flags: link.XDPDriverMode})
-		return err
-	}); err != nil {
-		t.Fatalf("XDP_PASS on %s: %v", ifname, err)
-	}
-	t.Cleanup(func() { lk.Close() })
 }
 
 func (l *xdpLab) counter(t *testing.T, name string) uint64 {
@@ -229,7 +203,7 @@ func TestXDPOffloadEngine(t *testing.T) {
 	snd, rfl := netns.New(t), netns.New(t)
 	netns.Veth(t, snd, xdpSndIf, rfl, xdpRflIf)
 	sndMAC, rflMAC := snd.MAC(t, xdpSndIf), rfl.MAC(t, xdpRflIf)
-	passXDP(t, snd, xdpSndIf)
+	snd.PassXDP(t, xdpSndIf)
 	cfg, err := config.Parse("xdp.toml", []byte(fmt.Sprintf(`
 version = 1
 [engine]
@@ -356,7 +330,7 @@ func TestXDPRouterNamespace(t *testing.T) {
 	sv.IP(t, "addr", "add", "10.2.0.2/24", "dev", "lrss")
 	sv.IP(t, "route", "add", "default", "via", "10.2.0.1")
 	rt.Sysctl(t, [][2]string{{"ipv4/ip_forward", "1"}})
-	passXDP(t, cl, "lrcc") // the client takes the program's XDP_TX frames
+	cl.PassXDP(t, "lrcc") // the client takes the program's XDP_TX frames
 	cfg, err := config.Parse("router.toml", []byte(`
 version = 1
 [engine]
