@@ -16,3 +16,12 @@ BENCH_STAMP_FLAGS ?=
 bench-stamp:
 	$(GO) run ./bench/stamp $(BENCH_STAMP_FLAGS)
 	$(GO) test -run XXX -bench 'Benchmark(Reflector|Collector|Sender)' -benchtime 2s ./plugins/stamp
+
+# make bench-xdp-stamp: the XDP reflector and collector in prog.Run
+# (BPF_PROG_TEST_RUN) beside an XDP_TX MAC-swap program, alternating in one
+# run; prints each one's ns/pkt and the ratios to the MAC swap. Root. Part
+# of make bench-xdp.
+.PHONY: bench-xdp-stamp bench-xdp
+bench-xdp: bench-xdp-stamp
+bench-xdp-stamp:
+	$(GO) test -run XXX -bench BenchmarkXDPPrograms -benchtime 200000x -count 3 ./plugins/stamp

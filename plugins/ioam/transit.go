@@ -26,6 +26,8 @@ type transit struct {
 	layout traceLayout
 
 	cFilled, cOverflow, cUnknownNS, cNoIOAM, cPOT, cDEX, cGrown, cExtra *stats.Counter
+
+	xdp *trXDP // the in-kernel part, nil without offload
 }
 
 // Process fills this node's data into every packet's IOAM options: runs of

@@ -3,6 +3,7 @@ package ioam
 import (
 	"fmt"
 
+	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
 	"github.com/linerate/linerate/plugins/route"
@@ -21,6 +22,9 @@ type transitConfig struct {
 	// and writes the lowered value, as the kernel does on forwarding.
 	DecrementHopLimit bool        `toml:"decrement_hop_limit"`
 	POT               []potConfig `toml:"pot"`
+	// Offload runs the stage in the kernel, in the xdp port's dispatcher:
+	// "off", "xdp" or "auto".
+	Offload string `toml:"offload"`
 }
 
 func newTransit(s *plugins.Setup) (plugins.Stage, error) {
@@ -49,6 +53,15 @@ func newTransit(s *plugins.Setup) (plugins.Stage, error) {
 		return nil, err
 	}
 	t.counters(s.Counters)
+	mode, err := offload.ParseMode(c.Offload)
+	if err != nil {
+		return nil, fmt.Errorf("ioam.transit: %w", err)
+	}
+	if mode != offload.Off {
+		if err := t.askXDP(s, mode); err != nil {
+			return nil, err
+		}
+	}
 	return t, nil
 }
 

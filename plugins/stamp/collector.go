@@ -8,9 +8,11 @@ import (
 	"sync"
 
 	clitable "github.com/linerate/linerate/appliance/cli/table"
+	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stamp/bpf"
 )
 
 func init() {
@@ -42,6 +44,7 @@ type collectorConfig struct {
 	Port        *int   `toml:"port"`
 	CheckSource *bool  `toml:"check_source"`
 	Report      string `toml:"report"`
+	Offload     string `toml:"offload"`
 }
 
 // collector is the stamp.collector stage: it takes the reflected test
@@ -61,6 +64,10 @@ type collector struct {
 	ctab                                     *txTable
 	uoff                                     int64
 	ports                                    [1 << 10]uint64 // bit p: a session's src_port is p (port -1)
+
+	xdp     *coXDP // the in-kernel part, nil without offload
+	onEvent func(*bpf.Event)
+	tickCtx *plugins.Context
 }
 
 // reportSink is where a collector stage's instances write their summaries.
@@ -95,6 +102,15 @@ func newCollector(s *plugins.Setup) (plugins.Stage, error) {
 		st.report = s.Shared("stamp.collector/report", func() any { return &reportSink{path: c.Report} }).(*reportSink)
 	}
 	st.reg.addCollector(s.Name)
+	mode, err := offload.ParseMode(c.Offload)
+	if err != nil {
+		return nil, fmt.Errorf("stamp.collector: %w", err)
+	}
+	if mode != offload.Off {
+		if err := st.askXDP(s, mode); err != nil {
+			return nil, err
+		}
+	}
 	return st, nil
 }
 
@@ -282,6 +298,22 @@ func (c *collector) take(ctx *plugins.Context, s *txSession, p *packet.Packet, d
 			return reasonBadHMAC
 		}
 	}
+	var hop uint8
+	if l.IPVersion == 4 {
+		hop = packet.IPv4(data[l.L3:]).TTL()
+	} else {
+		hop = packet.IPv6(data[l.L3:]).HopLimit()
+	}
+	c.record(s, &r, pay, hop, p.RxTime+c.uoff, tai)
+	return 0
+}
+
+// record finishes r, the record of reply pay (its TLVs read) that came with
+// hop limit hop at T4 (Unix ns), and keeps it: the session's statistics, the
+// stage's histograms and counters, the session's FIFO. Both paths end here:
+// take's, and the XDP program's through its ring (takeXDP).
+func (c *collector) record(s *txSession, r *Record, pay []byte, hop uint8, t4 int64, tai int) {
+	lay := s.rlay
 	r.SSID = s.id
 	r.ReflectorSeq = binary.BigEndian.Uint32(pay[lay.seq:])
 	r.Seq = binary.BigEndian.Uint32(pay[lay.sSeq:])
@@ -291,20 +323,16 @@ func (c *collector) take(ctx *plugins.Context, s *txSession, p *packet.Packet, d
 	r.ReflectorErr = ErrorEstimate(binary.BigEndian.Uint16(pay[lay.errEst:]))
 	r.SenderErr = ErrorEstimate(binary.BigEndian.Uint16(pay[lay.sErr:]))
 	r.SenderTTL = pay[lay.sTTL]
-	if l.IPVersion == 4 {
-		r.HopLimit = packet.IPv4(data[l.L3:]).TTL()
-	} else {
-		r.HopLimit = packet.IPv6(data[l.L3:]).HopLimit()
-	}
+	r.HopLimit = hop
 	r.T1 = unixTime(r.T1Wire, r.SenderErr.PTP(), tai)
 	r.T2 = unixTime(r.T2Wire, r.ReflectorErr.PTP(), tai)
 	r.T3 = unixTime(r.T3Wire, r.ReflectorErr.PTP(), tai)
-	r.T4 = p.RxTime + c.uoff
+	r.T4 = t4
 	if !r.SenderErr.Synchronized() || !r.ReflectorErr.Synchronized() {
 		r.Flags |= RecUnsynchronized
 		c.cUnsync.Inc()
 	}
-	f := s.rx.add(&r, s.cfg.Stateful)
+	f := s.rx.add(r, s.cfg.Stateful)
 	r.Flags |= f
 	switch {
 	case f&RecDuplicate != 0:
@@ -324,12 +352,11 @@ func (c *collector) take(ctx *plugins.Context, s *txSession, p *packet.Packet, d
 		}
 	}
 	c.cRecords.Inc()
-	if !s.fifo.Put(r) {
+	if !s.fifo.Put(*r) {
 		s.rx.fifoLost++
 		s.fifoLost.Add(1)
 		c.cLost.Inc()
 	}
-	return 0
 }
 
 // metricsOf summarises a session. It runs on the session's collector lcore

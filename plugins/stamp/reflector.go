@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 
+	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
@@ -36,6 +38,7 @@ type reflectorConfig struct {
 	ClassOfService *bool                    `toml:"class_of_service"`
 	SyncSource     int                      `toml:"sync_source"`
 	Sessions       []reflectorSessionConfig `toml:"sessions"`
+	Offload        string                   `toml:"offload"`
 }
 
 // pending is a reply built in the first pass over a burst, finished in the
@@ -89,6 +92,8 @@ type reflector struct {
 	srhBuf [8 + 16*packet.SRHMaxSegments]byte
 
 	cReflected, cTLVs, cMalformed, cIntegrity *stats.Counter
+
+	xdp *rfXDP // the in-kernel part, nil without offload
 }
 
 type rfConfigResult struct{ err error }
@@ -197,6 +202,15 @@ func newReflector(s *plugins.Setup) (plugins.Stage, error) {
 	}).(*rfConfigResult)
 	if res.err != nil {
 		return nil, res.err
+	}
+	mode, err := offload.ParseMode(c.Offload)
+	if err != nil {
+		return nil, fmt.Errorf("stamp.reflector: %w", err)
+	}
+	if mode != offload.Off {
+		if err := r.askXDP(s, &c, mode); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -475,8 +489,12 @@ func (r *reflector) reflect(ctx *plugins.Context, h packet.Handle, l *packet.Lay
 		s.st.rx++
 		s.st.tx++
 		if stateful {
-			rseq = s.st.seq
-			s.st.seq++
+			if k := s.kseq.Load(); k != nil {
+				rseq = atomic.AddUint32(k, 1) - 1 // the XDP program's counter
+			} else {
+				rseq = s.st.seq
+				s.st.seq++
+			}
 		}
 	}
 	out := tlvOutcome{tc: -1, fu: -1, hmac: -1}

@@ -207,6 +207,10 @@ type rfSession struct {
 	running  atomic.Bool
 	received atomic.Uint64 // published counters, for the API
 	replied  atomic.Uint64
+	// kseq is the XDP program's sequence of a stateful session its stage
+	// offloads (bpf.Reflector.Seq): the stage numbers the packets it
+	// answers from the same counter. nil: st.seq.
+	kseq atomic.Pointer[uint32]
 
 	// Owned by the session's owner lcore.
 	st struct {

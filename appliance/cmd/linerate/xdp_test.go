@@ -86,14 +86,12 @@ const (
 	rulesB = rulesSTAMP + "[[ports.match]]\nnext_header = 17\nudp_dst_port = 7000\n"
 )
 
-// stampReflectorOffload is the hook for the STAMP reflector in the kernel:
-// the keys that put the reflector in the dispatcher, offload = "xdp"\n,
-// once the stage offers it (branch i16-bpf; this test passed with it there).
-// Empty, the reflector runs in Go behind the AF_XDP socket;
-// checkStampReflectedWhere holds the counters to either. An offloaded
-// stage's program runs ahead of the match rules (appliance/offload), so the
-// reload below moves a rule other than STAMP's.
-const stampReflectorOffload = ""
+// stampReflectorOffload puts the STAMP reflector in the kernel, in the
+// dispatcher (plugins/stamp/bpf); empty, the reflector runs in Go behind the
+// AF_XDP socket. checkStampReflectedWhere holds the counters to either. An
+// offloaded stage's program runs ahead of the match rules
+// (appliance/offload), so the reload below moves a rule other than STAMP's.
+const stampReflectorOffload = "offload = \"xdp\"\n"
 
 // checkStampReflectedWhere: n test packets were reflected, by the stage's
 // program in the kernel (XDP_TX, the port's xdp_offload_tx) when

@@ -1,0 +1,247 @@
+//go:build ignore
+
+// SPDX-License-Identifier: GPL-2.0
+/* stamp.collector in XDP: takes the base reflected packets (RFC 8762
+ * §4.3.1, unauthenticated, without TLVs) of the sender sessions over IPv4
+ * (no options) or IPv6 (no extension headers), stamps T4 as they arrive, and
+ * hands the base packet with T4 through a BPF ring buffer to the collector
+ * instance that owns the session, which makes the record in Go
+ * (plugins/stamp/collector.go: the same records, histograms and metrics).
+ * The checks are the Go stage's: the ports replies come to, the session,
+ * the session's address and, with check_source, the reflector's. What it
+ * does not handle (TLVs, authenticated mode, HMAC TLV sessions, extension
+ * headers, VLAN tags, a full ring) goes up to the Go stage untouched
+ * (LR_OFFLOAD_USER); test packets and other traffic go on (LR_OFFLOAD_NEXT).
+ *
+ * Built twice from this file (gen.go): device-bound and plain. */
+#include "lr_xdp.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define CO_MAX_INSTANCES 64
+
+struct co_config {
+	__s32 port;      /* -1: each session's src_port; 0: any; else this one */
+	__u8 check_src;  /* replies must come from the session's reflector */
+	__u8 pad[3];
+};
+
+/* Session flags. */
+#define CS_IPV4 1
+#define CS_AUTH 2
+#define CS_HMAC_TLV 4 /* the session sends an HMAC TLV: replies need one */
+#define CS_EXISTS 8
+
+struct co_session {
+	__u8 flags;
+	__u8 owner; /* the collector instance that owns it: its ring */
+	__u16 src_port;
+	__u8 src[16];       /* the session's source: where replies go (IPv4 mapped) */
+	__u8 reflector[16]; /* where they come from */
+};
+
+/* What the program hands to the owner instance: T4 and the base packet. */
+struct co_event {
+	__u64 t4;  /* CLOCK_TAI ns, or the driver's stamp */
+	__u16 ssid;
+	__u8 hop;  /* the reply's TTL or hop limit */
+	__u8 pad[5];
+	__u8 pay[44];
+	__u8 pad2[4];
+};
+
+enum {
+	K_RECORDS,
+	K_TO_GO,
+	K_SHORT,
+	K_UNKNOWN,
+	K_WRONG_SOURCE,
+	K_RING_FULL,
+	K_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct co_config);
+} stamp_co_config SEC(".maps");
+
+/* Sessions by SSID, in an array: a lookup the verifier inlines (36 bytes ×
+ * 65536 = 2.3 MiB). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct co_session);
+} stamp_co_sessions SEC(".maps");
+
+/* The sessions' src_ports (port = -1): a bitmap, port p at bit p & 63 of
+ * word p >> 6. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} stamp_co_ports SEC(".maps");
+
+struct co_ring {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 18);
+};
+
+/* One ring per collector instance: the owner's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, CO_MAX_INSTANCES);
+	__type(key, __u32);
+	__array(values, struct co_ring);
+} stamp_co_rings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, K_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stamp_co_counters SEC(".maps");
+
+static __always_inline void kcount(__u32 i)
+{
+	__u64 *c = bpf_map_lookup_elem(&stamp_co_counters, &i);
+	if (c)
+		*c += 1;
+}
+
+static __always_inline int eq16(const __u8 *a, const __u8 *b)
+{
+	__u64 a0, a1, b0, b1;
+	__builtin_memcpy(&a0, a, 8);
+	__builtin_memcpy(&a1, a + 8, 8);
+	__builtin_memcpy(&b0, b, 8);
+	__builtin_memcpy(&b1, b + 8, 8);
+	return a0 == b0 && a1 == b1;
+}
+
+static __always_inline int stamp_collect(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u8 *eth = data;
+	__u32 zero = 0;
+	__u8 *l3 = eth + ETH_HLEN_, *udp;
+	__u32 l3len, iplen, v4;
+	__u8 hop;
+
+	if ((void *)(eth + ETH_HLEN_) > end)
+		return LR_OFFLOAD_NEXT;
+	__u16 proto = lr_get16(eth + 12);
+	if (proto == ETH_P_IP_) {
+		if ((void *)(l3 + 20 + 8) > end || l3[0] >> 4 != 4 || l3[9] != IPPROTO_UDP_)
+			return LR_OFFLOAD_NEXT;
+		if ((l3[0] & 15) != 5 || (lr_get16(l3 + 6) & 0x3fff) != 0)
+			return LR_OFFLOAD_NEXT;
+		v4 = 1;
+		l3len = 20;
+		iplen = lr_get16(l3 + 2);
+		hop = l3[8];
+	} else if (proto == ETH_P_IPV6_) {
+		if ((void *)(l3 + 40 + 8) > end || l3[0] >> 4 != 6 || l3[6] != IPPROTO_UDP_)
+			return LR_OFFLOAD_NEXT;
+		v4 = 0;
+		l3len = 40;
+		iplen = 40 + lr_get16(l3 + 4);
+		hop = l3[7];
+	} else {
+		return LR_OFFLOAD_NEXT;
+	}
+	udp = l3 + l3len;
+	if ((void *)(udp + 8) > end)
+		return LR_OFFLOAD_NEXT;
+	struct co_config *c = bpf_map_lookup_elem(&stamp_co_config, &zero);
+	if (!c)
+		return LR_OFFLOAD_NEXT;
+	__u16 dport = lr_get16(udp + 2);
+	if (c->port > 0 && dport != (__u16)c->port)
+		return LR_OFFLOAD_NEXT;
+	if (c->port < 0) {
+		__u32 w = dport >> 6;
+		__u64 *bits = bpf_map_lookup_elem(&stamp_co_ports, &w);
+		if (!bits || !(*bits & (1ULL << (dport & 63))))
+			return LR_OFFLOAD_NEXT;
+	}
+	__u32 total = (__u32)((long)end - (long)data);
+	__u32 ulen = lr_get16(udp + 4);
+	if (ETH_HLEN_ + iplen > total || ulen != iplen - l3len) {
+		kcount(K_TO_GO);
+		return LR_OFFLOAD_USER;
+	}
+	if (ulen < 8 + 44) {
+		kcount(K_SHORT);
+		return XDP_DROP;
+	}
+	if (ulen != 8 + 44) {
+		kcount(K_TO_GO);
+		return LR_OFFLOAD_USER; /* TLVs, or authenticated mode */
+	}
+	__u8 *pay = udp + 8;
+	if ((void *)(pay + 44) > end)
+		return LR_OFFLOAD_NEXT;
+	{
+		__u64 rx;
+		__builtin_memcpy(&rx, pay + 16, 8);
+		if (rx == 0)
+			return LR_OFFLOAD_NEXT; /* a test packet: a reflector's */
+	}
+	__u16 ssid = lr_get16(pay + 14);
+	__u32 sidx = ssid;
+	struct co_session *s = bpf_map_lookup_elem(&stamp_co_sessions, &sidx);
+	if (!s || !(s->flags & CS_EXISTS)) {
+		/* Not (yet) in the program: the Go stage knows, or drops it. */
+		kcount(K_TO_GO);
+		return LR_OFFLOAD_USER;
+	}
+	if ((s->flags & CS_AUTH) || (c->port < 0 && dport != s->src_port)) {
+		kcount(K_UNKNOWN);
+		return XDP_DROP;
+	}
+	/* To the session's source? Else a reply to another node's sender. */
+	int v4s = (s->flags & CS_IPV4) != 0;
+	if (v4s != (int)v4)
+		return LR_OFFLOAD_NEXT;
+	if (v4) {
+		if (!(__builtin_memcmp(l3 + 16, s->src + 12, 4) == 0))
+			return LR_OFFLOAD_NEXT;
+	} else if (!eq16(l3 + 24, s->src)) {
+		return LR_OFFLOAD_NEXT;
+	}
+	if (c->check_src) {
+		if (v4 ? __builtin_memcmp(l3 + 12, s->reflector + 12, 4) != 0 : !eq16(l3 + 8, s->reflector)) {
+			kcount(K_WRONG_SOURCE);
+			return XDP_DROP;
+		}
+	}
+	if (s->flags & CS_HMAC_TLV) {
+		kcount(K_TO_GO);
+		return LR_OFFLOAD_USER; /* the Go stage says why a reply lacks it */
+	}
+	__u32 owner = s->owner;
+	void *ring = bpf_map_lookup_elem(&stamp_co_rings, &owner);
+	if (!ring) {
+		kcount(K_TO_GO);
+		return LR_OFFLOAD_USER;
+	}
+	struct co_event *ev = bpf_ringbuf_reserve(ring, sizeof(*ev), 0);
+	if (!ev) {
+		kcount(K_RING_FULL);
+		return LR_OFFLOAD_USER; /* the Go stage takes it the slow way */
+	}
+	ev->t4 = lr_rx_time(ctx);
+	ev->ssid = ssid;
+	ev->hop = hop;
+	__builtin_memcpy(ev->pay, pay, 44);
+	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP); /* the owner polls */
+	kcount(K_RECORDS);
+	return XDP_DROP; /* consumed: the record is the packet's end */
+}
+
+LR_OFFLOAD(stamp_collect)
