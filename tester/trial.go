@@ -1,0 +1,357 @@
+package tester
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/tester/search"
+)
+
+// Trial is one trial's outcome: the search's view (the load asked for, what
+// was sent and delivered) and the detail reports show.
+type Trial struct {
+	search.Trial
+	Phase string `json:"phase"`
+	// Size is the frame size, IMIXSize for the IMIX.
+	Size    int            `json:"frame_size"`
+	Streams []StreamResult `json:"streams"`
+	// Consumed is what the DUT's consuming stages took during the trial,
+	// counted as delivered.
+	Consumed uint64 `json:"dut_consumed"`
+	// DUTDrops are the DUT's drops by reason during the trial, when its
+	// control API is known.
+	DUTDrops map[string]uint64 `json:"dut_drops,omitempty"`
+	// TesterDrops are the tester's own drops by reason (tx_full: its tx
+	// port refused packets), which count as lost.
+	TesterDrops map[string]uint64 `json:"tester_drops,omitempty"`
+	// Latency is every stream's latency, in ns, merged.
+	Latency *Histogram    `json:"latency,omitempty"`
+	Wall    time.Duration `json:"wall_ns"` // the trial's own time, setup and drain included
+	// Retries is how many times the trial was run again because the tester
+	// could not send its load; TesterShort what it still failed to send,
+	// counted as lost.
+	Retries     int    `json:"retries"`
+	TesterShort uint64 `json:"tester_short"`
+}
+
+// StreamResult is what one stream sent and got back in a trial.
+type StreamResult struct {
+	Name string `json:"name"`
+	// Asked is the packets the trial asked the generator for: the load times
+	// the duration. Sent is what the tx port took: less when the tester
+	// could not keep up, and the difference counts as lost.
+	Asked uint64 `json:"asked"`
+	Sent  uint64 `json:"sent"`
+	// Made is what the generator made; NoBuffer what it could not, its pool
+	// being empty.
+	Made     uint64 `json:"made"`
+	NoBuffer uint64 `json:"no_buffer"`
+	// Received is what came back with the stream's sequence and timestamp;
+	// Late is the part of it that came after the last packet was sent.
+	Received uint64 `json:"received"`
+	Late     uint64 `json:"late"`
+	// Reordered counts packets that came after a later one of their flow,
+	// duplicates included; Gaps are the sink's missing sequence numbers net
+	// of late arrivals.
+	Reordered uint64     `json:"reordered"`
+	Gaps      uint64     `json:"gaps"`
+	Latency   *Histogram `json:"latency,omitempty"`
+}
+
+// DUTCounters reads a DUT's own counters: what its consuming stages took and
+// what it dropped, by reason, so far.
+type DUTCounters interface {
+	Read(ctx context.Context) (consumed uint64, drops map[string]uint64, err error)
+}
+
+// Runner runs trials with a profile's ports.
+type Runner struct {
+	Profile *Profile
+	// Do runs f where the ports are to be opened (a network namespace's
+	// thread, in tests); nil runs it here.
+	Do  func(f func() error) error
+	Log *slog.Logger
+	DUT DUTCounters
+}
+
+// trialConfig is the engine config of one trial: the profile and, per
+// stream, a generator pipeline and a sink pipeline on its rx port.
+func (r *Runner) trialConfig(size int, rate float64, d time.Duration) ([]byte, []uint64) {
+	t := &r.Profile.Test
+	sizes := []int{size}
+	if size == IMIXSize {
+		sizes = IMIX
+	}
+	var b strings.Builder
+	counts := make([]uint64, len(t.Streams))
+	per := rate / float64(len(t.Streams))
+	for i, s := range t.Streams {
+		counts[i] = uint64(math.Round(per * d.Seconds()))
+		// The generator stops at its count, or at the trial's end (and a
+		// hair): one that fell behind, its lcore preempted longer than its
+		// 10 ms of saved credit, does not stretch the trial at a lower load.
+		gd := d + 5*time.Millisecond
+		fmt.Fprintf(&b, `
+[[pipelines]]
+name = "tx-%[1]d"
+[[pipelines.stages]]
+kind = "generator"
+name = "gen-%[1]d"
+ip_version = %[2]d
+src = %[3]q
+dst = %[4]q
+src_mac = %[5]q
+dst_mac = %[6]q
+vlan = %[7]d
+flows = %[8]d
+udp_src_port = %[9]d
+udp_dst_port = %[10]d
+sizes = %[11]s
+rate = "%[12]dpps"
+count = %[13]d
+duration = %[14]q
+[[pipelines.stages]]
+kind = "forward"
+port = %[15]q
+
+[[pipelines]]
+name = "rx-%[1]d"
+rx = [%[16]q]
+[[pipelines.stages]]
+kind = "sink"
+name = "sink-%[1]d"
+udp_port = %[10]d
+flows = %[8]d
+`, i, s.IPVersion, s.Src.String(), s.Dst.String(), s.SrcMAC.String(), s.DstMAC.String(), s.VLAN, s.Flows,
+			s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), max(1, int64(math.Round(per))), counts[i],
+			config.Duration(gd).String(), s.Tx, s.Rx)
+	}
+	return r.Profile.withPipelines(b.String()), counts
+}
+
+func tomlInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// TesterRetries is how many times a trial is run again when the tester
+// itself could not send its load (its lcore was preempted), before the
+// shortfall counts as lost.
+const TesterRetries = 2
+
+// Measure runs one trial of frame size size at rate packets per second (all
+// streams together) for d. A trial the tester fell short in is run again, up
+// to TesterRetries times.
+func (r *Runner) Measure(ctx context.Context, size int, rate float64, d time.Duration) (*Trial, error) {
+	for try := 0; ; try++ {
+		tr, err := r.measure(ctx, size, rate, d)
+		if err != nil || try == TesterRetries || tr.short() == 0 {
+			if tr != nil {
+				tr.Retries = try
+			}
+			return tr, err
+		}
+		if r.Log != nil {
+			r.Log.Warn("the tester fell short of the load; trial repeated", "rate", rate, "duration", d, "short", tr.short())
+		}
+	}
+}
+
+// short is how many packets the tester failed to send, beyond a rounding's
+// worth (2 packets and 0.01 %: the generator's rate is whole packets per
+// second, and it starts on its first loop).
+func (t *Trial) short() uint64 {
+	var n uint64
+	for _, s := range t.Streams {
+		if gap := s.Asked - min(s.Asked, s.Sent); gap > 2+s.Asked/10000 {
+			n += gap
+		}
+	}
+	return n
+}
+
+func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Duration) (*Trial, error) {
+	start := time.Now()
+	text, counts := r.trialConfig(size, rate, d)
+	cfg, err := config.Parse(r.Profile.Path, text)
+	if err != nil {
+		return nil, err
+	}
+	log := r.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var consumed0 uint64
+	var drops0 map[string]uint64
+	if r.DUT != nil {
+		if consumed0, drops0, err = r.DUT.Read(ctx); err != nil {
+			return nil, fmt.Errorf("DUT counters: %w", err)
+		}
+	}
+	var e *appliance.Engine
+	build := func() (err error) {
+		e, err = appliance.New(cfg, appliance.Options{Log: log})
+		return err
+	}
+	if r.Do != nil {
+		err = r.Do(build)
+	} else {
+		err = build()
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = e.Close() }()
+	if err := e.Start(); err != nil {
+		return nil, err
+	}
+	n := len(r.Profile.Test.Streams)
+	// Wait for every generator to finish: its count sent, or its duration
+	// over (it stops by itself then).
+	sent := func(s *stats.Snapshot) uint64 {
+		var v uint64
+		for i := range n {
+			v += counter(s, fmt.Sprintf("gen-%d", i), "sent")
+		}
+		return v
+	}
+	var want uint64
+	for _, c := range counts {
+		want += c
+	}
+	timer := time.NewTimer(d)
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		return nil, ctx.Err()
+	case <-timer.C:
+	}
+	last, still := uint64(0), 0
+	for deadline := time.Now().Add(time.Second); still < 10 && time.Now().Before(deadline); {
+		v := sent(e.Snapshot())
+		if v >= want {
+			break
+		}
+		if v == last {
+			still++
+		} else {
+			last, still = v, 0
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	atEnd := e.Snapshot()
+	drain := time.NewTimer(time.Duration(r.Profile.Test.Drain))
+	select {
+	case <-ctx.Done():
+		drain.Stop()
+		return nil, ctx.Err()
+	case <-drain.C:
+	}
+	e.Stop()
+	final := e.Snapshot()
+
+	tr := &Trial{Trial: search.Trial{Rate: rate, Duration: d}, Size: size}
+	all := stats.NewHistSnapshot()
+	for i, s := range r.Profile.Test.Streams {
+		sink := fmt.Sprintf("sink-%d", i)
+		sr := StreamResult{
+			Name:      s.Name,
+			Asked:     counts[i],
+			Sent:      txPackets(final, s.Tx),
+			Made:      counter(final, fmt.Sprintf("gen-%d", i), "sent"),
+			NoBuffer:  counter(final, fmt.Sprintf("gen-%d", i), "no_buffer"),
+			Received:  counter(final, sink, "tracked"),
+			Reordered: counter(final, sink, "reordered"),
+			Gaps:      counter(final, sink, "lost"),
+		}
+		sr.Late = sr.Received - min(sr.Received, counter(atEnd, sink, "tracked"))
+		if h := hist(final, "rx-"+fmt.Sprint(i)+"/"+sink, "latency"); h != nil {
+			all.Add(h)
+			sr.Latency = newHistogram(h)
+		}
+		tr.Streams = append(tr.Streams, sr)
+		// A shortfall of the tester's counts as lost, beyond a rounding's
+		// worth (short); within it, the loss is what was sent.
+		sent := sr.Asked
+		if gap := sr.Asked - min(sr.Asked, sr.Sent); gap <= 2+sr.Asked/10000 {
+			sent = sr.Sent
+		}
+		tr.Sent += sent
+		tr.Received += min(sr.Received, sent)
+	}
+	tr.Latency = newHistogram(all)
+	for _, dc := range final.Drops {
+		if dc.Count > 0 {
+			if tr.TesterDrops == nil {
+				tr.TesterDrops = map[string]uint64{}
+			}
+			tr.TesterDrops[dc.Reason] = dc.Count
+		}
+	}
+	if r.DUT != nil {
+		c, drops, err := r.DUT.Read(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DUT counters: %w", err)
+		}
+		tr.Consumed = c - min(c, consumed0)
+		tr.DUTDrops = map[string]uint64{}
+		for k, v := range drops {
+			if dv := v - min(v, drops0[k]); dv > 0 {
+				tr.DUTDrops[k] = dv
+			}
+		}
+		tr.Received = min(tr.Sent, tr.Received+tr.Consumed)
+	}
+	tr.TesterShort = tr.short()
+	tr.Wall = time.Since(start)
+	return tr, nil
+}
+
+// txPackets is what the tx port took: each stream has its own.
+func txPackets(s *stats.Snapshot, tx string) uint64 {
+	for _, p := range s.Ports {
+		if p.Name == tx {
+			return p.TxPackets
+		}
+	}
+	return 0
+}
+
+// counter sums the counter name of every instance of the stage called stage.
+func counter(s *stats.Snapshot, stage, name string) uint64 {
+	var v uint64
+	for _, st := range s.Stages {
+		if st.Name != stage {
+			continue
+		}
+		for _, c := range st.Counters {
+			if c.Name == name {
+				v += c.Value
+			}
+		}
+	}
+	return v
+}
+
+func hist(s *stats.Snapshot, owner, name string) *stats.HistSnapshot {
+	var out *stats.HistSnapshot
+	for _, h := range s.Histogram {
+		if h.Owner == owner && h.Name == name {
+			if out == nil {
+				out = stats.NewHistSnapshot()
+			}
+			out.Add(h.Hist)
+		}
+	}
+	return out
+}
