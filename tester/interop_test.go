@@ -5,6 +5,10 @@ package tester
 import (
 	"fmt"
 	"math"
+	"net"
+	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/netns"
+	"github.com/linerate/linerate/internal/testenv"
 
 	_ "github.com/linerate/linerate/plugins/builtin"
 	_ "github.com/linerate/linerate/ports/afpacket"
@@ -189,4 +194,203 @@ latency_duration = "500ms"
 		t.Fatal("no latency samples at 50 % of the PDR")
 	}
 	t.Logf("latency at 50%% of PDR: min %d p50 %d p99 %d max %d ns (%d samples)", lat.Min, lat.P50, lat.P99, lat.Max, lat.Count)
+}
+
+// runTest runs a profile's test from the lab's tester namespace, logging
+// each trial.
+func (l *lab) runTest(t *testing.T, p *Profile, dut DUTCounters) *Report {
+	t.Helper()
+	r := &Runner{Profile: p, Do: l.tg.Do, DUT: dut}
+	rep, err := r.Run(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Sizes {
+		for _, sr := range s.Searches {
+			for _, tr := range sr.Trials {
+				st := tr.Streams[0]
+				t.Logf("%s %-16s %8.0f pps %v: asked %d sent %d received %d late %d consumed %d loss %.3f%% retries %d",
+					sr.Algorithm, tr.Phase, tr.Rate, tr.Duration, st.Asked, st.Sent, st.Received, st.Late, tr.Consumed, 100*tr.LossRatio(), tr.Retries)
+			}
+			for _, res := range sr.Results {
+				t.Logf("%s: loss ratio %g: %.0f pps (found %v), upper %.0f; %d trials, %v of trials, %v wall",
+					sr.Algorithm, res.LossRatio, res.Lower, res.LowerFound, res.Upper, len(sr.Trials), sr.TrialTime, sr.Wall.Round(time.Millisecond))
+			}
+		}
+	}
+	return rep
+}
+
+// The capped DUT at a known loss of one packet in a thousand: PDR at 0.5 %
+// is found at the cap, and NDR is not above the lowest load tried.
+func TestKnownLossDUT(t *testing.T) {
+	l := newLab(t)
+	const capPPS = 8000
+	pattern := strings.Repeat("0", 999) + "1"
+	l.startDUT(t, strings.Replace(capDUT("9472kbit", 0), "loss = 0\n", fmt.Sprintf("loss_pattern = %q\n", pattern), 1))
+	rep := l.runTest(t, profile(t, `
+[test]
+frame_sizes = [128]
+final_duration = "2s"
+initial_duration = "250ms"
+precision = 0.05
+max_rate = "30kpps"
+min_rate = "1kpps"
+warmup = "100ms"
+drain = "200ms"
+latency = []
+`+stream), nil)
+	s := rep.Sizes[0].Searches[0]
+	ndr, pdr := s.Results[0], s.Results[1]
+	lowest := math.Inf(1)
+	for _, tr := range s.Trials {
+		lowest = math.Min(lowest, tr.Rate)
+	}
+	if ndr.LowerFound || ndr.Lower > lowest {
+		t.Errorf("NDR %.0f pps (found %v) on a DUT that loses one packet in a thousand; lowest load tried %.0f", ndr.Lower, ndr.LowerFound, lowest)
+	}
+	if !pdr.LowerFound || math.Abs(pdr.Lower-capPPS) > 0.05*capPPS {
+		t.Errorf("PDR %.0f pps: the cap is %d pps, precision 5 %%", pdr.Lower, capPPS)
+	}
+}
+
+// MLRsearch and binary search on the same DUT at the same precision and
+// final duration find the same NDR, within the precision; the log has the
+// time each took.
+func TestMLRAgainstBinaryDUT(t *testing.T) {
+	l := newLab(t)
+	l.startDUT(t, capDUT("9472kbit", 0))
+	rep := l.runTest(t, profile(t, `
+[test]
+algorithm = "both"
+frame_sizes = [128]
+final_duration = "2s"
+initial_duration = "250ms"
+precision = 0.05
+max_rate = "30kpps"
+min_rate = "1kpps"
+warmup = "100ms"
+drain = "200ms"
+latency = []
+`+stream), nil)
+	m, b := rep.Sizes[0].Searches[0], rep.Sizes[0].Searches[1]
+	if m.Algorithm != "mlrsearch" || b.Algorithm != "binary" {
+		t.Fatalf("searches %s, %s", m.Algorithm, b.Algorithm)
+	}
+	lm, lb := m.Results[0].Lower, b.Results[0].Lower
+	if math.Abs(lm-lb) > 0.05*math.Max(lm, lb) {
+		t.Errorf("NDR: MLRsearch %.0f pps, binary %.0f pps: apart by more than the precision", lm, lb)
+	}
+	t.Logf("MLRsearch %d trials, %v of trials, %v wall; binary %d trials, %v, %v: %.2f× the wall time",
+		len(m.Trials), m.TrialTime, m.Wall, len(b.Trials), b.TrialTime, b.Wall, m.Wall.Seconds()/b.Wall.Seconds())
+}
+
+// A Linux router namespace forwards between the two veths: the search
+// completes and reports, twice. The tester and the router share the
+// machine's cores, so the two runs need not agree; the log compares them.
+func TestLinuxRouterDUT(t *testing.T) {
+	l := newLab(t)
+	l.dut.IP(t, "addr", "add", "198.18.0.1/24", "dev", "dua")
+	l.dut.IP(t, "addr", "add", "198.18.1.1/24", "dev", "dub")
+	l.dut.Sysctl(t, [][2]string{{"ipv4/ip_forward", "1"}})
+	tgb := l.tg.MAC(t, "tgb")
+	l.dut.IP(t, "neigh", "replace", "198.18.1.2", "lladdr", net.HardwareAddr(tgb[:]).String(), "dev", "dub", "nud", "permanent")
+	dua := l.dut.MAC(t, "dua")
+	test := fmt.Sprintf(`
+[test]
+frame_sizes = [64, 1518]
+final_duration = "1s"
+initial_duration = "250ms"
+precision = 0.05
+max_rate = "100kpps"
+min_rate = "1kpps"
+warmup = "200ms"
+drain = "200ms"
+latency = [0.5]
+latency_duration = "500ms"
+[[test.streams]]
+tx = "tg0"
+rx = "tg1"
+src = "198.18.0.2"
+dst = "198.18.1.2"
+dst_mac = %q
+flows = 4
+`, net.HardwareAddr(dua[:]).String())
+	var ndr [2][2]float64
+	for run := range 2 {
+		rep := l.runTest(t, profile(t, test), nil)
+		for i, s := range rep.Sizes {
+			res := s.Searches[0].Results
+			if !res[1].LowerFound {
+				t.Errorf("run %d, %s bytes: no load passed, down to %.0f pps", run, s.Name, res[1].Lower)
+			}
+			if s.Latency[0].Trial.Latency == nil {
+				t.Errorf("run %d, %s bytes: no latency samples", run, s.Name)
+			}
+			ndr[run][i] = res[0].Lower
+		}
+	}
+	for i, size := range []string{"64", "1518"} {
+		t.Logf("%s bytes: NDR %.0f pps, then %.0f pps (%.2f×)", size, ndr[0][i], ndr[1][i], ndr[1][i]/ndr[0][i])
+	}
+}
+
+// dpdk-testpmd forwards between two net_af_packet vdevs on the DUT's veths
+// in io mode: the search completes and reports.
+func TestTestpmdDUT(t *testing.T) {
+	testpmd := testenv.RequireCmd(t, "dpdk-testpmd")
+	l := newLab(t)
+	cmd := exec.Command("ip", "netns", "exec", l.dut.Name(), testpmd, "--no-huge", "--no-pci", "--no-shconf",
+		"-m", "256", "-l", "0,1", "--file-prefix", "lrtest"+l.dut.Name(), "--log-level", "lib.eal:error",
+		"--vdev=net_af_packet0,iface=dua", "--vdev=net_af_packet1,iface=dub",
+		"--", "--forward-mode=io", "--auto-start", "--stats-period", "3600")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		t.Logf("testpmd:\n%s", out.String())
+	})
+	// testpmd forwards once it has started its ports.
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "Press enter to exit") &&
+		!strings.Contains(out.String(), "io packet forwarding"); time.Sleep(100 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			t.Fatalf("testpmd exited: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testpmd did not start forwarding within a minute:\n%s", out.String())
+		}
+	}
+	rep := l.runTest(t, profile(t, `
+[test]
+frame_sizes = [128]
+final_duration = "1s"
+initial_duration = "250ms"
+precision = 0.05
+max_rate = "50kpps"
+min_rate = "1kpps"
+warmup = "200ms"
+drain = "200ms"
+latency = [0.5]
+latency_duration = "500ms"
+`+stream), nil)
+	res := rep.Sizes[0].Searches[0].Results
+	if !res[1].LowerFound {
+		t.Errorf("no load passed through testpmd, down to %.0f pps", res[1].Lower)
+	}
+	if rep.Sizes[0].Latency[0].Trial.Latency == nil {
+		t.Error("no latency samples through testpmd")
+	}
 }

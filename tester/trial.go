@@ -147,7 +147,7 @@ func tomlInts(v []int) string {
 // TesterRetries is how many times a trial is run again when the tester
 // itself could not send its load (its lcore was preempted), before the
 // shortfall counts as lost.
-const TesterRetries = 2
+const TesterRetries = 3
 
 // Measure runs one trial of frame size size at rate packets per second (all
 // streams together) for d. A trial the tester fell short in is run again, up

@@ -1,0 +1,74 @@
+package tester
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc"
+
+	"github.com/linerate/linerate/appliance/api"
+	"github.com/linerate/linerate/appliance/control"
+)
+
+// DUTClient reads a linerate DUT's counters over its control API.
+type DUTClient struct {
+	cc       *grpc.ClientConn
+	client   api.ApplianceClient
+	consumed []string
+}
+
+// DialDUT connects to the DUT's control API. It fails when the address is
+// wrong; an unreachable DUT fails the first read.
+func DialDUT(d DUT) (*DUTClient, error) {
+	cc, err := control.Dial(d.Control)
+	if err != nil {
+		return nil, fmt.Errorf("DUT control API %s: %w", d.Control, err)
+	}
+	return &DUTClient{cc: cc, client: api.NewApplianceClient(cc), consumed: d.Consumed}, nil
+}
+
+// Close closes the connection.
+func (c *DUTClient) Close() error { return c.cc.Close() }
+
+// Read returns what the consuming stages took so far, and the DUT's drops by
+// reason. A stage's consumption is its "consumed" or "records" counter when
+// it has one (a STAMP collector counts the replies it measured as records),
+// else the packets it took in less those it dropped.
+func (c *DUTClient) Read(ctx context.Context) (uint64, map[string]uint64, error) {
+	rep, err := c.client.Stats(ctx, &api.StatsRequest{OmitBuckets: true})
+	if err != nil {
+		return 0, nil, fmt.Errorf("DUT stats: %w", err)
+	}
+	var consumed uint64
+	found := map[string]bool{}
+	for _, st := range rep.GetStages() {
+		if !slices.Contains(c.consumed, st.GetName()) {
+			continue
+		}
+		found[st.GetName()] = true
+		n, has := uint64(0), false
+		for _, ct := range st.GetCounters() {
+			if ct.GetName() == "consumed" || ct.GetName() == "records" {
+				n, has = n+ct.GetValue(), true
+			}
+		}
+		if !has {
+			n = st.GetPackets()
+			for _, d := range st.GetDrops() {
+				n -= min(n, d.GetCount())
+			}
+		}
+		consumed += n
+	}
+	for _, name := range c.consumed {
+		if !found[name] {
+			return 0, nil, fmt.Errorf("the DUT has no stage %q (test.dut.consumed)", name)
+		}
+	}
+	drops := map[string]uint64{}
+	for _, d := range rep.GetDrops() {
+		drops[d.GetReason()] += d.GetCount()
+	}
+	return consumed, drops, nil
+}
