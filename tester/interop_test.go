@@ -135,6 +135,13 @@ port = "b"
 `, rate, loss)
 }
 
+// dutNoise is how far a result may be from the cap: the search's precision
+// (5 %) and as much again for the DUT itself. The DUT is a linerate sharing
+// the machine's cores with the tester and everything else: preempted, it
+// receives a burst afterwards, which its link's queue may not hold, so its
+// loss near the cap varies by a few percent from trial to trial.
+const dutNoise = 2 * 0.05
+
 const stream = `
 [[test.streams]]
 tx = "tg0"
@@ -186,8 +193,8 @@ latency_duration = "500ms"
 	}
 	ndr := s.Results[0]
 	t.Logf("NDR %.0f pps (upper %.0f), PDR %.0f pps, %d trials in %v", ndr.Lower, ndr.Upper, s.Results[1].Lower, len(s.Trials), s.Wall)
-	if !ndr.LowerFound || math.Abs(ndr.Lower-capPPS) > 0.05*capPPS {
-		t.Errorf("NDR %.0f pps: the cap is %d pps, precision 5 %%", ndr.Lower, capPPS)
+	if !ndr.LowerFound || math.Abs(ndr.Lower-capPPS) > dutNoise*capPPS {
+		t.Errorf("NDR %.0f pps: the cap is %d pps, precision 5 %%, the DUT's own noise as much again", ndr.Lower, capPPS)
 	}
 	lat := rep.Sizes[0].Latency[0].Trial.Latency
 	if lat == nil || lat.Count == 0 {
@@ -249,8 +256,8 @@ latency = []
 	if ndr.LowerFound || ndr.Lower > lowest {
 		t.Errorf("NDR %.0f pps (found %v) on a DUT that loses one packet in a thousand; lowest load tried %.0f", ndr.Lower, ndr.LowerFound, lowest)
 	}
-	if !pdr.LowerFound || math.Abs(pdr.Lower-capPPS) > 0.05*capPPS {
-		t.Errorf("PDR %.0f pps: the cap is %d pps, precision 5 %%", pdr.Lower, capPPS)
+	if !pdr.LowerFound || math.Abs(pdr.Lower-capPPS) > dutNoise*capPPS {
+		t.Errorf("PDR %.0f pps: the cap is %d pps, precision 5 %%, the DUT's own noise as much again", pdr.Lower, capPPS)
 	}
 }
 
@@ -278,7 +285,7 @@ latency = []
 		t.Fatalf("searches %s, %s", m.Algorithm, b.Algorithm)
 	}
 	lm, lb := m.Results[0].Lower, b.Results[0].Lower
-	if math.Abs(lm-lb) > 0.05*math.Max(lm, lb) {
+	if math.Abs(lm-lb) > dutNoise*math.Max(lm, lb) {
 		t.Errorf("NDR: MLRsearch %.0f pps, binary %.0f pps: apart by more than the precision", lm, lb)
 	}
 	t.Logf("MLRsearch %d trials, %v of trials, %v wall; binary %d trials, %v, %v: %.2f× the wall time",
@@ -341,9 +348,9 @@ func TestTestpmdDUT(t *testing.T) {
 	testpmd := testenv.RequireCmd(t, "dpdk-testpmd")
 	l := newLab(t)
 	cmd := exec.Command("ip", "netns", "exec", l.dut.Name(), testpmd, "--no-huge", "--no-pci", "--no-shconf",
-		"-m", "256", "-l", "0,1", "--file-prefix", "lrtest"+l.dut.Name(), "--log-level", "lib.eal:error",
+		"-m", "512", "-l", "0,1", "--file-prefix", "lrtest"+l.dut.Name(), "--log-level", "lib.eal:error",
 		"--vdev=net_af_packet0,iface=dua", "--vdev=net_af_packet1,iface=dub",
-		"--", "--forward-mode=io", "--auto-start", "--stats-period", "3600")
+		"--", "--forward-mode=io", "--auto-start", "--stats-period", "3600", "--total-num-mbufs=8192")
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

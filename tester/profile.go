@@ -69,6 +69,9 @@ type Test struct {
 	// with a trial of LatencyDuration (default FinalDuration).
 	Latency         []float64       `toml:"latency"`
 	LatencyDuration config.Duration `toml:"latency_duration"`
+	// CatchUp is how long a stall of the tester's lcore its generators make
+	// up for afterwards, in bursts (generator catch_up; default 50 ms).
+	CatchUp config.Duration `toml:"catch_up"`
 	// LinkSpeed is the tx ports' bit rate for the line rate, when the port
 	// cannot say (default: the interface's speed, else 10Gbit).
 	LinkSpeed config.Rate `toml:"link_speed"`
@@ -152,6 +155,7 @@ func decodeTest(f *config.File, t config.Table) (Test, error) {
 		WarmupRate:      1000,
 		Drain:           config.Duration(100 * time.Millisecond),
 		Latency:         []float64{0.1, 0.5, 0.9},
+		CatchUp:         config.Duration(50 * time.Millisecond),
 	}
 	if err := t.Decode(&w); err != nil {
 		return w.Test, err
@@ -188,6 +192,9 @@ func decodeTest(f *config.File, t config.Table) (Test, error) {
 		if !(s > 0 && s <= 1) {
 			bad("latency", "%g: shares of the PDR, in (0, 1]", s)
 		}
+	}
+	if c.CatchUp > config.Duration(time.Second) {
+		bad("catch_up", "%v is over 1s", c.CatchUp)
 	}
 	if c.MaxRate != 0 && c.MinRate > c.MaxRate {
 		bad("min_rate", "%v is above max_rate %v", c.MinRate, c.MaxRate)

@@ -117,6 +117,7 @@ sizes = %[11]s
 rate = "%[12]dpps"
 count = %[13]d
 duration = %[14]q
+catch_up = %[17]q
 [[pipelines.stages]]
 kind = "forward"
 port = %[15]q
@@ -131,7 +132,7 @@ udp_port = %[10]d
 flows = %[8]d
 `, i, s.IPVersion, s.Src.String(), s.Dst.String(), s.SrcMAC.String(), s.DstMAC.String(), s.VLAN, s.Flows,
 			s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), max(1, int64(math.Round(per))), counts[i],
-			config.Duration(gd).String(), s.Tx, s.Rx)
+			config.Duration(gd).String(), s.Tx, s.Rx, t.CatchUp.String())
 	}
 	return r.Profile.withPipelines(b.String()), counts
 }
