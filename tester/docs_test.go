@@ -18,9 +18,15 @@ func TestDocsProfiles(t *testing.T) {
 	n := 0
 	for i, blk := range strings.Split(string(b), "```toml\n")[1:] {
 		text, _, _ := strings.Cut(blk, "```")
-		if !strings.HasPrefix(text, "version") {
+		switch {
+		case strings.HasPrefix(text, "[[test.streams]]"):
+			// A stream of its own: in place of the profile's, with the
+			// DUT a collector stream needs.
+			before, _, _ := strings.Cut(whole, "\n[[test.streams]]")
+			text = before + "\n[test.dut]\ncontrol = \"unix:/run/dut.sock\"\nconsumed = [\"collector\"]\n" + text
+		case !strings.HasPrefix(text, "version"):
 			text = strings.Replace(whole, "\n[[test.streams]]", text+"\n[[test.streams]]", 1)
-		} else {
+		default:
 			whole = text
 		}
 		if _, err := Parse("docs/test.md", []byte(text)); err != nil {
@@ -28,7 +34,7 @@ func TestDocsProfiles(t *testing.T) {
 		}
 		n++
 	}
-	if n < 2 {
+	if n < 3 {
 		t.Errorf("only %d TOML blocks in docs/test.md", n)
 	}
 	if _, err := Load("../docs/examples/test/wire.toml"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -19,6 +20,8 @@ import (
 	"github.com/linerate/linerate/internal/testenv"
 
 	_ "github.com/linerate/linerate/plugins/builtin"
+	_ "github.com/linerate/linerate/plugins/ioam"
+	_ "github.com/linerate/linerate/plugins/stamp"
 	_ "github.com/linerate/linerate/ports/afpacket"
 )
 
@@ -399,5 +402,237 @@ latency_duration = "500ms"
 	}
 	if rep.Sizes[0].Latency[0].Trial.Latency == nil {
 		t.Error("no latency samples through testpmd")
+	}
+}
+
+// stampDUT is a linerate DUT that reflects STAMP test packets back out of
+// the port they came in on, and forwards the rest from dua to dub.
+const stampReflectorDUT = `
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "a"
+driver = "afpacket"
+interface = "dua"
+block_size = 65536
+blocks = 256
+[[ports]]
+name = "b"
+driver = "afpacket"
+interface = "dub"
+block_size = 65536
+blocks = 64
+[[pipelines]]
+name = "fwd"
+rx = ["a"]
+[[pipelines.stages]]
+kind = "stamp.reflector"
+name = "reflector"
+forward = "in"
+unknown = "reflect"
+allow = ["198.18.0.0/16"]
+rate_limit = "0"
+[[pipelines.stages]]
+kind = "forward"
+port = "b"
+`
+
+// The seed's PDR@0.5 % experiment against a linerate reflector: STAMP's
+// share of the load from 0 to 100 %. The reflected packets come back to the
+// tester's tx port, and count as delivered; nothing is lost below the DUT's
+// capacity, so every share's PDR is the maximum load.
+func TestStampReflectorDUT(t *testing.T) {
+	l := newLab(t)
+	dut := l.startDUT(t, stampReflectorDUT)
+	for _, share := range []float64{0, 0.5, 1} {
+		rep := l.runTest(t, profile(t, fmt.Sprintf(`
+[test]
+frame_sizes = [128]
+final_duration = "1s"
+initial_duration = "250ms"
+precision = 0.05
+max_rate = "5kpps"
+min_rate = "500pps"
+warmup = "100ms"
+drain = "200ms"
+latency = []
+[[test.streams]]
+tx = "tg0"
+rx = "tg1"
+src = "198.18.0.2"
+dst = "198.18.1.2"
+flows = 4
+stamp_share = %g
+`, share)), nil)
+		s := rep.Sizes[0].Searches[0]
+		pdr := s.Results[1]
+		var asked, returned uint64
+		for _, tr := range s.Trials {
+			asked += tr.Streams[0].StampAsked
+			returned += tr.Streams[0].StampReturned
+		}
+		t.Logf("STAMP share %g: PDR %.0f pps; STAMP asked %d, returned %d", share, pdr.Lower, asked, returned)
+		if pdr.Lower < 0.9*5000 {
+			t.Errorf("share %g: PDR %.0f pps, below the maximum 5 kpps that the DUT forwards and reflects", share, pdr.Lower)
+		}
+		if share > 0 && (asked == 0 || returned < asked*95/100) {
+			t.Errorf("share %g: %d STAMP packets asked, %d came back", share, asked, returned)
+		}
+	}
+	if n := stageCounter(dut, "reflector", "reflected"); n == 0 {
+		t.Error("the DUT reflected nothing")
+	}
+}
+
+func stageCounter(e *appliance.Engine, stage, name string) uint64 {
+	return counter(e.Snapshot(), stage, name)
+}
+
+// A linerate DUT that is a STAMP Session-Sender and collector: the tester
+// sends it replies (made by a reflector of its own) beside plain traffic;
+// the collector consumes them. Read over the DUT's control API, they count
+// as delivered: no loss. Without the DUT's counters, they are lost.
+func TestStampCollectorDUT(t *testing.T) {
+	l := newLab(t)
+	dut := l.startDUT(t, `
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "a"
+driver = "afpacket"
+interface = "dua"
+block_size = 65536
+blocks = 256
+[[ports]]
+name = "b"
+driver = "afpacket"
+interface = "dub"
+[[pipelines]]
+name = "sender"
+[[pipelines.stages]]
+kind = "stamp.sender"
+port = "a"
+[[pipelines.stages.sessions]]
+ssid = 7
+src = "198.18.0.1"
+reflector = "198.18.0.2"
+start = false
+[[pipelines]]
+name = "fwd"
+rx = ["a"]
+[[pipelines.stages]]
+kind = "stamp.collector"
+name = "collector"
+[[pipelines.stages]]
+kind = "forward"
+port = "b"
+`)
+	ctl := enginetest.Serve(t, dut)
+	p := profile(t, fmt.Sprintf(`
+[test]
+frame_sizes = [128]
+final_duration = "1s"
+precision = 0.05
+max_rate = "4kpps"
+warmup = "0s"
+drain = "200ms"
+latency = []
+[test.dut]
+control = %q
+consumed = ["collector"]
+[[test.streams]]
+tx = "tg0"
+rx = "tg1"
+src = "198.18.0.2"
+dst = "198.18.1.2"
+flows = 4
+stamp_share = 0.5
+stamp_mode = "collector"
+stamp_ssid = 7
+stamp_sender = "198.18.0.1"
+`, ctl))
+	d, err := DialDUT(p.Test.DUT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	with := &Runner{Profile: p, Do: l.tg.Do, DUT: d}
+	tr, err := with.Measure(t.Context(), 128, 4000, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := tr.Streams[0]
+	t.Logf("with the DUT's counters: asked %d (STAMP %d, sent %d), received %d, consumed %d, loss %.3f%%, DUT drops %v",
+		st.Asked, st.StampAsked, st.StampSent, st.Received, tr.Consumed, 100*tr.LossRatio(), tr.DUTDrops)
+	if tr.Consumed < st.StampAsked*95/100 || tr.LossRatio() > 0.005 {
+		t.Errorf("the collector consumed %d of %d STAMP replies; loss %.3f%%", tr.Consumed, st.StampAsked, 100*tr.LossRatio())
+	}
+	without := &Runner{Profile: p, Do: l.tg.Do}
+	tr, err = without.Measure(t.Context(), 128, 4000, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("without: loss %.3f%%", 100*tr.LossRatio())
+	if tr.LossRatio() < 0.45 {
+		t.Errorf("without the DUT's counters the consumed half should count as lost: loss %.3f%%", 100*tr.LossRatio())
+	}
+}
+
+// The Linux kernel as an IOAM transit router (net/ipv6/ioam6.c): half the
+// stream's IPv6 packets carry a pre-allocated trace, which the kernel fills
+// in as it forwards them. The search completes with every packet, with or
+// without IOAM, delivered and counted.
+func TestIOAMShareKernelDUT(t *testing.T) {
+	_, err := os.Stat("/proc/sys/net/ipv6/ioam6_id")
+	testenv.Require(t, "a kernel with IPv6 IOAM (ioam6)", err == nil)
+	l := newLab(t)
+	l.dut.Sysctl(t, [][2]string{
+		{"ipv6/conf/all/disable_ipv6", "0"}, {"ipv6/conf/dua/disable_ipv6", "0"}, {"ipv6/conf/dub/disable_ipv6", "0"},
+		{"ipv6/conf/all/forwarding", "1"}, {"ipv6/ioam6_id", "77"},
+		{"ipv6/conf/dua/ioam6_enabled", "1"}, {"ipv6/conf/dua/ioam6_id", "1"}, {"ipv6/conf/dub/ioam6_id", "2"},
+	})
+	l.dut.IP(t, "addr", "add", "2001:db8:a::1/64", "dev", "dua", "nodad")
+	l.dut.IP(t, "addr", "add", "2001:db8:b::1/64", "dev", "dub", "nodad")
+	tgb := l.tg.MAC(t, "tgb")
+	l.dut.IP(t, "-6", "neigh", "replace", "2001:db8:b::2", "lladdr", net.HardwareAddr(tgb[:]).String(), "dev", "dub", "nud", "permanent")
+	l.dut.IP(t, "ioam", "namespace", "add", "1", "data", "7")
+	dua := l.dut.MAC(t, "dua")
+	rep := l.runTest(t, profile(t, fmt.Sprintf(`
+[test]
+frame_sizes = [128]
+final_duration = "1s"
+initial_duration = "250ms"
+precision = 0.05
+max_rate = "5kpps"
+min_rate = "500pps"
+warmup = "200ms"
+drain = "200ms"
+latency = [0.5]
+latency_duration = "500ms"
+[[test.streams]]
+tx = "tg0"
+rx = "tg1"
+src = "2001:db8:a::2"
+dst = "2001:db8:b::2"
+dst_mac = %q
+flows = 4
+ioam_share = 0.5
+`, net.HardwareAddr(dua[:]).String())), nil)
+	s := rep.Sizes[0].Searches[0]
+	if pdr := s.Results[1]; pdr.Lower < 0.9*5000 {
+		t.Errorf("PDR %.0f pps through the kernel's IOAM transit, below the 5 kpps maximum", pdr.Lower)
+	}
+	var ioam uint64
+	for _, tr := range s.Trials {
+		ioam += tr.IOAMSent
+	}
+	if ioam == 0 {
+		t.Error("no packet carried IOAM")
 	}
 }

@@ -94,6 +94,28 @@ type Stream struct {
 	Flows      int         `toml:"flows"`
 	UDPSrcPort int         `toml:"udp_src_port"`
 	UDPDstPort int         `toml:"udp_dst_port"`
+	// IOAMShare is the share of the stream's plain packets that carry an
+	// IOAM pre-allocated trace (RFC 9197) in a Hop-by-Hop header, for a DUT
+	// that is an IOAM transit node (IPv6 only): IOAMHops nodes' room of
+	// hop limit, node id, interfaces, timestamp and transit delay, in
+	// namespace IOAMNamespace. The trace makes those packets larger than
+	// their frame size.
+	IOAMShare     float64 `toml:"ioam_share"`
+	IOAMNamespace int     `toml:"ioam_namespace"`
+	IOAMHops      int     `toml:"ioam_hops"`
+	// StampShare is the share of the stream's load that is STAMP (RFC 8762)
+	// traffic, 0 to 1, as in the seed paper's PDR@0.5 % experiment.
+	StampShare float64 `toml:"stamp_share"`
+	// StampMode is what the DUT does with it: "reflector" (default) answers
+	// the tester's test packets, whose replies the tester collects back on
+	// its tx port; "collector" consumes the replies the tester sends it
+	// (made by a reflector of the tester's own), counted by [test.dut].
+	StampMode string `toml:"stamp_mode"`
+	// StampSSID is the STAMP session's id (default 1).
+	StampSSID int `toml:"stamp_ssid"`
+	// StampSender is, in collector mode, the DUT's Session-Sender address:
+	// the replies go to it, from src.
+	StampSender config.Addr `toml:"stamp_sender"`
 }
 
 // DUT is how to read the device's own counters after each trial.
@@ -253,6 +275,50 @@ func decodeTest(f *config.File, t config.Table) (Test, error) {
 			case a.addr.Is4() != (s.IPVersion == 4):
 				bad(at+a.key, "%v is not an IPv%d address", a.addr, s.IPVersion)
 			}
+		}
+		if s.IOAMNamespace == 0 {
+			s.IOAMNamespace = 1
+		}
+		if s.IOAMHops == 0 {
+			s.IOAMHops = 4
+		}
+		switch {
+		case !(s.IOAMShare >= 0 && s.IOAMShare <= 1):
+			bad(at+"ioam_share", "%g is not in [0, 1]", s.IOAMShare)
+		case s.IOAMShare > 0 && s.IPVersion != 6:
+			bad(at+"ioam_share", "IOAM travels in an IPv6 Hop-by-Hop header: an IPv6 stream only")
+		}
+		if s.IOAMNamespace < 0 || s.IOAMNamespace > 65534 {
+			bad(at+"ioam_namespace", "%d is outside 0..65534", s.IOAMNamespace)
+		}
+		if s.IOAMHops < 1 || s.IOAMHops > 32 {
+			bad(at+"ioam_hops", "%d is outside 1..32", s.IOAMHops)
+		}
+		if !(s.StampShare >= 0 && s.StampShare <= 1) {
+			bad(at+"stamp_share", "%g is not in [0, 1]", s.StampShare)
+		}
+		if s.StampMode == "" {
+			s.StampMode = "reflector"
+		}
+		if s.StampSSID == 0 {
+			s.StampSSID = 1
+		}
+		if s.StampSSID < 1 || s.StampSSID > 65535 {
+			bad(at+"stamp_ssid", "%d is outside 1..65535", s.StampSSID)
+		}
+		switch s.StampMode {
+		case "reflector":
+		case "collector":
+			if s.StampShare > 0 && !s.StampSender.IsValid() {
+				bad(at+"stamp_sender", "required in collector mode: the DUT's Session-Sender address")
+			} else if s.StampSender.IsValid() && s.StampSender.Is4() != (s.IPVersion == 4) {
+				bad(at+"stamp_sender", "%v is not an IPv%d address", s.StampSender, s.IPVersion)
+			}
+			if s.StampShare > 0 && (c.DUT.Control == "" || len(c.DUT.Consumed) == 0) {
+				bad(at+"stamp_mode", "a collector DUT consumes the STAMP packets: set [test.dut] control and consumed, or every one counts as lost")
+			}
+		default:
+			bad(at+"stamp_mode", "%q: \"reflector\" or \"collector\"", s.StampMode)
 		}
 		if s.Flows < 1 || s.Flows > 65536 {
 			bad(at+"flows", "%d is outside 1..65536", s.Flows)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,9 @@ type Trial struct {
 	// DUTDrops are the DUT's drops by reason during the trial, when its
 	// control API is known.
 	DUTDrops map[string]uint64 `json:"dut_drops,omitempty"`
+	// IOAMSent is how many of the plain packets the tester's IOAM encap
+	// gave a trace.
+	IOAMSent uint64 `json:"ioam_sent,omitempty"`
 	// TesterDrops are the tester's own drops by reason (tx_full: its tx
 	// port refused packets), which count as lost.
 	TesterDrops map[string]uint64 `json:"tester_drops,omitempty"`
@@ -60,9 +64,15 @@ type StreamResult struct {
 	// Reordered counts packets that came after a later one of their flow,
 	// duplicates included; Gaps are the sink's missing sequence numbers net
 	// of late arrivals.
-	Reordered uint64     `json:"reordered"`
-	Gaps      uint64     `json:"gaps"`
-	Latency   *Histogram `json:"latency,omitempty"`
+	// The STAMP share: test packets (or replies, to a collector DUT) asked
+	// for and sent; those that came back as replies (reflector DUT), part
+	// of Received.
+	StampAsked    uint64     `json:"stamp_asked,omitempty"`
+	StampSent     uint64     `json:"stamp_sent,omitempty"`
+	StampReturned uint64     `json:"stamp_returned,omitempty"`
+	Reordered     uint64     `json:"reordered"`
+	Gaps          uint64     `json:"gaps"`
+	Latency       *Histogram `json:"latency,omitempty"`
 }
 
 // DUTCounters reads a DUT's own counters: what its consuming stages took and
@@ -82,23 +92,31 @@ type Runner struct {
 }
 
 // trialConfig is the engine config of one trial: the profile and, per
-// stream, a generator pipeline and a sink pipeline on its rx port.
-func (r *Runner) trialConfig(size int, rate float64, d time.Duration) ([]byte, []uint64) {
+// stream, a generator pipeline (and a STAMP pipeline for its STAMP share)
+// towards its tx port, and per port that receives, a pipeline with the
+// stream's sink (and a STAMP collector for replies that come back). It
+// returns, per stream, the plain and the STAMP packets asked for.
+func (r *Runner) trialConfig(size int, rate float64, d time.Duration) ([]byte, []uint64, []uint64) {
 	t := &r.Profile.Test
 	sizes := []int{size}
 	if size == IMIXSize {
 		sizes = IMIX
 	}
 	var b strings.Builder
-	counts := make([]uint64, len(t.Streams))
+	plain := make([]uint64, len(t.Streams))
+	stamp := make([]uint64, len(t.Streams))
 	per := rate / float64(len(t.Streams))
+	// The generator stops at its count, or at the trial's end (and a hair):
+	// one that fell behind longer than catch_up does not stretch the trial
+	// at a lower load.
+	gd := config.Duration(d + 5*time.Millisecond).String()
 	for i, s := range t.Streams {
-		counts[i] = uint64(math.Round(per * d.Seconds()))
-		// The generator stops at its count, or at the trial's end (and a
-		// hair): one that fell behind, its lcore preempted longer than its
-		// 10 ms of saved credit, does not stretch the trial at a lower load.
-		gd := d + 5*time.Millisecond
-		fmt.Fprintf(&b, `
+		pr := math.Round(per * (1 - s.StampShare))
+		sr := math.Round(per * s.StampShare)
+		plain[i] = uint64(math.Round(pr * d.Seconds()))
+		stamp[i] = uint64(math.Round(sr * d.Seconds()))
+		if plain[i] > 0 {
+			fmt.Fprintf(&b, `
 [[pipelines]]
 name = "tx-%[1]d"
 [[pipelines.stages]]
@@ -117,24 +135,114 @@ sizes = %[11]s
 rate = "%[12]dpps"
 count = %[13]d
 duration = %[14]q
-catch_up = %[17]q
-[[pipelines.stages]]
-kind = "forward"
-port = %[15]q
-
-[[pipelines]]
-name = "rx-%[1]d"
-rx = [%[16]q]
-[[pipelines.stages]]
-kind = "sink"
-name = "sink-%[1]d"
-udp_port = %[10]d
-flows = %[8]d
+catch_up = %[15]q
 `, i, s.IPVersion, s.Src.String(), s.Dst.String(), s.SrcMAC.String(), s.DstMAC.String(), s.VLAN, s.Flows,
-			s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), max(1, int64(math.Round(per))), counts[i],
-			config.Duration(gd).String(), s.Tx, s.Rx, t.CatchUp.String())
+				s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), int64(pr), plain[i], gd, t.CatchUp.String())
+			if k := int(math.Round(1000 * s.IOAMShare)); k > 0 {
+				// k in 1000 of the generator's packets get a trace, inline.
+				fmt.Fprintf(&b, `[[pipelines.stages]]
+kind = "ioam.encap"
+name = "ioam-%[1]d"
+node_id = 1
+mode = "inline"
+namespaces = [ { id = %[2]d } ]
+[[pipelines.stages.profiles]]
+name = "test"
+rate = "%[3]d/1000"
+trace = { namespace = %[2]d, type = "0xF80000", hops = %[4]d }
+`, i, s.IOAMNamespace, k, s.IOAMHops)
+			}
+			fmt.Fprintf(&b, "[[pipelines.stages]]\nkind = \"forward\"\nport = %q\n", s.Tx)
+		}
+		if stamp[i] > 0 {
+			r.stampPipeline(&b, i, s, size, int64(sr), stamp[i], gd)
+		}
 	}
-	return r.Profile.withPipelines(b.String()), counts
+	// A pipeline per port that receives: a stream's rx port, or the tx port
+	// of a stream whose STAMP replies come back.
+	var rxPorts []string
+	for _, s := range t.Streams {
+		for _, p := range []string{s.Rx, s.Tx} {
+			if !slices.Contains(rxPorts, p) && (p == s.Rx || s.StampShare > 0 && s.StampMode == "reflector") {
+				rxPorts = append(rxPorts, p)
+			}
+		}
+	}
+	for _, port := range rxPorts {
+		fmt.Fprintf(&b, "\n[[pipelines]]\nname = \"rx-%s\"\nrx = [%q]\n", port, port)
+		for i, s := range t.Streams {
+			if s.Tx == port && s.StampShare > 0 && s.StampMode == "reflector" {
+				fmt.Fprintf(&b, "[[pipelines.stages]]\nkind = \"stamp.collector\"\nname = \"collector-%d\"\n", i)
+			}
+		}
+		sink := false
+		for i, s := range t.Streams {
+			if s.Rx == port {
+				fmt.Fprintf(&b, "[[pipelines.stages]]\nkind = \"sink\"\nname = \"sink-%d\"\nudp_port = %d\nflows = %d\n", i, s.UDPDstPort, s.Flows)
+				sink = true
+			}
+		}
+		if !sink {
+			fmt.Fprintf(&b, "[[pipelines.stages]]\nkind = \"sink\"\nname = \"rest-%s\"\n", port)
+		}
+	}
+	return r.Profile.withPipelines(b.String()), plain, stamp
+}
+
+// stampPipeline sends stream i's STAMP share: test packets of one session to
+// a reflector DUT, or, for a collector DUT, the replies to them that a
+// reflector of the tester's own makes, as if from src. They are padded to
+// the frame size where it is larger than theirs.
+func (r *Runner) stampPipeline(b *strings.Builder, i int, s Stream, size int, rate int64, count uint64, gd string) {
+	base := 14 + 20 + 8 + 44 // Ethernet, IPv4, UDP, an unauthenticated test packet
+	if s.IPVersion == 6 {
+		base += 20
+	}
+	if s.VLAN != 0 {
+		base += 4
+	}
+	padding := 0
+	if size != IMIXSize && size-4-base >= 4 {
+		padding = size - 4 - base - 4 // less the FCS and the TLV's header
+	}
+	src, reflector, srcMAC, dstMAC := s.Src, s.Dst, s.SrcMAC, s.DstMAC
+	if s.StampMode == "collector" {
+		// The test packets come "from" the DUT's sender to the tester's
+		// reflector, which swaps them into replies from src to the DUT.
+		src, reflector, srcMAC, dstMAC = s.StampSender, s.Src, s.DstMAC, s.SrcMAC
+	}
+	fmt.Fprintf(b, `
+[[pipelines]]
+name = "stamp-%[1]d"
+[[pipelines.stages]]
+kind = "stamp.sender"
+name = "stamp-sender-%[1]d"
+src_mac = %[2]q
+dst_mac = %[3]q
+vlan = %[4]d
+[[pipelines.stages.sessions]]
+ssid = %[5]d
+src = %[6]q
+reflector = %[7]q
+rate = "%[8]dpps"
+count = %[9]d
+duration = %[10]q
+padding = %[11]d
+`, i, srcMAC.String(), dstMAC.String(), s.VLAN, s.StampSSID, src.String(), reflector.String(), max(1, rate), count, gd, padding)
+	if s.StampMode == "collector" {
+		bits := 32
+		if s.IPVersion == 6 {
+			bits = 128
+		}
+		fmt.Fprintf(b, `[[pipelines.stages]]
+kind = "stamp.reflector"
+name = "stamp-reflector-%d"
+unknown = "reflect"
+allow = ["%s/%d"]
+rate_limit = "0"
+`, i, src.String(), bits)
+	}
+	fmt.Fprintf(b, "[[pipelines.stages]]\nkind = \"forward\"\nport = %q\n", s.Tx)
 }
 
 func tomlInts(v []int) string {
@@ -183,7 +291,7 @@ func (t *Trial) short() uint64 {
 
 func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Duration) (*Trial, error) {
 	start := time.Now()
-	text, counts := r.trialConfig(size, rate, d)
+	text, counts, stampCounts := r.trialConfig(size, rate, d)
 	cfg, err := config.Parse(r.Profile.Path, text)
 	if err != nil {
 		return nil, err
@@ -222,13 +330,13 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 	sent := func(s *stats.Snapshot) uint64 {
 		var v uint64
 		for i := range n {
-			v += counter(s, fmt.Sprintf("gen-%d", i), "sent")
+			v += counter(s, fmt.Sprintf("gen-%d", i), "sent") + counter(s, fmt.Sprintf("stamp-sender-%d", i), "sent")
 		}
 		return v
 	}
 	var want uint64
-	for _, c := range counts {
-		want += c
+	for i, c := range counts {
+		want += c + stampCounts[i]
 	}
 	timer := time.NewTimer(d)
 	select {
@@ -267,16 +375,25 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 		sink := fmt.Sprintf("sink-%d", i)
 		sr := StreamResult{
 			Name:      s.Name,
-			Asked:     counts[i],
+			Asked:     counts[i] + stampCounts[i],
 			Sent:      txPackets(final, s.Tx),
-			Made:      counter(final, fmt.Sprintf("gen-%d", i), "sent"),
-			NoBuffer:  counter(final, fmt.Sprintf("gen-%d", i), "no_buffer"),
 			Received:  counter(final, sink, "tracked"),
 			Reordered: counter(final, sink, "reordered"),
 			Gaps:      counter(final, sink, "lost"),
+			Made:      counter(final, fmt.Sprintf("gen-%d", i), "sent"),
+			NoBuffer:  counter(final, fmt.Sprintf("gen-%d", i), "no_buffer"),
 		}
 		sr.Late = sr.Received - min(sr.Received, counter(atEnd, sink, "tracked"))
-		if h := hist(final, "rx-"+fmt.Sprint(i)+"/"+sink, "latency"); h != nil {
+		if stampCounts[i] > 0 {
+			sr.StampAsked = stampCounts[i]
+			sr.StampSent = counter(final, fmt.Sprintf("stamp-sender-%d", i), "sent")
+			sr.Made += sr.StampSent
+			if s.StampMode == "reflector" {
+				sr.StampReturned = counter(final, fmt.Sprintf("collector-%d", i), "records")
+				sr.Received += sr.StampReturned
+			}
+		}
+		if h := hist(final, "rx-"+s.Rx+"/"+sink, "latency"); h != nil {
 			all.Add(h)
 			sr.Latency = newHistogram(h)
 		}
@@ -291,6 +408,9 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 		tr.Received += min(sr.Received, sent)
 	}
 	tr.Latency = newHistogram(all)
+	for i := range n {
+		tr.IOAMSent += counter(final, fmt.Sprintf("ioam-%d", i), "profile_test")
+	}
 	for _, dc := range final.Drops {
 		if dc.Count > 0 {
 			if tr.TesterDrops == nil {
