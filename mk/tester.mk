@@ -6,6 +6,9 @@
 # sending thread; then the search time of MLRsearch against binary search on a
 # simulated device at the same final duration and precision.
 # BENCH_TESTER_FLAGS passes flags to the program (-rounds 5, -duration 2s, -size 64).
+# On DPDK's net_null, `make bench-dpdk BENCH_DPDK_FLAGS=-generator` compares
+# the generator with a C loop that allocates, copies and tx_bursts the same
+# frames from the same mbuf pool.
 
 BENCH_TESTER_FLAGS ?=
 
