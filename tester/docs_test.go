@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	_ "github.com/linerate/linerate/appliance/all" // every driver's section, [dpdk] included
 )
 
 // TestDocsProfiles loads every TOML block of docs/test.md as a test profile,
@@ -37,8 +39,10 @@ func TestDocsProfiles(t *testing.T) {
 	if n < 3 {
 		t.Errorf("only %d TOML blocks in docs/test.md", n)
 	}
-	if _, err := Load("../docs/examples/test/wire.toml"); err != nil {
-		t.Error(err)
+	for _, f := range []string{"wire.toml", "dpdk-ring.toml"} {
+		if _, err := Load("../docs/examples/test/" + f); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
