@@ -61,9 +61,10 @@ type StreamResult struct {
 	// Late is the part of it that came after the last packet was sent.
 	Received uint64 `json:"received"`
 	Late     uint64 `json:"late"`
-	// Reordered counts packets that came after a later one of their flow,
-	// duplicates included; Gaps are the sink's missing sequence numbers net
-	// of late arrivals.
+	// Reordered counts packets that came after a later one of their flow;
+	// Duplicates those whose sequence number had come before (among the
+	// flow's last 64); Gaps are the sink's missing sequence numbers net of
+	// late arrivals.
 	// The STAMP share: test packets (or replies, to a collector DUT) asked
 	// for and sent; those that came back as replies (reflector DUT), part
 	// of Received.
@@ -71,6 +72,7 @@ type StreamResult struct {
 	StampSent     uint64     `json:"stamp_sent,omitempty"`
 	StampReturned uint64     `json:"stamp_returned,omitempty"`
 	Reordered     uint64     `json:"reordered"`
+	Duplicates    uint64     `json:"duplicates"`
 	Gaps          uint64     `json:"gaps"`
 	Latency       *Histogram `json:"latency,omitempty"`
 }
@@ -375,14 +377,15 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 	for i, s := range r.Profile.Test.Streams {
 		sink := fmt.Sprintf("sink-%d", i)
 		sr := StreamResult{
-			Name:      s.Name,
-			Asked:     counts[i] + stampCounts[i],
-			Sent:      txPackets(final, s.Tx),
-			Received:  counter(final, sink, "tracked"),
-			Reordered: counter(final, sink, "reordered"),
-			Gaps:      counter(final, sink, "lost"),
-			Made:      counter(final, fmt.Sprintf("gen-%d", i), "sent"),
-			NoBuffer:  counter(final, fmt.Sprintf("gen-%d", i), "no_buffer"),
+			Name:       s.Name,
+			Asked:      counts[i] + stampCounts[i],
+			Sent:       txPackets(final, s.Tx),
+			Received:   counter(final, sink, "tracked"),
+			Reordered:  counter(final, sink, "reordered"),
+			Duplicates: counter(final, sink, "duplicates"),
+			Gaps:       counter(final, sink, "lost"),
+			Made:       counter(final, fmt.Sprintf("gen-%d", i), "sent"),
+			NoBuffer:   counter(final, fmt.Sprintf("gen-%d", i), "no_buffer"),
 		}
 		sr.Late = sr.Received - min(sr.Received, counter(atEnd, sink, "tracked"))
 		if stampCounts[i] > 0 {
@@ -406,7 +409,7 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 			sent = sr.Sent
 		}
 		tr.Sent += sent
-		tr.Received += min(sr.Received, sent)
+		tr.Received += min(sr.Received-min(sr.Received, sr.Duplicates), sent)
 	}
 	tr.Latency = newHistogram(all)
 	for i := range n {
