@@ -9,6 +9,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/api"
 	"github.com/linerate/linerate/appliance/control"
+	"github.com/linerate/linerate/plugins/stamp/api/srv6pm"
 )
 
 // DUTClient reads a linerate DUT's counters over its control API.
@@ -18,14 +19,55 @@ type DUTClient struct {
 	consumed []string
 }
 
-// DialDUT connects to the DUT's control API. It fails when the address is
-// wrong; an unreachable DUT fails the first read.
-func DialDUT(d DUT) (*DUTClient, error) {
+// DUTConn is a DUT's counters over gRPC.
+type DUTConn interface {
+	DUTCounters
+	Close() error
+}
+
+// DialDUT connects to the DUT's API, linerate's or the seed's srv6pm. It
+// fails when the address is wrong; an unreachable DUT fails the first read.
+func DialDUT(d DUT) (DUTConn, error) {
 	cc, err := control.Dial(d.Control)
 	if err != nil {
 		return nil, fmt.Errorf("DUT control API %s: %w", d.Control, err)
 	}
+	if d.API == "srv6pm" {
+		return &Srv6pmClient{cc: cc, client: srv6pm.NewSTAMPSessionSenderServiceClient(cc), ssid: uint32(d.SSID)}, nil
+	}
 	return &DUTClient{cc: cc, client: api.NewApplianceClient(cc), consumed: d.Consumed}, nil
+}
+
+// Srv6pmClient reads what a DUT's STAMP collector consumed through the seed
+// paper's southbound API: each Read drains the session's results and adds
+// them up. The session's record FIFO must hold a trial's replies, or the
+// excess is lost to the count (linerate's sessions: records).
+type Srv6pmClient struct {
+	cc     *grpc.ClientConn
+	client srv6pm.STAMPSessionSenderServiceClient
+	ssid   uint32
+	total  uint64
+}
+
+// Close closes the connection.
+func (c *Srv6pmClient) Close() error { return c.cc.Close() }
+
+// Read drains the session's results and returns how many there have been.
+// The API has no drop counters.
+func (c *Srv6pmClient) Read(ctx context.Context) (uint64, map[string]uint64, error) {
+	for {
+		rep, err := c.client.GetStampSessionResults(ctx, &srv6pm.GetStampSessionResultsRequest{Ssid: c.ssid})
+		if err != nil {
+			return 0, nil, fmt.Errorf("srv6pm GetStampSessionResults: %w", err)
+		}
+		if rep.GetStatus() != srv6pm.StatusCode_STATUS_CODE_SUCCESS {
+			return 0, nil, fmt.Errorf("srv6pm GetStampSessionResults, session %d: %v %s", c.ssid, rep.GetStatus(), rep.GetDescription())
+		}
+		if len(rep.GetResults()) == 0 {
+			return c.total, nil, nil
+		}
+		c.total += uint64(len(rep.GetResults()))
+	}
 }
 
 // Close closes the connection.

@@ -573,6 +573,21 @@ stamp_sender = "198.18.0.1"
 	if tr.Consumed < st.StampAsked*95/100 || tr.LossRatio() > 0.005 {
 		t.Errorf("the collector consumed %d of %d STAMP replies; loss %.3f%%", tr.Consumed, st.StampAsked, 100*tr.LossRatio())
 	}
+	// The same count through the seed's srv6pm API: the session's results.
+	seed, err := DialDUT(DUT{Control: ctl, API: "srv6pm", SSID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seed.Close()
+	viaSeed := &Runner{Profile: p, Do: l.tg.Do, DUT: seed}
+	tr, err = viaSeed.Measure(t.Context(), 128, 4000, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("through srv6pm: consumed %d, loss %.3f%%", tr.Consumed, 100*tr.LossRatio())
+	if tr.Consumed < tr.Streams[0].StampAsked*95/100 || tr.LossRatio() > 0.005 {
+		t.Errorf("srv6pm: the collector's session has %d results of %d STAMP replies; loss %.3f%%", tr.Consumed, tr.Streams[0].StampAsked, 100*tr.LossRatio())
+	}
 	without := &Runner{Profile: p, Do: l.tg.Do}
 	tr, err = without.Measure(t.Context(), 128, 4000, time.Second)
 	if err != nil {

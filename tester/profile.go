@@ -120,9 +120,15 @@ type Stream struct {
 
 // DUT is how to read the device's own counters after each trial.
 type DUT struct {
-	// Control is a linerate DUT's control API ("unix:/path" or host:port);
-	// "" reads nothing.
+	// Control is the DUT's gRPC address ("unix:/path" or host:port); ""
+	// reads nothing.
 	Control string `toml:"control"`
+	// API is "linerate" (default: the Appliance service's stats) or
+	// "srv6pm", the seed paper's southbound API: the results of the
+	// Session-Sender session SSID collected during the trial are what it
+	// consumed.
+	API  string `toml:"api"`
+	SSID int    `toml:"ssid"`
 	// Consumed names the DUT's stages whose packets are consumed by design
 	// (a STAMP collector): what they consumed during a trial is delivered.
 	// A stage's consumption is its counter "consumed" when it has one, else
@@ -214,6 +220,19 @@ func decodeTest(f *config.File, t config.Table) (Test, error) {
 		if !(s > 0 && s <= 1) {
 			bad("latency", "%g: shares of the PDR, in (0, 1]", s)
 		}
+	}
+	switch c.DUT.API {
+	case "", "linerate":
+		c.DUT.API = "linerate"
+	case "srv6pm":
+		if c.DUT.SSID < 1 || c.DUT.SSID > 65535 {
+			bad("dut.ssid", "the srv6pm API needs the collector's session: an SSID in 1..65535")
+		}
+		if c.DUT.Control == "" {
+			bad("dut.control", "the srv6pm API needs the DUT's address")
+		}
+	default:
+		bad("dut.api", "%q: \"linerate\" or \"srv6pm\"", c.DUT.API)
 	}
 	if c.CatchUp > config.Duration(time.Second) {
 		bad("catch_up", "%v is over 1s", c.CatchUp)
@@ -314,7 +333,7 @@ func decodeTest(f *config.File, t config.Table) (Test, error) {
 			} else if s.StampSender.IsValid() && s.StampSender.Is4() != (s.IPVersion == 4) {
 				bad(at+"stamp_sender", "%v is not an IPv%d address", s.StampSender, s.IPVersion)
 			}
-			if s.StampShare > 0 && (c.DUT.Control == "" || len(c.DUT.Consumed) == 0) {
+			if s.StampShare > 0 && (c.DUT.Control == "" || len(c.DUT.Consumed) == 0 && c.DUT.API != "srv6pm") {
 				bad(at+"stamp_mode", "a collector DUT consumes the STAMP packets: set [test.dut] control and consumed, or every one counts as lost")
 			}
 		default:
