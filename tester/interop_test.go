@@ -308,11 +308,11 @@ func TestLinuxRouterDUT(t *testing.T) {
 	dua := l.dut.MAC(t, "dua")
 	test := fmt.Sprintf(`
 [test]
-frame_sizes = [64, 1518]
+frame_sizes = [64]
 final_duration = "1s"
 initial_duration = "250ms"
 precision = 0.05
-max_rate = "100kpps"
+max_rate = "50kpps"
 min_rate = "1kpps"
 warmup = "200ms"
 drain = "200ms"
@@ -326,7 +326,7 @@ dst = "198.18.1.2"
 dst_mac = %q
 flows = 4
 `, net.HardwareAddr(dua[:]).String())
-	var ndr [2][2]float64
+	var ndr [2][1]float64
 	for run := range 2 {
 		rep := l.runTest(t, profile(t, test), nil)
 		for i, s := range rep.Sizes {
@@ -340,7 +340,7 @@ flows = 4
 			ndr[run][i] = res[0].Lower
 		}
 	}
-	for i, size := range []string{"64", "1518"} {
+	for i, size := range []string{"64"} {
 		t.Logf("%s bytes: NDR %.0f pps, then %.0f pps (%.2f×)", size, ndr[0][i], ndr[1][i], ndr[1][i]/ndr[0][i])
 	}
 }
