@@ -140,7 +140,7 @@ duration = %[14]q
 catch_up = %[15]q
 pool = "port:%[16]s"
 `, i, s.IPVersion, s.Src.String(), s.Dst.String(), s.SrcMAC.String(), s.DstMAC.String(), s.VLAN, s.Flows,
-				s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), int64(pr), plain[i], gd, t.CatchUp.String(), s.Tx)
+				s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), max(1, int64(pr)), plain[i], gd, t.CatchUp.String(), s.Tx)
 			if k := int(math.Round(1000 * s.IOAMShare)); k > 0 {
 				// k in 1000 of the generator's packets get a trace, inline.
 				fmt.Fprintf(&b, `[[pipelines.stages]]
