@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -157,6 +158,7 @@ flows = 4
 // A linerate DUT whose link stage caps the rate at 8 kpps of 128-byte
 // frames: the NDR found is the cap, within the precision.
 func TestNDRMatchesCap(t *testing.T) {
+	requireSpeed(t)
 	l := newLab(t)
 	// 128-byte frames are 124 bytes in the buffer; the link counts 24 more:
 	// 148 bytes, 1184 bits. 8 kpps is 9.472 Mbit/s.
@@ -206,6 +208,15 @@ latency_duration = "500ms"
 	t.Logf("latency at 50%% of PDR: min %d p50 %d p99 %d max %d ns (%d samples)", lat.Min, lat.P50, lat.P99, lat.Max, lat.Count)
 }
 
+// requireSpeed skips a test that measures a capacity under the race
+// detector (raceEnabled says why); it runs in every other build.
+func requireSpeed(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("measures a DUT's capacity: the race detector makes the tester and the DUT too slow; runs in the plain and lrcheck builds")
+	}
+}
+
 // runTest runs a profile's test from the lab's tester namespace, logging
 // each trial.
 func (l *lab) runTest(t *testing.T, p *Profile, dut DUTCounters) *Report {
@@ -234,6 +245,7 @@ func (l *lab) runTest(t *testing.T, p *Profile, dut DUTCounters) *Report {
 // The capped DUT at a known loss of one packet in a thousand: PDR at 0.5 %
 // is found at the cap, and NDR is not above the lowest load tried.
 func TestKnownLossDUT(t *testing.T) {
+	requireSpeed(t)
 	l := newLab(t)
 	const capPPS = 8000
 	pattern := strings.Repeat("0", 999) + "1"
@@ -268,6 +280,7 @@ latency = []
 // final duration find the same NDR, within the precision; the log has the
 // time each took.
 func TestMLRAgainstBinaryDUT(t *testing.T) {
+	requireSpeed(t)
 	l := newLab(t)
 	l.startDUT(t, capDUT("9472kbit", 0))
 	rep := l.runTest(t, profile(t, `
@@ -345,6 +358,25 @@ flows = 4
 	}
 }
 
+// lockedBuffer collects a command's output, which the test reads while the
+// command writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // dpdk-testpmd forwards between two net_af_packet vdevs on the DUT's veths
 // in io mode: the search completes and reports.
 func TestTestpmdDUT(t *testing.T) {
@@ -354,8 +386,8 @@ func TestTestpmdDUT(t *testing.T) {
 		"-m", "512", "-l", "0,1", "--file-prefix", "lrtest"+l.dut.Name(), "--log-level", "lib.eal:error",
 		"--vdev=net_af_packet0,iface=dua", "--vdev=net_af_packet1,iface=dub",
 		"--", "--forward-mode=io", "--auto-start", "--stats-period", "3600", "--total-num-mbufs=8192")
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -469,22 +501,35 @@ stamp_share = %g
 `, share)), nil)
 		s := rep.Sizes[0].Searches[0]
 		pdr := s.Results[1]
-		var asked, returned uint64
+		var sent, returned uint64
 		for _, tr := range s.Trials {
-			asked += tr.Streams[0].StampAsked
+			sent += tr.Streams[0].StampSent
 			returned += tr.Streams[0].StampReturned
 		}
-		t.Logf("STAMP share %g: PDR %.0f pps; STAMP asked %d, returned %d", share, pdr.Lower, asked, returned)
-		if pdr.Lower < 0.9*5000 {
-			t.Errorf("share %g: PDR %.0f pps, below the maximum 5 kpps that the DUT forwards and reflects", share, pdr.Lower)
+		t.Logf("STAMP share %g: PDR %.0f pps; STAMP sent %d, returned %d", share, pdr.Lower, sent, returned)
+		if !pdr.LowerFound || pdr.Lower < 0.9*5000 && !raceEnabled {
+			t.Errorf("share %g: PDR %.0f pps (found %v), below the maximum 5 kpps that the DUT forwards and reflects", share, pdr.Lower, pdr.LowerFound)
 		}
-		if share > 0 && (asked == 0 || returned < asked*95/100) {
-			t.Errorf("share %g: %d STAMP packets asked, %d came back", share, asked, returned)
+		if share > 0 && (sent == 0 || returned < sent*95/100) {
+			t.Errorf("share %g: %d STAMP packets sent, %d came back", share, sent, returned)
 		}
 	}
 	if n := stageCounter(dut, "reflector", "reflected"); n == 0 {
 		t.Error("the DUT reflected nothing")
 	}
+}
+
+// dutLoss is the share of what the tester did send that did not come back:
+// the DUT's loss, without the tester's own shortfall.
+func dutLoss(tr *Trial) float64 {
+	var sent uint64
+	for _, st := range tr.Streams {
+		sent += st.Sent
+	}
+	if sent == 0 || tr.Received >= sent {
+		return 0
+	}
+	return float64(sent-tr.Received) / float64(sent)
 }
 
 func stageCounter(e *appliance.Engine, stage, name string) uint64 {
@@ -570,8 +615,8 @@ stamp_sender = "198.18.0.1"
 	st := tr.Streams[0]
 	t.Logf("with the DUT's counters: asked %d (STAMP %d, sent %d), received %d, consumed %d, loss %.3f%%, DUT drops %v",
 		st.Asked, st.StampAsked, st.StampSent, st.Received, tr.Consumed, 100*tr.LossRatio(), tr.DUTDrops)
-	if tr.Consumed < st.StampAsked*95/100 || tr.LossRatio() > 0.005 {
-		t.Errorf("the collector consumed %d of %d STAMP replies; loss %.3f%%", tr.Consumed, st.StampAsked, 100*tr.LossRatio())
+	if tr.Consumed < st.StampSent*95/100 || dutLoss(tr) > 0.005 {
+		t.Errorf("the collector consumed %d of %d STAMP replies; the DUT lost %.3f%%", tr.Consumed, st.StampSent, 100*dutLoss(tr))
 	}
 	// The same count through the seed's srv6pm API: the session's results.
 	seed, err := DialDUT(DUT{Control: ctl, API: "srv6pm", SSID: 7})
@@ -585,8 +630,8 @@ stamp_sender = "198.18.0.1"
 		t.Fatal(err)
 	}
 	t.Logf("through srv6pm: consumed %d, loss %.3f%%", tr.Consumed, 100*tr.LossRatio())
-	if tr.Consumed < tr.Streams[0].StampAsked*95/100 || tr.LossRatio() > 0.005 {
-		t.Errorf("srv6pm: the collector's session has %d results of %d STAMP replies; loss %.3f%%", tr.Consumed, tr.Streams[0].StampAsked, 100*tr.LossRatio())
+	if tr.Consumed < tr.Streams[0].StampSent*95/100 || dutLoss(tr) > 0.005 {
+		t.Errorf("srv6pm: the collector's session has %d results of %d STAMP replies; the DUT lost %.3f%%", tr.Consumed, tr.Streams[0].StampSent, 100*dutLoss(tr))
 	}
 	without := &Runner{Profile: p, Do: l.tg.Do}
 	tr, err = without.Measure(t.Context(), 128, 4000, time.Second)
@@ -640,7 +685,7 @@ flows = 4
 ioam_share = 0.5
 `, net.HardwareAddr(dua[:]).String())), nil)
 	s := rep.Sizes[0].Searches[0]
-	if pdr := s.Results[1]; pdr.Lower < 0.9*5000 {
+	if pdr := s.Results[1]; !pdr.LowerFound || pdr.Lower < 0.9*5000 && !raceEnabled {
 		t.Errorf("PDR %.0f pps through the kernel's IOAM transit, below the 5 kpps maximum", pdr.Lower)
 	}
 	var ioam uint64
