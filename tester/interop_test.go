@@ -24,6 +24,7 @@ import (
 	_ "github.com/linerate/linerate/plugins/ioam"
 	_ "github.com/linerate/linerate/plugins/stamp"
 	_ "github.com/linerate/linerate/ports/afpacket"
+	_ "github.com/linerate/linerate/ports/xdp"
 )
 
 // lab is a tester namespace and a DUT namespace joined by two veth pairs:
@@ -690,5 +691,52 @@ ioam_share = 0.5
 	}
 	if ioam == 0 {
 		t.Error("no packet carried IOAM")
+	}
+}
+
+// The tester on the xdp datapath: its ports are AF_XDP sockets on the
+// veths, taking every frame; a linerate DUT forwards. The search completes
+// at the maximum load, with latency samples.
+func TestXDPTester(t *testing.T) {
+	l := newLab(t)
+	l.startDUT(t, capDUT("0", 0)) // a link without a cap: forwards all
+	p, err := Parse("xdp.toml", []byte(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "tg0"
+driver = "xdp"
+interface = "tga"
+take_all = true
+[[ports]]
+name = "tg1"
+driver = "xdp"
+interface = "tgb"
+take_all = true
+[test]
+frame_sizes = [128]
+final_duration = "1s"
+initial_duration = "250ms"
+precision = 0.05
+max_rate = "5kpps"
+min_rate = "500pps"
+warmup = "100ms"
+drain = "200ms"
+latency = [0.5]
+latency_duration = "500ms"
+`+stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := l.runTest(t, p, nil)
+	s := rep.Sizes[0]
+	if pdr := s.Searches[0].Results[1]; !pdr.LowerFound || pdr.Lower < 0.9*5000 && !raceEnabled {
+		t.Errorf("PDR %.0f pps (found %v) over xdp ports through a forwarding DUT, want the 5 kpps maximum", pdr.Lower, pdr.LowerFound)
+	}
+	if s.Latency[0].Trial.Latency == nil {
+		t.Error("no latency samples over xdp ports")
 	}
 }
