@@ -236,3 +236,62 @@ func TestBuildErrors(t *testing.T) {
 		}
 	}
 }
+
+// A stage's pool "port:NAME" is the pool port NAME receives into; an unknown
+// port is an error.
+func TestPortPool(t *testing.T) {
+	cfg := `version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[pools]]
+name = "rx"
+buffers = 1024
+[[ports]]
+name = "m0"
+driver = "mem"
+peer = "m1"
+pool = "rx"
+[[ports]]
+name = "m1"
+driver = "mem"
+peer = "m0"
+[[pipelines]]
+name = "gen"
+[[pipelines.stages]]
+kind = "generator"
+ip_version = 4
+src = "198.18.0.1"
+dst = "198.18.1.1"
+count = 10
+pool = "port:%s"
+[[pipelines.stages]]
+kind = "forward"
+port = "m0"
+[[pipelines]]
+name = "sink"
+rx = ["m1"]
+[[pipelines.stages]]
+kind = "sink"
+`
+	e := enginetest.Start(t, fmt.Sprintf(cfg, "m0"), appliance.Options{})
+	select {
+	case <-e.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the generator's 10 packets did not reach the sink")
+	}
+	if got := enginetest.Counter(e.Snapshot(), "sink#0", "received"); got != 10 {
+		t.Errorf("sink received %d, want 10", got)
+	}
+	c, err := config.Parse("test.toml", []byte(fmt.Sprintf(cfg, "m9")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := appliance.New(c, appliance.Options{Log: enginetest.Quiet}); err == nil {
+		_ = e.Close()
+		t.Error("pool port:m9 of no port was accepted")
+	} else if !strings.Contains(err.Error(), `no port "m9"`) {
+		t.Errorf("error %q does not name the port", err)
+	}
+}

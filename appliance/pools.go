@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/linerate/linerate/appliance/packet"
 )
@@ -29,9 +30,19 @@ func (e *Engine) buildPools() error {
 }
 
 // stagePool finds or makes a named pool for stages that keep packets.
+// "port:NAME" is the pool port NAME receives into: a DPDK port's own mbufs,
+// which it transmits without a copy.
 func (e *Engine) stagePool(name string, buffers, dataRoom int) (packet.Pool, error) {
 	if p, ok := e.pools[name]; ok {
 		return p, nil
+	}
+	if port, ok := strings.CutPrefix(name, "port:"); ok {
+		for _, pe := range e.ports {
+			if pe.name == port && pe.pool != nil {
+				return pe.pool, nil
+			}
+		}
+		return nil, fmt.Errorf("no port %q", port)
 	}
 	s, err := packet.NewSlab(packet.SlabConfig{Name: name, Buffers: buffers, DataRoom: dataRoom, Shared: true})
 	if err != nil {

@@ -49,6 +49,7 @@ func init() {
 		{"stamp", "STAMP sessions: list, create, start, stop, destroy, results, watch", cmdStamp},
 		{"ioam", "IOAM tools: pot-keys deals Proof of Transit key files", cmdIoam},
 		{"plugins", "show the out-of-process plugins: state, restarts, counters", cmdPlugins},
+		{"test", "benchmark a device: NDR, PDR and latency per frame size (RFC 2544, MLRsearch)", cmdTest},
 		{"stages", "list the stage kinds this binary knows", cmdStages},
 		{"version", "print the version", cmdVersion},
 	}

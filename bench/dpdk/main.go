@@ -61,6 +61,7 @@ func main() {
 	dur := flag.Duration("dur", 2*time.Second, "length of one run")
 	cpuFlag := flag.Int("cpu", -1, "the one CPU every loop runs on (default: the last this process may use)")
 	lcoreModel := flag.Bool("lcore-model", false, "also compare rte_thread_register with rte_eal_remote_launch")
+	generator := flag.Bool("generator", false, "instead, compare linerate test's generator with a C loop sending the same frames")
 	flag.Parse()
 
 	cpus := cpuset.Allowed()
@@ -91,6 +92,12 @@ func main() {
 		fail("%v", err)
 	}
 	pair := &loopPorts{in: in, out: out}
+	if *generator {
+		benchGenerator(out, cpu, *rounds, *dur)
+		_ = in.Close()
+		_ = out.Close()
+		return
+	}
 
 	c, a, b := &series{name: "C reference"}, &series{name: "(a) Go loop via ports/dpdk"}, &series{name: "(b) engine, forward swap_mac"}
 	reg, rem := &series{name: "rte_thread_register"}, &series{name: "rte_eal_remote_launch"}

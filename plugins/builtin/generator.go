@@ -53,6 +53,7 @@ type generatorConfig struct {
 	Rate       config.PacketRate `toml:"rate"`
 	Count      uint64            `toml:"count"`
 	Duration   config.Duration   `toml:"duration"`
+	CatchUp    config.Duration   `toml:"catch_up"`
 	Pattern    string            `toml:"pattern"`
 	Pool       string            `toml:"pool"`
 	HopLimit   int               `toml:"hop_limit"`
@@ -102,6 +103,7 @@ type generator struct {
 	mine      []int // the flows this lcore sends: flow f belongs to lcore f mod lcores
 	fast      bool  // fillFast applies
 	burstCap  float64
+	catchUp   float64 // ns of rate credit kept across a stall
 	v4        bool
 	csum      bool
 	done      atomic.Bool // read by the engine's watcher: Done
@@ -111,7 +113,8 @@ type generator struct {
 }
 
 func readGenerator(cfg plugins.Config) (generatorConfig, error) {
-	c := generatorConfig{Flows: 1, IPVersion: 6, UDPSrcPort: 10000, UDPDstPort: 20000, Pattern: "incr", Pool: "default", HopLimit: 64}
+	c := generatorConfig{Flows: 1, IPVersion: 6, UDPSrcPort: 10000, UDPDstPort: 20000, Pattern: "incr", Pool: "default", HopLimit: 64,
+		CatchUp: config.Duration(10 * time.Millisecond)}
 	err := cfg.Decode(&c)
 	return c, err
 }
@@ -157,6 +160,10 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 		cSent:  s.Counters.New("sent", "packets generated"),
 		cBytes: s.Counters.New("sent_bytes", "bytes generated"),
 		cNoBuf: s.Counters.New("no_buffer", "packets not generated because the pool was empty")}
+	if c.CatchUp > config.Duration(time.Second) {
+		return nil, fmt.Errorf("generator: catch_up %v is over 1s", c.CatchUp)
+	}
+	g.catchUp = float64(c.CatchUp)
 	g.setRate(c.Rate)
 	// Several lcores split the rate and the count.
 	if s.NumInstances > 1 {
@@ -245,9 +252,10 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 // setRate sets this instance's share of rate (0: flat out).
 func (g *generator) setRate(rate config.PacketRate) {
 	g.rate = max(float64(rate), 0) / 1e9 / float64(g.instances)
-	// Rate credit saved while the lcore was busy elsewhere: up to 10 ms of it, so
-	// the average rate holds across a stall, and at least one burst.
-	g.burstCap = max(packet.MaxBurst, g.rate*10e6)
+	// Rate credit saved while the lcore was busy elsewhere: up to catch_up of
+	// it (10 ms), so the average rate holds across a stall, and at least one
+	// burst.
+	g.burstCap = max(packet.MaxBurst, g.rate*g.catchUp)
 	g.tokens = min(g.tokens, g.burstCap)
 }
 

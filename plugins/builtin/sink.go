@@ -21,12 +21,18 @@ type sink struct {
 	port  uint16 // UDP destination port to track; 0 = any
 	flows []flowTrack
 
-	cRecv, cBytes, cTracked, cUntracked, cLost, cReordered *stats.Counter
-	latency                                                *stats.Histogram
+	cRecv, cBytes, cTracked, cUntracked, cLost, cReordered, cDup *stats.Counter
+	latency                                                      *stats.Histogram
 }
+
+// dupWindow is how far back, in sequence numbers, a flow remembers what it
+// received: a packet that old or older cannot be told from a duplicate.
+const dupWindow = 64
 
 type flowTrack struct {
 	next uint64
+	// win has bit i set when sequence next−1−i was received.
+	win  uint64
 	seen bool
 }
 
@@ -55,6 +61,7 @@ func newSink(s *plugins.Setup) (plugins.Stage, error) {
 		cUntracked: s.Counters.New("untracked", "packets without generator fields, or of a flow beyond flows"),
 		cLost:      s.Counters.New("lost", "sequence numbers missing (net of late arrivals)"),
 		cReordered: s.Counters.New("reordered", "packets that arrived after a later sequence number"),
+		cDup:       s.Counters.New("duplicates", "packets whose sequence number had arrived, within the last 64"),
 		latency:    s.Histograms("latency", "generator to sink latency", "ns"),
 	}, nil
 }
@@ -98,16 +105,28 @@ func (k *sink) track(p *packet.Packet) {
 	}
 	t := &k.flows[flow]
 	switch {
-	case !t.seen || seq == t.next:
-		if !t.seen && seq > 0 {
+	case !t.seen:
+		if seq > 0 {
 			k.cLost.Add(seq) // the flow's first packets never came
 		}
-		t.seen = true
-		t.next = seq + 1
-	case seq > t.next:
+		t.seen, t.next, t.win = true, seq+1, 1
+	case seq >= t.next:
 		k.cLost.Add(seq - t.next)
+		if shift := seq + 1 - t.next; shift < dupWindow {
+			t.win = t.win<<shift | 1
+		} else {
+			t.win = 1
+		}
 		t.next = seq + 1
 	default:
+		if back := t.next - 1 - seq; back < dupWindow {
+			bit := uint64(1) << back
+			if t.win&bit != 0 {
+				k.cDup.Inc()
+				return
+			}
+			t.win |= bit
+		}
 		// Late: it fills a gap counted as loss before.
 		k.cReordered.Inc()
 		if k.cLost.Local() > 0 {

@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/linerate/linerate/appliance/cli/table"
+	"github.com/linerate/linerate/tester"
+)
+
+func cmdTest(args []string) int {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfgPath := fs.String("c", "", "test profile `file` (docs/test.md)")
+	report := fs.String("report", "", "write report.json, results.csv, trials.csv and the plots (PNG and SVG) to `dir`")
+	live := fs.Bool("live", isTerminal(os.Stderr), "print a live line during the search (rate, trial, loss)")
+	wide := fs.Bool("wide", false, "print each row of the tables on one line, however wide")
+	asJSON := fs.Bool("json", false, "print the whole report, every trial included, as JSON")
+	dutHelp := fs.Bool("dut-help", false, "print how to set up common devices under test, and exit")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: linerate test -c PROFILE [--report DIR] [--wide | --json]
+       linerate test --dut-help
+
+Benchmarks a device under test as RFC 2544 and FD.io CSIT do: for each frame
+size of the profile it sends learning frames, finds the NDR and the PDR in one
+MLRsearch (%s; or RFC 2544 binary search), then measures
+latency at 10, 50 and 90 %% of the PDR. It prints a summary table; --report
+writes everything, every trial and the plots. docs/test.md describes the
+profile.
+
+Flags:
+`, tester.Draft)
+		fs.PrintDefaults()
+	}
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *dutHelp {
+		fmt.Print(tester.DUTHelp)
+		return 0
+	}
+	if len(rest) > 0 || *cfgPath == "" {
+		if len(rest) > 0 {
+			fmt.Fprintf(fs.Output(), "linerate test: unexpected argument %q (a profile is -c FILE)\n\n", rest[0])
+		} else {
+			fmt.Fprintf(fs.Output(), "linerate test: no profile: -c FILE\n\n")
+		}
+		fs.Usage()
+		return 2
+	}
+	log, err := newLogger(*logLevel)
+	if err != nil {
+		return fail("%v", err)
+	}
+	p, err := tester.Load(*cfgPath)
+	if err != nil {
+		return fail("%v", err)
+	}
+	r := &tester.Runner{Profile: p, Log: log}
+	if p.Test.DUT.Control != "" {
+		d, err := tester.DialDUT(p.Test.DUT)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer d.Close()
+		r.DUT = d
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var progress func(tester.Progress)
+	if *live {
+		progress = func(pr tester.Progress) { fmt.Fprintf(os.Stderr, "\r\033[K%s", progressLine(pr)) }
+	}
+	rep, err := r.Run(ctx, progress)
+	if *live {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	if err != nil {
+		if rep != nil && *report != "" && len(rep.Sizes) > 0 {
+			_, _ = rep.WriteDir(*report)
+		}
+		return fail("%v", err)
+	}
+	if *report != "" {
+		files, err := rep.WriteDir(*report)
+		if err != nil {
+			return fail("report: %v", err)
+		}
+		log.Info("report written", "dir", *report, "files", len(files))
+	}
+	if *asJSON {
+		if err := rep.WriteJSON(os.Stdout); err != nil {
+			return fail("%v", err)
+		}
+		return 0
+	}
+	if err := writeTestSummary(os.Stdout, rep, table.Options{Wide: *wide}); err != nil {
+		return fail("%v", err)
+	}
+	if *report != "" {
+		fmt.Println()
+		note := fmt.Sprintf("Report: %s (report.json, results.csv, trials.csv; throughput, loss and latency plots)", *report)
+		if err := table.Text(os.Stdout, table.Options{Wide: *wide}, 0, note); err != nil {
+			return fail("%v", err)
+		}
+	}
+	return 0
+}
+
+// progressLine is the live line: frame size, search, trial, load and the last
+// trial's loss.
+func progressLine(pr tester.Progress) string {
+	what := pr.Phase
+	if pr.Search != "" {
+		what = fmt.Sprintf("%s trial %d", pr.Search, pr.Trial)
+	}
+	s := fmt.Sprintf("%s B  %s  %s pps", tester.SizeName(pr.Size), what, strings.TrimSpace(human(pr.Rate)))
+	if pr.Last != nil {
+		s += fmt.Sprintf("  last: %s pps, loss %.3g%%", strings.TrimSpace(human(pr.Last.Rate)), 100*pr.Last.LossRatio())
+	}
+	return s
+}
+
+// writeTestSummary prints the results table (a row per frame size, search
+// and loss ratio) and the latency table.
+func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
+	cols := table.Cols("FRAME", "SEARCH", "GOAL", "THROUGHPUT", "GBIT/S", "LINE", "TRIALS", "TIME")
+	for _, i := range []int{3, 4, 5, 6, 7} {
+		cols[i].Right = true
+	}
+	t := table.New(cols...)
+	t.Key = 1
+	for _, s := range rep.Sizes {
+		for _, sr := range s.Searches {
+			for _, r := range sr.Results {
+				tp := strings.TrimSpace(human(r.Lower)) + "pps"
+				if !r.LowerFound {
+					tp = "<" + tp // nothing passed, down to the minimum load
+				}
+				line := "-"
+				if s.LineRate > 0 {
+					line = fmt.Sprintf("%.1f%%", 100*r.Lower/s.LineRate)
+				}
+				t.Add(s.Name, sr.Algorithm, goalName(r.LossRatio), tp, fmt.Sprintf("%.3f", tester.Gbits(r.Lower, s.Size)),
+					line, fmt.Sprint(len(sr.Trials)), sr.Wall.Round(1e8).String())
+			}
+		}
+	}
+	if err := t.Write(w, o); err != nil {
+		return err
+	}
+	lat := table.Cols("FRAME", "LOAD", "PACKETS", "MIN", "P50", "P90", "P99", "P99.9", "MAX")
+	for i := 1; i < len(lat); i++ {
+		lat[i].Right = true
+	}
+	lt := table.New(lat...)
+	lt.Key = 1
+	for _, s := range rep.Sizes {
+		for _, l := range s.Latency {
+			h := l.Trial.Latency
+			load := fmt.Sprintf("%g%% PDR", 100*l.Share)
+			if h == nil {
+				lt.Add(s.Name, load, "0", "-", "-", "-", "-", "-", "-")
+				continue
+			}
+			lt.Add(s.Name, load, fmt.Sprint(h.Count), dur(h.Min), dur(h.P50), dur(h.P90), dur(h.P99), dur(h.P999), dur(h.Max))
+		}
+	}
+	if len(lt.Rows) > 0 {
+		fmt.Fprintln(w)
+		if err := lt.Write(w, o); err != nil {
+			return err
+		}
+	}
+	notes := []string{fmt.Sprintf("Search: %s at %.2g%% precision, final trials of %v. Latency timestamps: %s.",
+		searchName(rep), 100*rep.Precision, rep.Final, rep.Timestamps)}
+	for _, n := range notes {
+		fmt.Fprintln(w)
+		if err := table.Text(w, o, 0, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func goalName(r float64) string {
+	if r == 0 {
+		return "NDR"
+	}
+	return fmt.Sprintf("PDR %g%%", 100*r)
+}
+
+func searchName(rep *tester.Report) string {
+	switch rep.Algorithm {
+	case "binary":
+		return "RFC 2544 binary search"
+	case "both":
+		return "MLRsearch (" + rep.Draft + ") and RFC 2544 binary search"
+	}
+	return "MLRsearch (" + strings.TrimSpace(rep.Draft) + ")"
+}

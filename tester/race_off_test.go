@@ -1,0 +1,5 @@
+//go:build !race
+
+package tester
+
+const raceEnabled = false

@@ -1,0 +1,210 @@
+package tester
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/linerate/linerate/tester/search"
+)
+
+// Report is a whole test: per frame size, what each search found, the
+// latency at shares of the PDR, and every trial.
+type Report struct {
+	Profile   string    `json:"profile"`
+	Started   time.Time `json:"started"`
+	Algorithm string    `json:"algorithm"`
+	// Draft names the MLRsearch specification the search follows.
+	Draft      string        `json:"mlrsearch_draft"`
+	Precision  float64       `json:"precision"`
+	Final      time.Duration `json:"final_duration_ns"`
+	Streams    []string      `json:"streams"`
+	Timestamps string        `json:"timestamps"`
+	Sizes      []SizeReport  `json:"frame_sizes"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+}
+
+// Draft is the MLRsearch draft the search implements.
+const Draft = "draft-ietf-bmwg-mlrsearch-01"
+
+// SizeReport is one frame size's results.
+type SizeReport struct {
+	Size int    `json:"frame_size"` // IMIXSize for the IMIX
+	Name string `json:"name"`
+	// LineRate is the tx ports' line rate for this size, packets per second,
+	// all streams together; MaxRate the search's maximum.
+	LineRate float64 `json:"line_rate_pps"`
+	MaxRate  float64 `json:"max_rate_pps"`
+	// Searches are one per algorithm run (MLRsearch, binary, or both).
+	Searches []SearchReport `json:"searches"`
+	Latency  []LatencyPoint `json:"latency"`
+	Warmup   *Trial         `json:"warmup,omitempty"`
+}
+
+// SearchReport is one search's results and trials.
+type SearchReport struct {
+	Algorithm string          `json:"algorithm"`
+	Results   []search.Result `json:"results"`
+	Trials    []*Trial        `json:"trials"`
+	// TrialTime is the trials' durations summed; Wall the search's time.
+	TrialTime time.Duration `json:"trial_time_ns"`
+	Wall      time.Duration `json:"wall_ns"`
+}
+
+// LatencyPoint is a latency trial at a share of the PDR.
+type LatencyPoint struct {
+	Share float64 `json:"share_of_pdr"`
+	Trial *Trial  `json:"trial"`
+}
+
+// Progress is what Run says while it runs, for a live line.
+type Progress struct {
+	Size   int
+	Phase  string
+	Trial  int // trials so far in this search
+	Rate   float64
+	Last   *Trial // the last trial, nil before the first
+	Search string
+}
+
+// Run runs the profile's test: for each frame size, learning frames, the
+// search(es), then the latency trials at shares of the first search's PDR
+// (its highest loss ratio).
+func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, error) {
+	t := &r.Profile.Test
+	start := time.Now()
+	rep := &Report{Profile: r.Profile.Path, Started: start, Algorithm: t.Algorithm, Draft: Draft,
+		Precision: t.Precision, Final: time.Duration(t.FinalDuration), Timestamps: TimestampNote}
+	for _, s := range t.Streams {
+		rep.Streams = append(rep.Streams, s.Name)
+	}
+	say := func(p Progress) {
+		if progress != nil {
+			progress(p)
+		}
+	}
+	for _, size := range t.Sizes() {
+		sr := SizeReport{Size: size, Name: SizeName(size), LineRate: r.lineRate(size)}
+		sr.MaxRate = sr.LineRate
+		if t.MaxRate != 0 {
+			sr.MaxRate = float64(t.MaxRate)
+		}
+		minRate := float64(t.MinRate)
+		if minRate == 0 || minRate > sr.MaxRate {
+			minRate = sr.MaxRate / 100
+		}
+		if t.Warmup > 0 {
+			say(Progress{Size: size, Phase: "warm-up", Rate: float64(t.WarmupRate)})
+			w, err := r.Measure(ctx, size, float64(t.WarmupRate), time.Duration(t.Warmup))
+			if err != nil {
+				return rep, fmt.Errorf("frame size %s: warm-up: %w", sr.Name, err)
+			}
+			w.Phase = "warm-up"
+			sr.Warmup = w
+		}
+		algs := []string{t.Algorithm}
+		if t.Algorithm == "both" {
+			algs = []string{"mlrsearch", "binary"}
+		}
+		for _, alg := range algs {
+			srep := SearchReport{Algorithm: alg}
+			began := time.Now()
+			m := search.MeasureFunc(func(ctx context.Context, rate float64, d time.Duration) (search.Trial, error) {
+				say(Progress{Size: size, Search: alg, Trial: len(srep.Trials) + 1, Rate: rate, Last: last(srep.Trials)})
+				tr, err := r.Measure(ctx, size, rate, d)
+				if err != nil {
+					return search.Trial{}, err
+				}
+				srep.Trials = append(srep.Trials, tr)
+				return tr.Trial, nil
+			})
+			p := search.Params{MinRate: minRate, MaxRate: sr.MaxRate, LossRatios: t.LossRatios,
+				FinalDuration: time.Duration(t.FinalDuration), Precision: t.Precision,
+				InitialDuration: time.Duration(t.InitialDuration), Phases: t.Phases,
+				OnTrial: func(phase string, _ search.Trial) { srep.Trials[len(srep.Trials)-1].Phase = phase }}
+			run := search.MLR
+			if alg == "binary" {
+				run = search.Binary
+			}
+			o, err := run(ctx, m, p)
+			if err != nil {
+				return rep, fmt.Errorf("frame size %s: %s: %w", sr.Name, alg, err)
+			}
+			srep.Results, srep.TrialTime, srep.Wall = o.Results, o.TrialTime, time.Since(began)
+			sr.Searches = append(sr.Searches, srep)
+		}
+		pdr := sr.Searches[0].Results[len(t.LossRatios)-1]
+		d := time.Duration(t.LatencyDuration)
+		if d == 0 {
+			d = time.Duration(t.FinalDuration)
+		}
+		for _, share := range t.Latency {
+			rate := share * pdr.Lower
+			say(Progress{Size: size, Phase: fmt.Sprintf("latency %.0f%%", 100*share), Rate: rate})
+			tr, err := r.Measure(ctx, size, rate, d)
+			if err != nil {
+				return rep, fmt.Errorf("frame size %s: latency at %g of the PDR: %w", sr.Name, share, err)
+			}
+			tr.Phase = fmt.Sprintf("latency %g", share)
+			sr.Latency = append(sr.Latency, LatencyPoint{Share: share, Trial: tr})
+		}
+		rep.Sizes = append(rep.Sizes, sr)
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+func last(ts []*Trial) *Trial {
+	if len(ts) == 0 {
+		return nil
+	}
+	return ts[len(ts)-1]
+}
+
+// TimestampNote says where the latency's timestamps come from, and their
+// uncertainty.
+const TimestampNote = "tx: the generator's engine clock (CLOCK_MONOTONIC) when it made the packet, " +
+	"before the tx port took it (the tx ring and the kernel's send path come after, so latency " +
+	"includes them); rx: the rx port's stamp (afpacket: the kernel's software stamp as the frame " +
+	"entered the stack, or the NIC's; dpdk and others: the engine's clock at the poll), on the same clock"
+
+// lineRate is the streams' line rate for size: each tx port's bit rate over
+// the frame's bytes on the wire.
+func (r *Runner) lineRate(size int) float64 {
+	var pps float64
+	for _, s := range r.Profile.Test.Streams {
+		bps := float64(r.Profile.Test.LinkSpeed)
+		if bps == 0 {
+			bps = r.portSpeed(s.Tx)
+		}
+		pps += bps / (8 * wireBytes(size))
+	}
+	return pps
+}
+
+// portSpeed is the tx port's interface speed where the kernel knows it
+// (/sys/class/net/IF/speed), else 10 Gbit/s.
+func (r *Runner) portSpeed(port string) float64 {
+	const fallback = 10e9
+	for _, p := range r.Profile.file.Ports {
+		if p.Name != port {
+			continue
+		}
+		var keys map[string]any
+		_ = p.Table.Decode(&keys)
+		ifname, _ := keys["interface"].(string)
+		if ifname == "" {
+			return fallback
+		}
+		// /sys shows the namespace that mounted it: a port in another one
+		// gets the fallback.
+		b, err := os.ReadFile("/sys/class/net/" + ifname + "/speed")
+		if mbit, perr := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil && perr == nil && mbit > 0 {
+			return mbit * 1e6
+		}
+	}
+	return fallback
+}
