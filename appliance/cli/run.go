@@ -62,19 +62,12 @@ func (d daemon) ReloadConfig(check bool) (string, appliance.ReloadResult, error)
 	return cfg.Path, res, nil
 }
 
-func newLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
-}
-
 func cmdRun(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	cfgPath := fs.String("c", "", "config `file` (default: the embedded lab)")
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until interrupted or every finite input is done)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (default: the config's [log] level, info)")
+	logFormat := fs.String("log-format", "", "text or json (default: the config's [log] format, text)")
 	live := fs.Bool("live", isTerminal(os.Stderr), "print a live stats line every second")
 	wide := fs.Bool("wide", false, "print each row of the summary's tables on one line, however wide")
 	asJSON := fs.Bool("json", false, "print the summary as JSON; what stages print (a STAMP report) goes to stderr")
@@ -105,11 +98,17 @@ Flags:
 		fs.Usage()
 		return 2
 	}
-	log, err := newLogger(*logLevel)
+	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return fail("%v", err)
 	}
-	cfg, err := loadConfig(*cfgPath)
+	if *logLevel != "" {
+		cfg.Log.Level = *logLevel
+	}
+	if *logFormat != "" {
+		cfg.Log.Format = *logFormat
+	}
+	log, err := newLogger(os.Stderr, cfg.Log.Format, cfg.Log.Level, onJournal())
 	if err != nil {
 		return fail("%v", err)
 	}
