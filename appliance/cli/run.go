@@ -136,11 +136,9 @@ Flags:
 	if addr := controlAddr(cfg); addr != "" {
 		srv = control.NewServer(daemon{eng, *cfgPath, log}, log)
 		srv.RegisterServices(control.Host(eng))
-		go func() {
-			if err := srv.Serve(addr); err != nil {
-				log.Warn("control API not served", "listen", addr, "err", err)
-			}
-		}()
+		if _, err := srv.Start(addr); err != nil {
+			log.Warn("control API not served", "listen", addr, "err", err)
+		}
 	}
 	if cfg.Metrics.Listen != "" {
 		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.Handler(eng, host.Collectors(control.Host(eng))...))
@@ -152,6 +150,7 @@ Flags:
 		defer hs.Close()
 		log.Info("metrics", "listen", cfg.Metrics.Listen)
 	}
+	notify(log, fmt.Sprintf("READY=1\nSTATUS=running %s, %d lcores", cfg.Path, eng.Lcores()))
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -170,6 +169,7 @@ loop:
 		select {
 		case s := <-sigs:
 			log.Info("stopping", "signal", s.String())
+			notify(log, "STOPPING=1")
 			go eng.Stop()
 			break loop
 		case <-timeout:
@@ -178,7 +178,9 @@ loop:
 		case <-eng.Done():
 			break loop
 		case <-hup:
+			notify(log, "RELOADING=1")
 			_, _, _ = daemon{eng, *cfgPath, log}.ReloadConfig(false)
+			notify(log, "READY=1")
 		case <-tick.C:
 			if *live {
 				fmt.Fprintf(os.Stderr, "\r%s", meter.line(eng.Snapshot()))
@@ -211,6 +213,14 @@ loop:
 		return fail("%v", err)
 	}
 	return 0
+}
+
+// notify is sdNotify, logging a failure: systemd then sees no readiness and
+// the unit's start times out, which the log explains.
+func notify(log *slog.Logger, state string) {
+	if err := sdNotify(state); err != nil {
+		log.Warn("sd_notify", "state", state, "err", err)
+	}
 }
 
 // controlAddr is the control API address; an unprivileged user gets a socket in
