@@ -10,7 +10,7 @@
 //	linerate_port_info{port,driver,timestamp_source}                 always 1
 //	linerate_port_<driver>_<name>{port}                              driver extras, untyped
 //	linerate_stage_packets_total{pipeline,stage,kind,lcore}
-//	linerate_stage_<kind>_<counter>_total{pipeline,stage,kind,lcore}
+//	linerate_stage_<kind>_<counter>_total{pipeline,stage,kind,lcore} (metricKind)
 //	linerate_drops_total{pipeline,stage,reason}
 //	linerate_lcore_{loops,busy_loops,packets}_total{lcore,cpu}
 //	linerate_lcore_loop_gap_seconds{lcore,cpu}                       histogram
@@ -144,7 +144,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range snap.Stages {
 		lv := []string{st.Pipeline, st.Name, st.Kind, strconv.Itoa(st.Lcore)}
 		s.counter("linerate_stage_packets_total", "Packets the stage processed.", stageLabels, lv, st.Packets)
-		kind := metricName(st.Kind)
+		kind := metricKind(st.Kind)
 		for _, cv := range st.Counters {
 			name := "linerate_stage_" + kind + "_" + metricName(cv.Name)
 			if !strings.HasSuffix(name, "_total") {
@@ -218,6 +218,17 @@ func boolf(b bool) float64 {
 }
 
 // metricName maps s onto [a-zA-Z0-9_]: "ioam.encap" → "ioam_encap".
+// metricKind is a stage kind as it goes into a metric name. A counter's name
+// must not hold the word "counter" (Prometheus's lint, promtool check
+// metrics), so the built-in counter stage's counters are
+// linerate_stage_count_packets_total and linerate_stage_count_bytes_total.
+func metricKind(kind string) string {
+	if kind == "counter" {
+		return "count"
+	}
+	return metricName(kind)
+}
+
 func metricName(s string) string {
 	b := []byte(s)
 	for i, c := range b {
