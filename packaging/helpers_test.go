@@ -54,11 +54,13 @@ func (s *syncBuf) String() string {
 // proc is a process the test started; stop ends it (SIGTERM, then SIGKILL
 // after a minute) and the test's cleanup stops it if the test did not.
 type proc struct {
-	cmd    *exec.Cmd
-	out    *syncBuf
-	exited chan error
-	once   sync.Once
-	err    error
+	// stopSig is what stop sends first: SIGTERM unless set.
+	stopSig os.Signal
+	cmd     *exec.Cmd
+	out     *syncBuf
+	exited  chan error
+	once    sync.Once
+	err     error
 }
 
 func start(t *testing.T, env []string, name string, args ...string) *proc {
@@ -77,7 +79,11 @@ func start(t *testing.T, env []string, name string, args ...string) *proc {
 // stop ends the process and returns how it exited.
 func (p *proc) stop() error {
 	p.once.Do(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		sig := p.stopSig
+		if sig == nil {
+			sig = syscall.SIGTERM
+		}
+		_ = p.cmd.Process.Signal(sig)
 		select {
 		case p.err = <-p.exited:
 		case <-time.After(time.Minute):
