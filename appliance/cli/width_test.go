@@ -86,7 +86,8 @@ func TestOutputFits(t *testing.T) {
 		t.Fatalf("the lab did not stop on SIGINT")
 	}
 	out := summary.String()
-	for _, want := range []string{"STAMP session 1", "linerate ran for", "DROP REASON", "lab: ", "HISTOGRAM"} {
+	for _, want := range []string{"STAMP session 1", "linerate ran for", "DROP REASON", "lab: ", "HISTOGRAM",
+		"Expected drops", "  link_loss: the loss a link stage emulates"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the run summary has no %q:\n%s", want, out)
 		}
