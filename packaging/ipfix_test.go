@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -35,6 +36,11 @@ func ipfixLab(t *testing.T, dir string, collectors ...string) string {
 		t.Fatal("the lab config's ioam.decap has no export = false")
 	}
 	cfg = strings.Replace(cfg, off, "export = true\nexport_sample = 100", 1)
+	const col = `name = "stamp-collector"`
+	if !strings.Contains(cfg, col) {
+		t.Fatal("the lab config has no stamp-collector")
+	}
+	cfg = strings.Replace(cfg, col, col+"\nipfix_interval = \"1s\"", 1)
 	cfg += "\n[ipfix]\ncollectors = [\"" + strings.Join(collectors, `", "`) + "\"]\nobservation_domain = 7\ntemplate_refresh = \"1s\"\n"
 	path := filepath.Join(dir, "lab-ipfix.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
@@ -67,7 +73,8 @@ func TestIPFIXCollectors(t *testing.T) {
 	}
 	c := strings.NewReplacer("nfacctd_port: 4739", "nfacctd_port: "+strconv.Itoa(nfPort)+"\nnfacctd_ip: 127.0.0.1",
 		"/etc/pmacct/linerate-primitives.lst", filepath.Join(dir, "primitives.lst"),
-		"print_refresh_time[ioam]: 5", "print_refresh_time[ioam]: 1").Replace(string(conf))
+		"print_refresh_time[ioam]: 5", "print_refresh_time[ioam]: 1",
+		"print_refresh_time[stamp]: 5", "print_refresh_time[stamp]: 1").Replace(string(conf))
 	prim, err := os.ReadFile("collectors/primitives.lst")
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +127,7 @@ func TestIPFIXCollectors(t *testing.T) {
 		sc := bufio.NewScanner(strings.NewReader(nf.out.String()))
 		for sc.Scan() {
 			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) != nil || m["ioam_record_id"] == nil {
+			if json.Unmarshal(sc.Bytes(), &m) != nil || m["ioam_record_id"] == nil || fmt.Sprint(m["ioam_hop_count"]) == "0" {
 				continue
 			}
 			num := func(k string) uint64 {
@@ -151,6 +158,39 @@ func TestIPFIXCollectors(t *testing.T) {
 		}
 	}
 	t.Logf("%s: nfacctd printed %d hop records", time.Now().Format(time.TimeOnly), len(hops))
+
+	// And the STAMP session's intervals: the lab's session 1, from
+	// 2001:db8:30::1 to its reflector 2001:db8:40::1, every second.
+	var stamp []map[string]any
+	waitFor(t, "nfacctd to print STAMP interval records with replies", lr, func() bool {
+		stamp = stamp[:0]
+		sc := bufio.NewScanner(strings.NewReader(nf.out.String()))
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && fmt.Sprint(m["stamp_ssid"]) == "1" {
+				stamp = append(stamp, m)
+			}
+		}
+		for _, m := range stamp {
+			if fmt.Sprint(m["stamp_received"]) != "0" {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("a STAMP interval as nfacctd prints it: %v", stamp[len(stamp)-1])
+	for _, m := range stamp {
+		if m["ip_src"] != "2001:db8:30::1" || m["ip_dst"] != "2001:db8:40::1" {
+			t.Errorf("a STAMP record of other addresses: %v", m)
+		}
+		sent, _ := strconv.ParseFloat(fmt.Sprint(m["stamp_sent"]), 64)
+		recv, _ := strconv.ParseFloat(fmt.Sprint(m["stamp_received"]), 64)
+		p50, _ := strconv.ParseFloat(fmt.Sprint(m["stamp_rtt_p50"]), 64)
+		if recv > 0 && (p50 < 1e6 || p50 > 1e9 || sent < 500 || sent > 2000) {
+			// The lab's links delay 1 ms each way; the session sends every 1 ms.
+			t.Errorf("a STAMP interval unlike the lab's: sent %v received %v rtt p50 %v ns: %v", sent, recv, p50, m)
+		}
+	}
 	if err := lr.stop(); err != nil {
 		t.Errorf("linerate: %v\n%s", err, lr.out.String())
 	}
@@ -229,6 +269,8 @@ func checkSequence(t *testing.T, msgs [][]byte) {
 				lastTemplates = export
 			case id == 256:
 				seq += uint32((n - 4) / 110)
+			case id == 257:
+				seq += uint32((n - 4) / 258)
 			default:
 				t.Fatalf("message %d: set %d", i, id)
 			}
