@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance"
@@ -21,6 +22,7 @@ import (
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/control/host"
 	"github.com/linerate/linerate/appliance/metrics"
+	"github.com/linerate/linerate/appliance/otlp"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
@@ -140,8 +142,19 @@ Flags:
 			log.Warn("control API not served", "listen", addr, "err", err)
 		}
 	}
+	stopOTLP := func() {}
+	otlpCfg, err := otlp.Decode(cfg)
+	if err != nil {
+		eng.Stop()
+		_ = eng.Close()
+		return fail("%v", err)
+	}
+	var reg *prometheus.Registry
+	if cfg.Metrics.Listen != "" || otlpCfg != nil {
+		reg = metrics.Registry(eng, host.Collectors(control.Host(eng))...)
+	}
 	if cfg.Metrics.Listen != "" {
-		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.Handler(eng, host.Collectors(control.Host(eng))...))
+		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.RegistryHandler(reg))
 		if err != nil {
 			eng.Stop()
 			_ = eng.Close()
@@ -149,6 +162,21 @@ Flags:
 		}
 		defer hs.Close()
 		log.Info("metrics", "listen", cfg.Metrics.Listen)
+	}
+	if otlpCfg != nil {
+		x, err := otlp.Start(otlpCfg, reg, versionString())
+		if err != nil {
+			eng.Stop()
+			_ = eng.Close()
+			return fail("%v", err)
+		}
+		// The last export, of the engine's last counts, before it closes.
+		stopOTLP = func() {
+			if err := x.Shutdown(); err != nil {
+				log.Warn("otlp: last export", "err", err)
+			}
+		}
+		log.Info("otlp", "endpoint", otlpCfg.Endpoint, "interval", time.Duration(otlpCfg.Interval))
 	}
 	notify(log, fmt.Sprintf("READY=1\nSTATUS=running %s, %d lcores", cfg.Path, eng.Lcores()))
 
@@ -199,6 +227,7 @@ loop:
 	if srv != nil {
 		srv.Stop()
 	}
+	stopOTLP()
 	sum := newSummary(eng.Snapshot())
 	if *asJSON {
 		err = sum.writeJSON(stdout)

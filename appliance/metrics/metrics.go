@@ -16,6 +16,7 @@
 //	linerate_lcore_loop_gap_seconds{lcore,cpu}                       histogram
 //	linerate_pool_{size,in_use}{pool}
 //	linerate_pool_{alloc_failures,copies}_total{pool}
+//	linerate_clock_{synchronized,error_seconds,tai_offset_seconds}     the host clock's sync state
 //	linerate_stage_<name>_<unit>{pipeline,stage}                     stage histograms
 //
 // A stage's own counters get one metric per kind and counter name rather than a
@@ -47,6 +48,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/stats"
 )
 
@@ -55,9 +57,10 @@ type Source interface {
 	Snapshot() *stats.Snapshot // nil before the engine has counters
 }
 
-// Handler serves src's metrics, with the Go runtime's, the process's and
-// those of extra (the plugins' collectors), from a registry of its own.
-func Handler(src Source, extra ...prometheus.Collector) http.Handler {
+// Registry is a registry of src's metrics, with the Go runtime's, the
+// process's and those of extra (the plugins' collectors): what Handler
+// serves, and what the OTLP export (appliance/otlp) sends.
+func Registry(src Source, extra ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		&collector{src: src},
@@ -65,6 +68,16 @@ func Handler(src Source, extra ...prometheus.Collector) http.Handler {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	reg.MustRegister(extra...)
+	return reg
+}
+
+// Handler serves src's metrics and those of extra.
+func Handler(src Source, extra ...prometheus.Collector) http.Handler {
+	return RegistryHandler(Registry(src, extra...))
+}
+
+// RegistryHandler serves the metrics of reg (Registry).
+func RegistryHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
 		Registry:            reg,
@@ -187,6 +200,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		s.value("linerate_pool_in_use", "Buffers allocated from the pool.", prometheus.GaugeValue, poolL, lv, float64(p.InUse))
 		s.counter("linerate_pool_alloc_failures_total", "Allocations the pool could not satisfy.", poolL, lv, p.AllocFail)
 		s.counter("linerate_pool_copies_total", "Packets copied into the pool to leave through its port.", poolL, lv, p.Copies)
+	}
+
+	if ck, ok := c.src.(interface{ Clock() clock.Clock }); ok && ck.Clock() != nil {
+		// The clock-sync state STAMP's Error Estimate and IOAM's timestamps
+		// rest on, as the kernel's clock discipline (adjtimex) reports it.
+		st := ck.Clock().Sync()
+		sync := 0.0
+		if st.Synchronized {
+			sync = 1
+		}
+		s.value("linerate_clock_synchronized", "1 when the kernel says the clock is synchronised (adjtimex: STA_UNSYNC clear), else 0.",
+			prometheus.GaugeValue, nil, nil, sync)
+		s.value("linerate_clock_error_seconds", "The kernel's estimate of the clock's error (adjtimex esterror).",
+			prometheus.GaugeValue, nil, nil, float64(st.ErrorNs)/1e9)
+		s.value("linerate_clock_tai_offset_seconds", "TAI minus UTC as the kernel knows it (adjtimex tai).",
+			prometheus.GaugeValue, nil, nil, float64(st.TAIOffset))
 	}
 
 	histL := []string{"pipeline", "stage"}
