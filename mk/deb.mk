@@ -14,7 +14,7 @@ DEB_VERSION ?= $(shell v=$$(git describe --tags --abbrev=0 2>/dev/null | sed 's/
 # packaging/nfpm.yaml names the staging directory too.
 DEB_STAGE  := $(BIN)/pkg
 
-.PHONY: deb
+.PHONY: deb deb-dpdk
 
 deb: build
 	rm -rf $(DEB_STAGE) && mkdir -p $(DEB_STAGE)
@@ -27,3 +27,17 @@ deb: build
 		> $(DEB_STAGE)/linerate.toml
 	./$(DEB_STAGE)/linerate validate --offline -c $(DEB_STAGE)/linerate.toml
 	VERSION=$(DEB_VERSION) STAGE=$(DEB_STAGE) $(GO) run $(NFPM) package -f packaging/nfpm.yaml -p deb -t $(BIN)/
+
+# The DPDK build as a second package, linerate-dpdk, that Depends on linerate
+# and on the librte libraries its binary links. `make deb` builds it too where
+# libdpdk is installed.
+ifeq ($(shell pkg-config --exists libdpdk 2>/dev/null && echo yes),yes)
+deb: deb-dpdk
+endif
+
+deb-dpdk: build-dpdk
+	rm -rf $(BIN)/pkg-dpdk && mkdir -p $(BIN)/pkg-dpdk $(DEB_STAGE)
+	cp $(BIN)/linerate-dpdk $(BIN)/pkg-dpdk/linerate-dpdk
+	strip --remove-section=.comment --remove-section=.note $(BIN)/pkg-dpdk/linerate-dpdk
+	gzip -9n < packaging/changelog > $(DEB_STAGE)/changelog.Debian.gz
+	VERSION=$(DEB_VERSION) $(GO) run $(NFPM) package -f packaging/nfpm-dpdk.yaml -p deb -t $(BIN)/

@@ -22,7 +22,7 @@ func TestDeb(t *testing.T) {
 	lintian := testenv.RequireCmd(t, "lintian")
 	dpkgDeb := testenv.RequireCmd(t, "dpkg-deb")
 	make := testenv.RequireCmd(t, "make")
-	old, _ := filepath.Glob("../bin/linerate_*_amd64.deb")
+	old, _ := filepath.Glob("../bin/linerate*_amd64.deb")
 	for _, d := range old {
 		_ = os.Remove(d)
 	}
@@ -77,6 +77,37 @@ func TestDeb(t *testing.T) {
 	} else if testenv.InCI() {
 		t.Errorf("man: %v", err)
 	}
+	// The DPDK build's package, where libdpdk is installed (as make deps
+	// installs it): lintian, its dependencies, and its binary runs from it.
+	if exec.Command("pkg-config", "--exists", "libdpdk").Run() == nil {
+		dd, _ := filepath.Glob("../bin/linerate-dpdk_*_amd64.deb")
+		if len(dd) != 1 {
+			t.Fatalf("make deb made %v, not one linerate-dpdk package", dd)
+		}
+		if out, err := exec.Command(lintian, "--fail-on", "error,warning", dd[0]).CombinedOutput(); err != nil {
+			t.Errorf("lintian linerate-dpdk: %v\n%s", err, out)
+		}
+		dep, _ := exec.Command(dpkgDeb, "-f", dd[0], "Depends").Output()
+		for _, want := range []string{"linerate (= ", "librte-ethdev23", "librte-eal23"} {
+			if !strings.Contains(string(dep), want) {
+				t.Errorf("linerate-dpdk Depends has no %s: %s", want, dep)
+			}
+		}
+		droot := t.TempDir()
+		if out, err := exec.Command(dpkgDeb, "-x", dd[0], droot).CombinedOutput(); err != nil {
+			t.Fatalf("dpkg-deb -x: %v\n%s", err, out)
+		}
+		dbin := filepath.Join(droot, "usr/bin/linerate-dpdk")
+		if out, err := exec.Command(dbin, "stages").CombinedOutput(); err != nil || !strings.Contains(string(out), "forward") {
+			t.Errorf("packaged linerate-dpdk stages: %v\n%s", err, out)
+		}
+		if out, err := exec.Command(dbin, "validate", "--offline", "-c", cfg).CombinedOutput(); err != nil {
+			t.Errorf("packaged linerate-dpdk validate the packaged config: %v\n%s", err, out)
+		}
+	} else if testenv.InCI() {
+		t.Error("no libdpdk (make deps installs it): the linerate-dpdk package is not checked")
+	}
+
 	// The completion loads and completes the commands and run's flags.
 	comp := filepath.Join(root, "usr/share/bash-completion/completions/linerate")
 	script := `source "$1"; COMP_WORDS=(linerate va); COMP_CWORD=1; _linerate; echo "${COMPREPLY[@]}";` +

@@ -70,6 +70,24 @@ func TestUnitVerify(t *testing.T) {
 	if out, _ := exec.Command(analyze, "verify", "--man=no", bad).CombinedOutput(); !strings.Contains(string(out), "linerate-bad.service") {
 		t.Errorf("systemd-analyze verify says nothing of a bad Type:\n%s", out)
 	}
+	// The DPDK package's drop-in, on the unit: verify reads it from the
+	// unit's .d directory.
+	dropin, err := os.ReadFile("dpdk-dropin.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbin := filepath.Join(dir, "linerate-dpdk")
+	copyFile(t, linerateBin, dbin)
+	if err := os.MkdirAll(filepath.Join(dir, "linerate.service.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "linerate.service.d", "dpdk.conf"),
+		[]byte(strings.ReplaceAll(strings.ReplaceAll(string(dropin), "/usr/bin/linerate-dpdk", dbin), "/etc/linerate/linerate.toml", filepath.Join(dir, "linerate.toml"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput(); err != nil || strings.Contains(string(out), "linerate") {
+		t.Errorf("systemd-analyze verify with the DPDK drop-in: %v\n%s", err, out)
+	}
 	for _, want := range []string{"Type=notify", "Restart=on-failure", "ExecReload=/bin/kill -HUP $MAINPID",
 		"RuntimeDirectory=linerate", "LimitMEMLOCK=infinity", "CapabilityBoundingSet="} {
 		if !strings.Contains(string(unit), "\n"+want) {
