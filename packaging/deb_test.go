@@ -1,14 +1,49 @@
 package packaging
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/linerate/linerate/internal/testenv"
 )
+
+var debBuild struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// buildDeb runs `make deb` once for the package's tests and returns the
+// linerate package's path.
+func buildDeb(t *testing.T) string {
+	t.Helper()
+	mk := testenv.RequireCmd(t, "make")
+	debBuild.Do(func() {
+		old, _ := filepath.Glob("../bin/linerate*_amd64.deb")
+		for _, d := range old {
+			_ = os.Remove(d)
+		}
+		if out, err := exec.Command(mk, "-C", "..", "deb").CombinedOutput(); err != nil {
+			debBuild.err = fmt.Errorf("make deb: %v\n%s", err, out)
+			return
+		}
+		debs, _ := filepath.Glob("../bin/linerate_*_amd64.deb")
+		if len(debs) != 1 {
+			debBuild.err = fmt.Errorf("make deb made %v, not one bin/linerate_*_amd64.deb", debs)
+			return
+		}
+		debBuild.path = debs[0]
+	})
+	if debBuild.err != nil {
+		t.Fatal(debBuild.err)
+	}
+	return debBuild.path
+}
 
 // TestDeb builds the package with `make deb` and checks it as a user and
 // Debian would: lintian reports nothing (its overrides are in the package,
@@ -21,19 +56,7 @@ func TestDeb(t *testing.T) {
 	}
 	lintian := testenv.RequireCmd(t, "lintian")
 	dpkgDeb := testenv.RequireCmd(t, "dpkg-deb")
-	make := testenv.RequireCmd(t, "make")
-	old, _ := filepath.Glob("../bin/linerate*_amd64.deb")
-	for _, d := range old {
-		_ = os.Remove(d)
-	}
-	if out, err := exec.Command(make, "-C", "..", "deb").CombinedOutput(); err != nil {
-		t.Fatalf("make deb: %v\n%s", err, out)
-	}
-	debs, _ := filepath.Glob("../bin/linerate_*_amd64.deb")
-	if len(debs) != 1 {
-		t.Fatalf("make deb made %v, not one bin/linerate_*_amd64.deb", debs)
-	}
-	deb := debs[0]
+	deb := buildDeb(t)
 	if out, err := exec.Command(lintian, "--fail-on", "error,warning", deb).CombinedOutput(); err != nil {
 		t.Errorf("lintian: %v\n%s", err, out)
 	} else if s := strings.TrimSpace(strings.ReplaceAll(string(out), "running with root privileges is not recommended!", "")); s != "" {

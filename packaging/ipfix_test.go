@@ -22,6 +22,37 @@ import (
 	"github.com/linerate/linerate/internal/tshark"
 )
 
+// startNfacctd runs nfacctd with the collector files in dir from (the
+// repository's packaging/collectors, or a package's examples), as
+// docs/operations.md says: its own port on 127.0.0.1, the primitives where
+// the config names them, and a 1 s print.
+func startNfacctd(t *testing.T, dir, from string) (*proc, int) {
+	t.Helper()
+	nfacctd := testenv.RequireCmd(t, "nfacctd")
+	port := freePort(t, "udp")
+	conf, err := os.ReadFile(filepath.Join(from, "nfacctd.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := strings.NewReplacer("nfacctd_port: 4739", "nfacctd_port: "+strconv.Itoa(port)+"\nnfacctd_ip: 127.0.0.1",
+		"/etc/pmacct/linerate-primitives.lst", filepath.Join(dir, "primitives.lst"),
+		"print_refresh_time[ioam]: 5", "print_refresh_time[ioam]: 1",
+		"print_refresh_time[stamp]: 5", "print_refresh_time[stamp]: 1").Replace(string(conf))
+	prim, err := os.ReadFile(filepath.Join(from, "primitives.lst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "primitives.lst"), prim, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nfacctd.conf"), []byte(c), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nf := start(t, nil, nfacctd, "-f", filepath.Join(dir, "nfacctd.conf"))
+	nf.stopSig = os.Kill // it lingers on SIGTERM, printing
+	return nf, port
+}
+
 // ipfixLab is the lab config with IOAM decap's export on and an [ipfix]
 // table sending to collectors, templates refreshed every second.
 func ipfixLab(t *testing.T, dir string, collectors ...string) string {
@@ -30,7 +61,20 @@ func ipfixLab(t *testing.T, dir string, collectors ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := string(lab)
+	path := filepath.Join(dir, "lab-ipfix.toml")
+	if err := os.WriteFile(path, []byte(withIPFIX(t, string(lab), collectors...)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(linerateBin, "validate", "--offline", "-c", path).CombinedOutput(); err != nil {
+		t.Fatalf("validate: %v\n%s", err, out)
+	}
+	return path
+}
+
+// withIPFIX is the lab config cfg with IOAM decap's export on, the STAMP
+// collector's interval 1 s, and an [ipfix] table sending to collectors.
+func withIPFIX(t *testing.T, cfg string, collectors ...string) string {
+	t.Helper()
 	const off = "export = false                 # true: trace records to the control API's stream"
 	if !strings.Contains(cfg, off) {
 		t.Fatal("the lab config's ioam.decap has no export = false")
@@ -41,15 +85,7 @@ func ipfixLab(t *testing.T, dir string, collectors ...string) string {
 		t.Fatal("the lab config has no stamp-collector")
 	}
 	cfg = strings.Replace(cfg, col, col+"\nipfix_interval = \"1s\"", 1)
-	cfg += "\n[ipfix]\ncollectors = [\"" + strings.Join(collectors, `", "`) + "\"]\nobservation_domain = 7\ntemplate_refresh = \"1s\"\n"
-	path := filepath.Join(dir, "lab-ipfix.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(linerateBin, "validate", "--offline", "-c", path).CombinedOutput(); err != nil {
-		t.Fatalf("validate: %v\n%s", err, out)
-	}
-	return path
+	return cfg + "\n[ipfix]\ncollectors = [\"" + strings.Join(collectors, `", "`) + "\"]\nobservation_domain = 7\ntemplate_refresh = \"1s\"\n"
 }
 
 // TestIPFIXCollectors runs the lab exporting IOAM records over IPFIX to
@@ -60,34 +96,11 @@ func ipfixLab(t *testing.T, dir string, collectors ...string) string {
 // messages' sequence numbers count the data records and the templates come
 // again every template_refresh.
 func TestIPFIXCollectors(t *testing.T) {
-	nfacctd := testenv.RequireCmd(t, "nfacctd")
 	tshark.Require(t)
 	dir := t.TempDir()
 
-	// nfacctd, with the shipped config: its port, the primitives' path and
-	// a 1 s print.
-	nfPort := freePort(t, "udp")
-	conf, err := os.ReadFile("collectors/nfacctd.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := strings.NewReplacer("nfacctd_port: 4739", "nfacctd_port: "+strconv.Itoa(nfPort)+"\nnfacctd_ip: 127.0.0.1",
-		"/etc/pmacct/linerate-primitives.lst", filepath.Join(dir, "primitives.lst"),
-		"print_refresh_time[ioam]: 5", "print_refresh_time[ioam]: 1",
-		"print_refresh_time[stamp]: 5", "print_refresh_time[stamp]: 1").Replace(string(conf))
-	prim, err := os.ReadFile("collectors/primitives.lst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "primitives.lst"), prim, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "nfacctd.conf"), []byte(c), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	nf, nfPort := startNfacctd(t, dir, "collectors")
 	t.Logf("%s: start", time.Now().Format(time.TimeOnly))
-	nf := start(t, nil, nfacctd, "-f", filepath.Join(dir, "nfacctd.conf"))
-	nf.stopSig = os.Kill // it lingers on SIGTERM, printing
 
 	// The socket whose messages go to tshark.
 	sock, err := net.ListenPacket("udp", "127.0.0.1:0")

@@ -23,7 +23,6 @@ import (
 // lab's counters with the appliance label, and promtool check metrics
 // passes on the exposition.
 func TestPrometheusScrape(t *testing.T) {
-	promBin := testenv.RequireCmd(t, "prometheus")
 	promtool := testenv.RequireCmd(t, "promtool")
 	dir := t.TempDir()
 	mport := freePort(t, "tcp")
@@ -46,8 +45,53 @@ func TestPrometheusScrape(t *testing.T) {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 
-	// The docs' scrape config, the first target the lab's, the second a
-	// box that does not answer, and a 1 s interval.
+	prom, query := startPrometheus(t, dir, target)
+	waitFor(t, "up{appliance=\"appliance-1\"} == 1", prom, func() bool {
+		return query(`up{job="linerate"}`)["appliance-1/"] == "1"
+	})
+	waitFor(t, "up{appliance=\"appliance-2\"} == 0 (a box that does not answer)", prom, func() bool {
+		return query(`up{job="linerate"}`)["appliance-2/"] == "0"
+	})
+	// The lab's ports count what they send: a query returns the counter,
+	// by port, with the appliance label, and it grows.
+	var first float64
+	positive := regexp.MustCompile(`^[1-9][0-9.e+]*$`)
+	waitFor(t, "linerate_port_tx_packets_total > 0", prom, func() bool {
+		for k, v := range query(`sum by (appliance, port) (linerate_port_tx_packets_total)`) {
+			if strings.HasPrefix(k, "appliance-1/") && positive.MatchString(v) {
+				first, _ = strconv.ParseFloat(v, 64)
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "linerate_port_tx_packets_total to grow", prom, func() bool {
+		for k, v := range query(`sum by (appliance, port) (linerate_port_tx_packets_total)`) {
+			if f, _ := strconv.ParseFloat(v, 64); strings.HasPrefix(k, "appliance-1/") && f > first {
+				return true
+			}
+		}
+		return false
+	})
+	if q := query(`sum by (appliance) (linerate_stage_packets_total)`); q["appliance-1/"] == "" {
+		t.Errorf("no linerate_stage_packets_total for appliance-1: %v", q)
+	}
+	if err := prom.stop(); err != nil {
+		t.Errorf("prometheus: %v\n%s", err, prom.out.String())
+	}
+	if err := lr.stop(); err != nil {
+		t.Errorf("linerate: %v\n%s", err, lr.out.String())
+	}
+}
+
+// startPrometheus runs Debian's prometheus with docs/operations.md's scrape
+// config: its first target is target, its second a box that does not
+// answer, and it scrapes every second. query runs an instant query and
+// returns the value of each series by "appliance/port".
+func startPrometheus(t *testing.T, dir, target string) (*proc, func(q string) map[string]string) {
+	t.Helper()
+	promBin := testenv.RequireCmd(t, "prometheus")
+	promtool := testenv.RequireCmd(t, "promtool")
 	conf := docBlock(t, "prometheus.yml")
 	conf = strings.Replace(conf, "appliance-1.example.net:9100", target, 1)
 	conf = strings.Replace(conf, "appliance-2.example.net:9100", "127.0.0.1:"+strconv.Itoa(freePort(t, "tcp")), 1)
@@ -86,40 +130,5 @@ func TestPrometheusScrape(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, "up{appliance=\"appliance-1\"} == 1", prom, func() bool {
-		return query(`up{job="linerate"}`)["appliance-1/"] == "1"
-	})
-	waitFor(t, "up{appliance=\"appliance-2\"} == 0 (a box that does not answer)", prom, func() bool {
-		return query(`up{job="linerate"}`)["appliance-2/"] == "0"
-	})
-	// The lab's ports count what they send: a query returns the counter,
-	// by port, with the appliance label, and it grows.
-	var first float64
-	positive := regexp.MustCompile(`^[1-9][0-9.e+]*$`)
-	waitFor(t, "linerate_port_tx_packets_total > 0", prom, func() bool {
-		for k, v := range query(`sum by (appliance, port) (linerate_port_tx_packets_total)`) {
-			if strings.HasPrefix(k, "appliance-1/") && positive.MatchString(v) {
-				first, _ = strconv.ParseFloat(v, 64)
-				return true
-			}
-		}
-		return false
-	})
-	waitFor(t, "linerate_port_tx_packets_total to grow", prom, func() bool {
-		for k, v := range query(`sum by (appliance, port) (linerate_port_tx_packets_total)`) {
-			if f, _ := strconv.ParseFloat(v, 64); strings.HasPrefix(k, "appliance-1/") && f > first {
-				return true
-			}
-		}
-		return false
-	})
-	if q := query(`sum by (appliance) (linerate_stage_packets_total)`); q["appliance-1/"] == "" {
-		t.Errorf("no linerate_stage_packets_total for appliance-1: %v", q)
-	}
-	if err := prom.stop(); err != nil {
-		t.Errorf("prometheus: %v\n%s", err, prom.out.String())
-	}
-	if err := lr.stop(); err != nil {
-		t.Errorf("linerate: %v\n%s", err, lr.out.String())
-	}
+	return prom, query
 }
