@@ -194,11 +194,15 @@ func (c *collector) ipfixTick(ctx *plugins.Context) {
 // Stop for the last, shorter one.
 func (c *collector) ipfixAll(ctx *plugins.Context) {
 	now := ctx.Now + ctx.Clock.UnixOffset()
-	for _, s := range c.reg.txSessions() {
-		if s.col.Load() != c {
-			continue
+	tab := c.reg.tx.Load()
+	if tab == nil {
+		return
+	}
+	// The table's map, not txSessions: sorting would allocate on the lcore.
+	for _, s := range tab.m {
+		if s.col.Load() == c {
+			c.ipfixSession(s, now)
 		}
-		c.ipfixSession(s, now)
 	}
 }
 
