@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,6 +126,22 @@ func TestFreshBox(t *testing.T) {
 		}
 		return hops && stamp
 	})
+
+	// Its exposition, IPFIX counters included, passes promtool.
+	resp, err := http.Get("http://" + target + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expo, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(expo), `linerate_ipfix_records_total{collector="udp:127.0.0.1:`+strconv.Itoa(nfPort)+`"}`) {
+		t.Errorf("no linerate_ipfix_records_total for nfacctd in /metrics")
+	}
+	check := exec.Command(testenv.RequireCmd(t, "promtool"), "check", "metrics")
+	check.Stdin = strings.NewReader(string(expo))
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
 
 	// ExecReload, then systemctl stop.
 	if r := line("ExecReload"); r[0] != "/bin/kill" || r[1] != "-HUP" {

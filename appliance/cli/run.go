@@ -21,6 +21,7 @@ import (
 	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/control/host"
+	"github.com/linerate/linerate/appliance/ipfix"
 	"github.com/linerate/linerate/appliance/metrics"
 	"github.com/linerate/linerate/appliance/otlp"
 	"github.com/linerate/linerate/appliance/stats"
@@ -151,7 +152,7 @@ Flags:
 	}
 	var reg *prometheus.Registry
 	if cfg.Metrics.Listen != "" || otlpCfg != nil {
-		reg = metrics.Registry(eng, host.Collectors(control.Host(eng))...)
+		reg = metrics.Registry(eng, append(host.Collectors(control.Host(eng)), ipfix.Collector())...)
 	}
 	if cfg.Metrics.Listen != "" {
 		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.RegistryHandler(reg))

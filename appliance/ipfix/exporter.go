@@ -38,6 +38,9 @@ type Exporter struct {
 	errs     atomic.Uint64 // messages not sent
 }
 
+// live are the started exporters, for Collector.
+var live sync.Map
+
 // flushInterval is how long a record waits for others to share its message.
 const flushInterval = 100 * time.Millisecond
 
@@ -47,7 +50,9 @@ const redialInterval = time.Second
 
 type session struct {
 	network, addr string
-	max           int // largest message
+	sentMsgs      atomic.Uint64 // messages sent
+	failed        atomic.Uint64 // messages not sent
+	max           int           // largest message
 	conn          net.Conn
 	lastDial      time.Time
 
@@ -109,6 +114,7 @@ func (e *Exporter) Start() {
 	for _, s := range e.sessions {
 		e.dial(s)
 	}
+	live.Store(e, struct{}{})
 	e.quit, e.done = make(chan struct{}), make(chan struct{})
 	go e.run(e.quit, e.done)
 }
@@ -123,6 +129,7 @@ func (e *Exporter) Stop() {
 	}
 	quit, done := e.quit, e.done
 	e.mu.Unlock()
+	live.Delete(e)
 	close(quit)
 	<-done
 	e.mu.Lock()
@@ -260,10 +267,12 @@ func (e *Exporter) flush(s *session) {
 	binary.BigEndian.PutUint32(h[8:], s.seq)
 	binary.BigEndian.PutUint32(h[12:], e.cfg.ObservationDomain)
 	if err := e.send(s, s.msg); err != nil {
+		s.failed.Add(1)
 		if e.errs.Add(1) == 1 || e.errs.Load()%1000 == 0 {
 			e.log.Warn("ipfix: message not sent", "collector", s.network+":"+s.addr, "err", err, "unsent", e.errs.Load())
 		}
 	} else {
+		s.sentMsgs.Add(1)
 		e.messages.Add(1)
 	}
 	// The sequence counts the records exported, sent or not (RFC 7011:

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/linerate/linerate/config"
 )
 
@@ -139,9 +141,30 @@ func TestUDPExport(t *testing.T) {
 	if time.Since(start) > 30*time.Second {
 		t.Errorf("no template refresh for %v", time.Since(start))
 	}
+	// Prometheus sees the collector's counts while the exporter runs.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(Collector())
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.Metric {
+			if m.Label[0].GetValue() == "udp:"+sock.LocalAddr().String() {
+				counts[f.GetName()] = m.Counter.GetValue()
+			}
+		}
+	}
+	if counts["linerate_ipfix_records_total"] != n || counts["linerate_ipfix_messages_total"] == 0 || counts["linerate_ipfix_send_errors_total"] != 0 {
+		t.Errorf("metrics: %v", counts)
+	}
 	e.Stop()
 	if r, msgs, errs := e.Stats(); r != n || msgs == 0 || errs != 0 {
 		t.Errorf("stats: %d records %d messages %d errors", r, msgs, errs)
+	}
+	if fams, _ := reg.Gather(); len(fams) != 0 {
+		t.Errorf("a stopped exporter still has metrics: %v", fams)
 	}
 }
 
