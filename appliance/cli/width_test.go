@@ -144,8 +144,9 @@ func TestRouteOutputFits(t *testing.T) {
 // run by TestOutputFits or TestRouteOutputFits; plainCommands print no
 // table (a line, a config file, JSON, key files).
 var (
-	tableCommands = map[string]bool{"run": true, "status": true, "stamp": true, "stages": true, "route": true, "neighbor": true}
+	tableCommands = map[string]bool{"run": true, "status": true, "stamp": true, "stages": true, "route": true, "neighbor": true, "plugins": true}
 	plainCommands = map[string]string{
+		"reload":   "a line, then one line a changed stage or port",
 		"validate": "one line: ok, or the errors with file:line",
 		"config":   "the lab config, a TOML file",
 		"ioam":     "pot-keys writes key files and names them",
