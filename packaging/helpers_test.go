@@ -54,7 +54,7 @@ func (s *syncBuf) String() string {
 // proc is a process the test started; stop ends it (SIGTERM, then SIGKILL
 // after a minute) and the test's cleanup stops it if the test did not.
 type proc struct {
-	// stopSig is what stop sends first: SIGTERM unless set.
+	// stopSig is what stop sends first: SIGTERM, or os.Kill.
 	stopSig os.Signal
 	cmd     *exec.Cmd
 	out     *syncBuf
@@ -68,6 +68,9 @@ func start(t *testing.T, env []string, name string, args ...string) *proc {
 	p := &proc{cmd: exec.Command(name, args...), out: &syncBuf{}, exited: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	// A group of its own: stop ends what it forked too (nfacctd's core
+	// process outlives the one the test started).
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -79,9 +82,9 @@ func start(t *testing.T, env []string, name string, args ...string) *proc {
 // stop ends the process and returns how it exited.
 func (p *proc) stop() error {
 	p.once.Do(func() {
-		sig := p.stopSig
-		if sig == nil {
-			sig = syscall.SIGTERM
+		sig := syscall.SIGTERM
+		if p.stopSig == os.Kill {
+			sig = syscall.SIGKILL
 		}
 		_ = p.cmd.Process.Signal(sig)
 		select {
@@ -90,6 +93,8 @@ func (p *proc) stop() error {
 			_ = p.cmd.Process.Kill()
 			p.err = <-p.exited
 		}
+		// Whatever it forked and left behind goes with its group.
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	})
 	return p.err
 }
