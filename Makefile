@@ -9,7 +9,8 @@ LDFLAGS   := -X github.com/linerate/linerate/appliance/cli.version=$(VERSION)
 # Debian packages the tests, the interop peers and the benchmarks need.
 DEB_PKGS  := iproute2 tshark python3-scapy python3-grpcio python3-grpc-tools \
              protobuf-compiler libprotobuf-dev pkg-config dpdk dpdk-dev libdpdk-dev libisal-dev \
-             clang llvm libbpf-dev bpftool ethtool
+             clang llvm libbpf-dev bpftool ethtool \
+             systemd prometheus pmacct lintian
 # Packages whose tests run without the race detector: those with cgo.
 CGO_PKGS  := ./ports/dpdk/...
 TESTFLAGS ?= -timeout 30m

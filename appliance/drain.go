@@ -2,7 +2,10 @@ package appliance
 
 import (
 	"errors"
+	"sync"
 	"time"
+
+	"github.com/linerate/linerate/ports"
 )
 
 // DrainTimeout bounds how long Stop waits for in-flight packets.
@@ -61,6 +64,9 @@ func (e *Engine) release() {
 	for _, r := range e.offloads {
 		_ = r.Close()
 	}
+	// Ports that say so close at once (ports.ParallelCloser), the others
+	// one after another.
+	var wg sync.WaitGroup
 	for _, pe := range e.ports {
 		if pe.port == nil {
 			continue
@@ -68,10 +74,18 @@ func (e *Engine) release() {
 		if d, ok := pe.port.(interface{ Drain() int }); ok {
 			d.Drain()
 		}
-		if err := pe.port.Close(); err != nil {
-			e.log.Warn("close port", "port", pe.name, "err", err)
+		closePort := func() {
+			if err := pe.port.Close(); err != nil {
+				e.log.Warn("close port", "port", pe.name, "err", err)
+			}
+		}
+		if _, ok := pe.port.(ports.ParallelCloser); ok {
+			wg.Go(closePort)
+		} else {
+			closePort()
 		}
 	}
+	wg.Wait()
 	if e.ownClk != nil {
 		e.ownClk.Close()
 	}

@@ -30,6 +30,7 @@ type File struct {
 	Engine    Engine     `toml:"engine"`
 	Control   Control    `toml:"control"`
 	Metrics   Metrics    `toml:"metrics"`
+	Log       Log        `toml:"log"`
 	Pools     []Pool     `toml:"pools"`
 	Ports     []Port     `toml:"ports"`
 	Pipelines []Pipeline `toml:"pipelines"`
@@ -65,6 +66,12 @@ type Control struct {
 // Metrics is the Prometheus endpoint.
 type Metrics struct {
 	Listen string `toml:"listen"` // e.g. "127.0.0.1:9100"; "" = off (default)
+}
+
+// Log is how linerate run logs.
+type Log struct {
+	Format string `toml:"format"` // "text" (default) or "json": the same records
+	Level  string `toml:"level"`  // "debug", "info" (default), "warn" or "error"
 }
 
 // Pool is a packet buffer pool.

@@ -18,6 +18,8 @@ const (
 	defaultTxBuffer      = 256
 	defaultRingSize      = 1024
 	defaultControlListen = "unix:/run/linerate/linerate.sock"
+	defaultLogFormat     = "text"
+	defaultLogLevel      = "info"
 	defaultBuffers       = 16384
 	defaultDataRoom      = 2048
 	defaultHeadroom      = packet.MinHeadroom
@@ -33,6 +35,8 @@ const (
 //	engine.tx_buffer    256
 //	engine.ring_size    1024
 //	control.listen      "unix:/run/linerate/linerate.sock"  (listen = "" in the file disables the API)
+//	log.format          "text"
+//	log.level           "info"
 //	pools               a pool "default" is added unless one is declared
 //	pools[].buffers     16384
 //	pools[].data_room   2048
@@ -71,6 +75,12 @@ func (f *File) Defaults() {
 	}
 	if f.unset("control.listen", f.Control.Listen == "") {
 		f.Control.Listen = defaultControlListen
+	}
+	if f.Log.Format == "" {
+		f.Log.Format = defaultLogFormat
+	}
+	if f.Log.Level == "" {
+		f.Log.Level = defaultLogLevel
 	}
 
 	for i := range f.Pools {

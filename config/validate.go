@@ -60,6 +60,14 @@ func (f *File) validate() Errors {
 	if err := checkListen(f.Metrics.Listen, false); err != nil {
 		v.errorf("metrics.listen", "%v", err)
 	}
+	if f.Log.Format != "text" && f.Log.Format != "json" {
+		v.errorf("log.format", `must be "text" or "json", not %q`, f.Log.Format)
+	}
+	switch f.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.errorf("log.level", `must be "debug", "info", "warn" or "error", not %q`, f.Log.Level)
+	}
 	v.pools()
 	v.ports()
 	v.pipelines()

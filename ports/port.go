@@ -33,6 +33,14 @@ type Port interface {
 	Close() error
 }
 
+// ParallelCloser is a Port whose Close may run while other ports close: its
+// close waits on the kernel (an AF_PACKET socket's release waits for an RCU
+// grace period), not on state it shares. The engine closes such ports at
+// once, so that a restart's forwarding gap is one wait, not one a port.
+type ParallelCloser interface {
+	ParallelClose()
+}
+
 // Info describes a port's shape.
 type Info struct {
 	Driver   string

@@ -16,7 +16,8 @@ Asks a running appliance to read its config file again, as SIGHUP does: each
 stage whose table changed takes its new table between bursts, and no packet is
 dropped; an xdp port takes new match rules without detaching. A change that
 needs a restart (ports' other keys, pools, lcores, pipelines, a stage that
-cannot reload) is refused with the key it names, and nothing is applied. --check only says what a reload would change.
+cannot reload) is refused with the key it names, and nothing is applied.
+--check only says what a reload would change.
 
 Flags:
 `

@@ -14,13 +14,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/control"
 	"github.com/linerate/linerate/appliance/control/host"
+	"github.com/linerate/linerate/appliance/ipfix"
 	"github.com/linerate/linerate/appliance/metrics"
+	"github.com/linerate/linerate/appliance/otlp"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
@@ -62,19 +65,12 @@ func (d daemon) ReloadConfig(check bool) (string, appliance.ReloadResult, error)
 	return cfg.Path, res, nil
 }
 
-func newLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
-}
-
 func cmdRun(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	cfgPath := fs.String("c", "", "config `file` (default: the embedded lab)")
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until interrupted or every finite input is done)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (default: the config's [log] level, info)")
+	logFormat := fs.String("log-format", "", "text or json (default: the config's [log] format, text)")
 	live := fs.Bool("live", isTerminal(os.Stderr), "print a live stats line every second")
 	wide := fs.Bool("wide", false, "print each row of the summary's tables on one line, however wide")
 	asJSON := fs.Bool("json", false, "print the summary as JSON; what stages print (a STAMP report) goes to stderr")
@@ -105,11 +101,17 @@ Flags:
 		fs.Usage()
 		return 2
 	}
-	log, err := newLogger(*logLevel)
+	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return fail("%v", err)
 	}
-	cfg, err := loadConfig(*cfgPath)
+	if *logLevel != "" {
+		cfg.Log.Level = *logLevel
+	}
+	if *logFormat != "" {
+		cfg.Log.Format = *logFormat
+	}
+	log, err := newLogger(os.Stderr, cfg.Log.Format, cfg.Log.Level, onJournal())
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -137,14 +139,23 @@ Flags:
 	if addr := controlAddr(cfg); addr != "" {
 		srv = control.NewServer(daemon{eng, *cfgPath, log}, log)
 		srv.RegisterServices(control.Host(eng))
-		go func() {
-			if err := srv.Serve(addr); err != nil {
-				log.Warn("control API not served", "listen", addr, "err", err)
-			}
-		}()
+		if _, err := srv.Start(addr); err != nil {
+			log.Warn("control API not served", "listen", addr, "err", err)
+		}
+	}
+	stopOTLP := func() {}
+	otlpCfg, err := otlp.Decode(cfg)
+	if err != nil {
+		eng.Stop()
+		_ = eng.Close()
+		return fail("%v", err)
+	}
+	var reg *prometheus.Registry
+	if cfg.Metrics.Listen != "" || otlpCfg != nil {
+		reg = metrics.Registry(eng, append(host.Collectors(control.Host(eng)), ipfix.Collector())...)
 	}
 	if cfg.Metrics.Listen != "" {
-		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.Handler(eng, host.Collectors(control.Host(eng))...))
+		hs, err := metrics.Serve(cfg.Metrics.Listen, metrics.RegistryHandler(reg))
 		if err != nil {
 			eng.Stop()
 			_ = eng.Close()
@@ -153,6 +164,22 @@ Flags:
 		defer hs.Close()
 		log.Info("metrics", "listen", cfg.Metrics.Listen)
 	}
+	if otlpCfg != nil {
+		x, err := otlp.Start(otlpCfg, reg, versionString())
+		if err != nil {
+			eng.Stop()
+			_ = eng.Close()
+			return fail("%v", err)
+		}
+		// The last export, of the engine's last counts, before it closes.
+		stopOTLP = func() {
+			if err := x.Shutdown(); err != nil {
+				log.Warn("otlp: last export", "err", err)
+			}
+		}
+		log.Info("otlp", "endpoint", otlpCfg.Endpoint, "interval", time.Duration(otlpCfg.Interval))
+	}
+	notify(log, fmt.Sprintf("READY=1\nSTATUS=running %s, %d lcores", cfg.Path, eng.Lcores()))
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -171,6 +198,7 @@ loop:
 		select {
 		case s := <-sigs:
 			log.Info("stopping", "signal", s.String())
+			notify(log, "STOPPING=1")
 			go eng.Stop()
 			break loop
 		case <-timeout:
@@ -179,7 +207,9 @@ loop:
 		case <-eng.Done():
 			break loop
 		case <-hup:
+			notify(log, "RELOADING=1")
 			_, _, _ = daemon{eng, *cfgPath, log}.ReloadConfig(false)
+			notify(log, "READY=1")
 		case <-tick.C:
 			if *live {
 				fmt.Fprintf(os.Stderr, "\r%s", meter.line(eng.Snapshot()))
@@ -198,6 +228,7 @@ loop:
 	if srv != nil {
 		srv.Stop()
 	}
+	stopOTLP()
 	sum := newSummary(eng.Snapshot())
 	if *asJSON {
 		err = sum.writeJSON(stdout)
@@ -212,6 +243,14 @@ loop:
 		return fail("%v", err)
 	}
 	return 0
+}
+
+// notify is sdNotify, logging a failure: systemd then sees no readiness and
+// the unit's start times out, which the log explains.
+func notify(log *slog.Logger, state string) {
+	if err := sdNotify(state); err != nil {
+		log.Warn("sd_notify", "state", state, "err", err)
+	}
 }
 
 // controlAddr is the control API address; an unprivileged user gets a socket in

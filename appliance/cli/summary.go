@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/cli/table"
+	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
 )
 
@@ -198,11 +199,21 @@ func (sum *summary) write(w io.Writer, o table.Options) error {
 
 	if len(s.Drops) > 0 {
 		t = table.New(table.Column{Name: "DROP REASON"}, table.Column{Name: "PACKETS", Right: true})
+		var notes []string
 		for _, d := range s.Drops {
 			t.Add(d.Reason, u64(d.Count))
+			if r, ok := packet.ReasonNamed(d.Reason); ok && r.ExpectedWhy() != "" {
+				notes = append(notes, d.Reason+": "+r.ExpectedWhy()+".")
+			}
 		}
 		b.WriteString("\n")
 		t.Write(&b, o)
+		if len(notes) > 0 {
+			table.Text(&b, o, 0, "Expected drops, their stages working as configured:")
+			for _, n := range notes {
+				table.Text(&b, o, 2, n)
+			}
+		}
 	}
 
 	if len(sum.sinks) > 0 {

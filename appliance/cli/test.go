@@ -59,7 +59,7 @@ Flags:
 		fs.Usage()
 		return 2
 	}
-	log, err := newLogger(*logLevel)
+	log, err := newLogger(os.Stderr, "text", *logLevel, onJournal())
 	if err != nil {
 		return fail("%v", err)
 	}

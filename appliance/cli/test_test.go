@@ -20,6 +20,7 @@ func TestTestCommand(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	t.Log(out)
+	checkWidth(t, "linerate test", out)
 	for _, size := range []string{"64", "512", "1518", "IMIX"} {
 		if !rowStarts(out, size, "mlrsearch", "NDR") || !rowStarts(out, size, "mlrsearch", "PDR", "0.5%") {
 			t.Errorf("no NDR and PDR rows for %s", size)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,7 +87,8 @@ func TestOutputFits(t *testing.T) {
 		t.Fatalf("the lab did not stop on SIGINT")
 	}
 	out := summary.String()
-	for _, want := range []string{"STAMP session 1", "linerate ran for", "DROP REASON", "lab: ", "HISTOGRAM"} {
+	for _, want := range []string{"STAMP session 1", "linerate ran for", "DROP REASON", "lab: ", "HISTOGRAM",
+		"Expected drops", "  link_loss: the loss a link stage emulates"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the run summary has no %q:\n%s", want, out)
 		}
@@ -136,4 +138,68 @@ func TestRouteOutputFits(t *testing.T) {
 			t.Errorf("%s lost the long address:\n%s", cmd.name, out)
 		}
 	}
+}
+
+// Commands and how their output is held to 100 columns: tableCommands are
+// run by TestOutputFits, TestRouteOutputFits or (test) TestTestCommand; plainCommands print no
+// table (a line, a config file, JSON, key files).
+var (
+	tableCommands = map[string]bool{"run": true, "status": true, "stamp": true, "stages": true, "route": true, "neighbor": true, "plugins": true, "test": true}
+	plainCommands = map[string]string{
+		"reload":   "a line, then one line a changed stage or port",
+		"validate": "one line: ok, or the errors with file:line",
+		"config":   "the lab config, a TOML file",
+		"ioam":     "pot-keys writes key files and names them",
+		"version":  "one line",
+	}
+)
+
+// TestEveryCommandChecked: every command the binary lists is one whose
+// output a width test runs, or one that prints no table; a command added
+// later fails here until it is one or the other. Every command's and
+// subcommand's --help fits 100 columns.
+func TestEveryCommandChecked(t *testing.T) {
+	top, err := exec.Command(linerateBin, "help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("linerate help: %v\n%s", err, top)
+	}
+	checkWidth(t, "linerate help", string(top))
+	cmds := helpCommands(string(top))
+	if len(cmds) < 8 {
+		t.Fatalf("linerate help lists %d commands:\n%s", len(cmds), top)
+	}
+	for _, c := range cmds {
+		if !tableCommands[c] && plainCommands[c] == "" {
+			t.Errorf("command %q: add it to TestOutputFits (it prints a table) or to plainCommands", c)
+		}
+		h, err := exec.Command(linerateBin, c, "--help").CombinedOutput()
+		if err != nil {
+			t.Errorf("linerate %s --help: %v", c, err)
+		}
+		checkWidth(t, "linerate "+c+" --help", string(h))
+		for _, s := range helpCommands(string(h)) {
+			if sh, err := exec.Command(linerateBin, c, s, "--help").CombinedOutput(); err == nil {
+				checkWidth(t, "linerate "+c+" "+s+" --help", string(sh))
+			}
+		}
+	}
+}
+
+// helpCommands lists the first words of a help text's "Commands:" block.
+func helpCommands(text string) []string {
+	var out []string
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(l, "Commands:"):
+			in = true
+		case in && strings.TrimSpace(l) == "":
+			in = false
+		case in && strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "   "):
+			if f := strings.Fields(l); len(f) > 0 && !slices.Contains(out, f[0]) {
+				out = append(out, f[0])
+			}
+		}
+	}
+	return out
 }

@@ -10,12 +10,13 @@
 //	linerate_port_info{port,driver,timestamp_source}                 always 1
 //	linerate_port_<driver>_<name>{port}                              driver extras, untyped
 //	linerate_stage_packets_total{pipeline,stage,kind,lcore}
-//	linerate_stage_<kind>_<counter>_total{pipeline,stage,kind,lcore}
+//	linerate_stage_<kind>_<counter>_total{pipeline,stage,kind,lcore} (metricKind)
 //	linerate_drops_total{pipeline,stage,reason}
 //	linerate_lcore_{loops,busy_loops,packets}_total{lcore,cpu}
 //	linerate_lcore_loop_gap_seconds{lcore,cpu}                       histogram
 //	linerate_pool_{size,in_use}{pool}
 //	linerate_pool_{alloc_failures,copies}_total{pool}
+//	linerate_clock_{synchronized,error_seconds,tai_offset_seconds}     the host clock's sync state
 //	linerate_stage_<name>_<unit>{pipeline,stage}                     stage histograms
 //
 // A stage's own counters get one metric per kind and counter name rather than a
@@ -47,6 +48,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/stats"
 )
 
@@ -55,9 +57,10 @@ type Source interface {
 	Snapshot() *stats.Snapshot // nil before the engine has counters
 }
 
-// Handler serves src's metrics, with the Go runtime's, the process's and
-// those of extra (the plugins' collectors), from a registry of its own.
-func Handler(src Source, extra ...prometheus.Collector) http.Handler {
+// Registry is a registry of src's metrics, with the Go runtime's, the
+// process's and those of extra (the plugins' collectors): what Handler
+// serves, and what the OTLP export (appliance/otlp) sends.
+func Registry(src Source, extra ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		&collector{src: src},
@@ -65,6 +68,16 @@ func Handler(src Source, extra ...prometheus.Collector) http.Handler {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	reg.MustRegister(extra...)
+	return reg
+}
+
+// Handler serves src's metrics and those of extra.
+func Handler(src Source, extra ...prometheus.Collector) http.Handler {
+	return RegistryHandler(Registry(src, extra...))
+}
+
+// RegistryHandler serves the metrics of reg (Registry).
+func RegistryHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
 		Registry:            reg,
@@ -144,7 +157,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range snap.Stages {
 		lv := []string{st.Pipeline, st.Name, st.Kind, strconv.Itoa(st.Lcore)}
 		s.counter("linerate_stage_packets_total", "Packets the stage processed.", stageLabels, lv, st.Packets)
-		kind := metricName(st.Kind)
+		kind := metricKind(st.Kind)
 		for _, cv := range st.Counters {
 			name := "linerate_stage_" + kind + "_" + metricName(cv.Name)
 			if !strings.HasSuffix(name, "_total") {
@@ -189,6 +202,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		s.counter("linerate_pool_copies_total", "Packets copied into the pool to leave through its port.", poolL, lv, p.Copies)
 	}
 
+	if ck, ok := c.src.(interface{ Clock() clock.Clock }); ok && ck.Clock() != nil {
+		// The clock-sync state STAMP's Error Estimate and IOAM's timestamps
+		// rest on, as the kernel's clock discipline (adjtimex) reports it.
+		st := ck.Clock().Sync()
+		sync := 0.0
+		if st.Synchronized {
+			sync = 1
+		}
+		s.value("linerate_clock_synchronized", "1 when the kernel says the clock is synchronised (adjtimex: STA_UNSYNC clear), else 0.",
+			prometheus.GaugeValue, nil, nil, sync)
+		s.value("linerate_clock_error_seconds", "The kernel's estimate of the clock's error (adjtimex esterror).",
+			prometheus.GaugeValue, nil, nil, float64(st.ErrorNs)/1e9)
+		s.value("linerate_clock_tai_offset_seconds", "TAI minus UTC as the kernel knows it (adjtimex tai).",
+			prometheus.GaugeValue, nil, nil, float64(st.TAIOffset))
+	}
+
 	histL := []string{"pipeline", "stage"}
 	for _, h := range snap.Histogram {
 		if h.Hist == nil {
@@ -218,6 +247,17 @@ func boolf(b bool) float64 {
 }
 
 // metricName maps s onto [a-zA-Z0-9_]: "ioam.encap" → "ioam_encap".
+// metricKind is a stage kind as it goes into a metric name. A counter's name
+// must not hold the word "counter" (Prometheus's lint, promtool check
+// metrics), so the built-in counter stage's counters are
+// linerate_stage_count_packets_total and linerate_stage_count_bytes_total.
+func metricKind(kind string) string {
+	if kind == "counter" {
+		return "count"
+	}
+	return metricName(kind)
+}
+
 func metricName(s string) string {
 	b := []byte(s)
 	for i, c := range b {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/control/controltest"
 	"github.com/linerate/linerate/appliance/stats"
 )
@@ -321,5 +322,34 @@ func TestRenamedKeepOldNames(t *testing.T) {
 	}
 	if fams["linerate_pool_size"].GetHelp() != "Buffers in the pool." {
 		t.Error("a metric that was not renamed changed its HELP")
+	}
+}
+
+type clockSource struct {
+	snapSource
+	clk clock.Clock
+}
+
+func (c clockSource) Clock() clock.Clock { return c.clk }
+
+// A source with a clock exports the sync state the kernel reports.
+func TestClockSync(t *testing.T) {
+	clk := clock.NewSystem()
+	defer clk.Close()
+	fams := scrape(t, clockSource{snapSource{&stats.Snapshot{}}, clk})
+	st := clk.Sync()
+	want := 0.0
+	if st.Synchronized {
+		want = 1
+	}
+	if v := value(t, fams, "linerate_clock_synchronized"); v != want {
+		t.Errorf("linerate_clock_synchronized %v, adjtimex says %v", v, want)
+	}
+	if v := value(t, fams, "linerate_clock_tai_offset_seconds"); v != float64(st.TAIOffset) {
+		t.Errorf("linerate_clock_tai_offset_seconds %v, want %d", v, st.TAIOffset)
+	}
+	// The kernel's error estimate moves from second to second.
+	if v := value(t, fams, "linerate_clock_error_seconds"); v < 0 {
+		t.Errorf("linerate_clock_error_seconds %v", v)
 	}
 }

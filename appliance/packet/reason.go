@@ -11,10 +11,11 @@ const MaxReasons = 256
 
 var reasons = struct {
 	sync.Mutex
-	names [MaxReasons]string
-	ids   map[string]Reason
-	n     int
-}{ids: map[string]Reason{}}
+	names    [MaxReasons]string
+	ids      map[string]Reason
+	n        int
+	expected map[Reason]string
+}{ids: map[string]Reason{}, expected: map[Reason]string{}}
 
 // RegisterReason returns the Reason for name, registering it on first use.
 // Names follow Prometheus label conventions: lower_snake_case.
@@ -32,6 +33,31 @@ func RegisterReason(name string) Reason {
 	reasons.ids[name] = r
 	reasons.n++
 	return r
+}
+
+// Expected registers why r's drops are the normal working of their stage
+// (an emulated link's loss, the coded packets a decoder no longer needs),
+// so that a summary can say so under its drop table.
+func Expected(r Reason, why string) Reason {
+	reasons.Lock()
+	defer reasons.Unlock()
+	reasons.expected[r] = why
+	return r
+}
+
+// ExpectedWhy is what Expected said of r, or "".
+func (r Reason) ExpectedWhy() string {
+	reasons.Lock()
+	defer reasons.Unlock()
+	return reasons.expected[r]
+}
+
+// ReasonNamed is the registered reason of that name.
+func ReasonNamed(name string) (Reason, bool) {
+	reasons.Lock()
+	defer reasons.Unlock()
+	r, ok := reasons.ids[name]
+	return r, ok
 }
 
 // String is the reason's registered name.

@@ -58,7 +58,7 @@ const maxFrame = 1518
 
 // Drop reasons of the link.
 var (
-	reasonLinkLoss  = packet.RegisterReason("link_loss")
+	reasonLinkLoss  = packet.Expected(packet.RegisterReason("link_loss"), "the loss a link stage emulates (its loss key)")
 	reasonLinkQueue = packet.RegisterReason("link_queue_full")
 )
 

@@ -68,7 +68,9 @@ func newDecap(s *plugins.Setup) (plugins.Stage, error) {
 	if err := c.exportConfig.check("ioam.decap"); err != nil {
 		return nil, err
 	}
-	dc.exp = setupExport(s, &c.exportConfig)
+	if dc.exp, err = setupExport(s, &c.exportConfig); err != nil {
+		return nil, err
+	}
 	if dc.loop, err = c.loopbackConfig.build("ioam.decap", s); err != nil {
 		return nil, err
 	}

@@ -171,7 +171,10 @@ func newEncap(s *plugins.Setup) (plugins.Stage, error) {
 			return nil, fmt.Errorf("ioam.encap: a profile with loopback needs src, the address looped-back copies return to")
 		}
 		e.loopAddr = c.Src.As16()
-		e.exp = setupExport(s, &c.exportConfig)
+		var err error
+		if e.exp, err = setupExport(s, &c.exportConfig); err != nil {
+			return nil, err
+		}
 	}
 	cs := s.Counters
 	e.cEncap = cs.New("encapsulated", "packets given IOAM in an outer IPv6 header")

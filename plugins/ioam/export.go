@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/linerate/linerate/appliance/ipfix"
 	"github.com/linerate/linerate/appliance/ring"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/plugins"
@@ -33,6 +34,12 @@ type exporter struct {
 
 	written atomic.Uint64
 	errors  atomic.Uint64
+
+	// ipfix, when the file has an [ipfix] table, gets every record's hops;
+	// ipfixID numbers the records, ipfixBuf holds one hop record.
+	ipfix    *ipfix.Exporter
+	ipfixID  uint64
+	ipfixBuf [hopRecordLen]byte
 }
 
 // subscriber is one StreamIoamRecords call; it may listen to several
@@ -54,18 +61,27 @@ const exportInterval = 2 * time.Millisecond
 // setupExport returns this instance's side of the stage's export, when c asks
 // for one: a ring of its own, and the exporter its stage's lcore instances
 // share. It returns nil otherwise.
-func setupExport(s *plugins.Setup, c *exportConfig) *exportState {
+func setupExport(s *plugins.Setup, c *exportConfig) (*exportState, error) {
 	if !c.Export {
-		return nil
+		return nil, nil
+	}
+	ix, err := ipfix.Shared(s.Section(ipfix.SectionName), s.Global, s.Log)
+	if err != nil {
+		return nil, err
+	}
+	if ix != nil {
+		if err := ix.Register(HopTemplate); err != nil {
+			return nil, err
+		}
 	}
 	ex := s.Shared("ioam.export/"+s.Name, func() any {
-		return &exporter{stage: s.Name, file: c.ExportFile, log: s.Log, subs: map[*subscriber]struct{}{}}
+		return &exporter{stage: s.Name, file: c.ExportFile, log: s.Log, subs: map[*subscriber]struct{}{}, ipfix: ix}
 	}).(*exporter)
 	r := ring.NewExport[Record](c.ExportRing, c.ExportSample)
 	ex.mu.Lock()
 	ex.rings = append(ex.rings, r)
 	ex.mu.Unlock()
-	return &exportState{ex: ex, ring: r}
+	return &exportState{ex: ex, ring: r}, nil
 }
 
 // start begins the drain goroutine on the first instance's start.
@@ -91,6 +107,9 @@ func (ex *exporter) start() error {
 		w = f
 	}
 	ex.started = true
+	if ex.ipfix != nil {
+		ex.ipfix.Start()
+	}
 	ex.quit, ex.done = make(chan struct{}), make(chan struct{})
 	go ex.run(w, f)
 	return nil
@@ -110,6 +129,9 @@ func (ex *exporter) stop() {
 	if last {
 		close(quit)
 		<-done
+		if ex.ipfix != nil {
+			ex.ipfix.Stop()
+		}
 	}
 }
 
@@ -161,6 +183,10 @@ func (ex *exporter) deliver(recs []Record, bw *bufio.Writer) {
 	ex.mu.Unlock()
 	for i := range recs {
 		r := &recs[i]
+		if ex.ipfix != nil && r.Have&HaveTrace != 0 {
+			ex.ipfixID++
+			ipfixHops(ex.ipfix, r, ex.ipfixID, ex.ipfixBuf[:])
+		}
 		if bw != nil {
 			line, err := r.MarshalLine(ex.stage)
 			if err == nil {

@@ -48,7 +48,9 @@ func newTransit(s *plugins.Setup) (plugins.Stage, error) {
 	if err := c.exportConfig.check("ioam.transit"); err != nil {
 		return nil, err
 	}
-	t.exp = setupExport(s, &c.exportConfig)
+	if t.exp, err = setupExport(s, &c.exportConfig); err != nil {
+		return nil, err
+	}
 	if t.loop, err = c.loopbackConfig.build("ioam.transit", s); err != nil {
 		return nil, err
 	}

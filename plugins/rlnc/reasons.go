@@ -19,10 +19,12 @@ var (
 	reasonSystematic = packet.RegisterReason("rlnc_bad_systematic")
 	reasonStale      = packet.RegisterReason("rlnc_stale_gen")
 	reasonTooBig     = packet.RegisterReason("rlnc_too_big")
-	reasonNonInnov   = packet.RegisterReason("rlnc_non_innovative")
-	reasonLate       = packet.RegisterReason("rlnc_late")
-	reasonMismatch   = packet.RegisterReason("rlnc_gen_mismatch")
-	reasonNoMemory   = packet.RegisterReason("rlnc_no_memory")
+	reasonNonInnov   = packet.Expected(packet.RegisterReason("rlnc_non_innovative"),
+		"coded packets that add nothing to what the node holds: the redundancy a recoder mixes in")
+	reasonLate = packet.Expected(packet.RegisterReason("rlnc_late"),
+		"coded packets of a generation already decoded or spent: the redundancy the encoder sent beyond the link's loss")
+	reasonMismatch = packet.RegisterReason("rlnc_gen_mismatch")
+	reasonNoMemory = packet.RegisterReason("rlnc_no_memory")
 )
 
 // reasonOf names the drop for a Parse error.

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	clitable "github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
 	"github.com/linerate/linerate/plugins/stamp/bpf"
 )
@@ -45,6 +47,9 @@ type collectorConfig struct {
 	CheckSource *bool  `toml:"check_source"`
 	Report      string `toml:"report"`
 	Offload     string `toml:"offload"`
+	// IPFIXInterval is how often the sessions' results go to the [ipfix]
+	// collectors (ipfix.go); default 10s.
+	IPFIXInterval config.Duration `toml:"ipfix_interval"`
 }
 
 // collector is the stamp.collector stage: it takes the reflected test
@@ -57,6 +62,7 @@ type collector struct {
 	port     int // the one port replies come to; 0 any; -1 each session's src_port
 	checkSrc bool
 	report   *reportSink
+	ipfix    *ipfixState // nil without an [ipfix] table
 
 	cRecords, cDup, cReorder, cUnsync, cLost *stats.Counter
 	hRTT, hFwd, hBwd                         *stats.Histogram
@@ -97,6 +103,13 @@ func newCollector(s *plugins.Setup) (plugins.Stage, error) {
 		hRTT:     s.Histograms("rtt", "STAMP round-trip delay (T4−T1)−(T3−T2), all sessions", "ns"),
 		hFwd:     s.Histograms("forward_delay", "STAMP one-way delay T2−T1, all sessions", "ns"),
 		hBwd:     s.Histograms("backward_delay", "STAMP one-way delay T4−T3, all sessions", "ns"),
+	}
+	if c.IPFIXInterval != 0 && time.Duration(c.IPFIXInterval) < time.Second {
+		return nil, fmt.Errorf("stamp.collector: ipfix_interval %v is below 1s", time.Duration(c.IPFIXInterval))
+	}
+	var err error
+	if st.ipfix, err = setupIPFIX(s, time.Duration(c.IPFIXInterval)); err != nil {
+		return nil, err
 	}
 	if c.Report != "" {
 		st.report = s.Shared("stamp.collector/report", func() any { return &reportSink{path: c.Report} }).(*reportSink)
@@ -373,8 +386,30 @@ func metricsOf(s *txSession) Metrics {
 	return m
 }
 
-// Stop writes the report of the sessions this instance measured.
+// Start starts the IPFIX export.
+func (c *collector) Start(ctx *plugins.Context) error {
+	if c.ipfix != nil {
+		c.ipfix.sh.start()
+	}
+	return nil
+}
+
+// Tick takes the records of replies taken in the kernel (offload), and exports
+// the sessions' results over IPFIX once an interval.
+func (c *collector) Tick(ctx *plugins.Context) {
+	c.xdpTick(ctx)
+	if c.ipfix != nil {
+		c.ipfixTick(ctx)
+	}
+}
+
+// Stop writes the report of the sessions this instance measured, and stops
+// the IPFIX export.
 func (c *collector) Stop(ctx *plugins.Context) {
+	if c.ipfix != nil {
+		c.ipfixAll(ctx)
+		defer c.ipfix.sh.stop()
+	}
 	if c.report == nil {
 		return
 	}

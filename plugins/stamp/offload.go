@@ -326,10 +326,10 @@ func (c *collector) askXDP(s *plugins.Setup, mode offload.Mode) error {
 	return err
 }
 
-// Tick takes the records the program left in this instance's ring; on
+// xdpTick takes the records the program left in this instance's ring; on
 // instance 0 it also syncs the program's sessions (the replies of sessions
 // it does not have yet go to Go meanwhile) and counters.
-func (c *collector) Tick(ctx *plugins.Context) {
+func (c *collector) xdpTick(ctx *plugins.Context) {
 	x := c.xdp
 	if x == nil {
 		return

@@ -128,6 +128,8 @@ type txSession struct {
 	// instance that measures the session.
 	rx  collectorState
 	col atomic.Pointer[collector]
+	// ipfixPrev is the session at the last IPFIX interval's end (ipfix.go).
+	ipfixPrev *ipfixPrev
 
 	// Records leave through a bounded FIFO: the collector's lcore produces, the
 	// control plane consumes under fifoMu (GetStampSessionResults and the

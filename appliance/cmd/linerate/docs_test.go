@@ -375,6 +375,13 @@ func TestDocsCommands(t *testing.T) {
 			}
 			host := strings.NewReplacer("unix:/run/linerate/linerate.sock", sock,
 				"/etc/linerate/", filepath.Join(dir, "etc")+"/")
+			// The package's config, /etc/linerate/linerate.toml, is the lab.
+			if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "etc", "linerate.toml"), config.Lab(), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			for _, s := range steps[file] {
 				runStep(t, dir, env, s, host.Replace(s.cmd))
 				ran++
@@ -389,7 +396,8 @@ func TestDocsCommands(t *testing.T) {
 // docAppliance is the config of the appliance a doc's commands talk to, or "".
 func docAppliance(t *testing.T, file, root string) string {
 	switch file {
-	case "docs/stamp.md", "docs/config.md":
+	case "docs/stamp.md", "docs/config.md", "docs/operations.md":
+		// operations.md's appliance is the package's: the lab.
 		return string(config.Lab())
 	case "docs/routing.md":
 		// The doc's router, with mem ports in place of its NICs and TAP (which
