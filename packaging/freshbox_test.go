@@ -137,11 +137,7 @@ func TestFreshBox(t *testing.T) {
 	if !strings.Contains(string(expo), `linerate_ipfix_records_total{collector="udp:127.0.0.1:`+strconv.Itoa(nfPort)+`"}`) {
 		t.Errorf("no linerate_ipfix_records_total for nfacctd in /metrics")
 	}
-	check := exec.Command(testenv.RequireCmd(t, "promtool"), "check", "metrics")
-	check.Stdin = strings.NewReader(string(expo))
-	if out, err := check.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
+	checkExposition(t, testenv.RequireCmd(t, "promtool"), expo)
 
 	// ExecReload, then systemctl stop.
 	if r := line("ExecReload"); r[0] != "/bin/kill" || r[1] != "-HUP" {
