@@ -170,11 +170,7 @@ func loadDispatcher(ifindex int, reqs []*offload.Request, stamp, hw bool) (*disp
 	if err != nil {
 		return nil, err
 	}
-	if ifindex != 0 {
-		ps := spec.Programs["lr_dispatch"]
-		ps.Ifindex = uint32(ifindex)
-		ps.Flags |= bpfFXDPDevBoundOnly
-	}
+	offload.BindToDevice(spec, "lr_dispatch", ifindex)
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
 	if err != nil {
 		var ve *ebpf.VerifierError
@@ -194,9 +190,6 @@ func loadDispatcher(ifindex int, reqs []*offload.Request, stamp, hw bool) (*disp
 	}
 	return d, nil
 }
-
-// BPF_F_XDP_DEV_BOUND_ONLY (linux/bpf.h).
-const bpfFXDPDevBoundOnly = 1 << 6
 
 // setRules writes the match table into the half not in use and then makes it
 // the one in use, with one store: a packet meets either the old table or the

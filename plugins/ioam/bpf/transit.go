@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
+	"github.com/linerate/linerate/appliance/offload"
 )
 
 // MaxSchema is the largest opaque state snapshot the program writes, in
@@ -88,9 +88,7 @@ func LoadTransit(ifindex int) (*Transit, error) {
 		return nil, err
 	}
 	delete(spec.Programs, TransitSlot)
-	ps := spec.Programs["ioam_transit_xdp"]
-	ps.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
-	ps.Ifindex = uint32(ifindex)
+	offload.BindToDevice(spec, "ioam_transit_xdp", ifindex)
 	var objs struct {
 		Prog *ebpf.Program `ebpf:"ioam_transit_xdp"`
 		transitDevMaps

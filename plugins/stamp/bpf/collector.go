@@ -9,7 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
-	"golang.org/x/sys/unix"
+	"github.com/linerate/linerate/appliance/offload"
 )
 
 // MaxCollectorInstances is how many collector instances (lcores) the
@@ -97,11 +97,7 @@ func LoadCollector(ifindex, instances int) (*Collector, error) {
 		return nil, err
 	}
 	delete(spec.Programs, CollectorSlot)
-	if ifindex != 0 {
-		ps := spec.Programs["stamp_collect_xdp"]
-		ps.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
-		ps.Ifindex = uint32(ifindex)
-	}
+	offload.BindToDevice(spec, "stamp_collect_xdp", ifindex)
 	var objs struct {
 		Prog *ebpf.Program `ebpf:"stamp_collect_xdp"`
 		collectorPlainMaps

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/linerate/linerate/appliance/offload"
 	"golang.org/x/sys/unix"
 )
 
@@ -146,9 +147,7 @@ func LoadReflector(ifindex int) (*Reflector, error) {
 		return nil, err
 	}
 	delete(spec.Programs, ReflectorSlot)
-	ps := spec.Programs["stamp_reflector_xdp"]
-	ps.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
-	ps.Ifindex = uint32(ifindex)
+	offload.BindToDevice(spec, "stamp_reflector_xdp", ifindex)
 	var objs struct {
 		Prog *ebpf.Program `ebpf:"stamp_reflector_xdp"`
 		reflectorDevMaps
