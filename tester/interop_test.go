@@ -534,7 +534,7 @@ func dutLoss(tr *Trial) float64 {
 }
 
 func stageCounter(e *appliance.Engine, stage, name string) uint64 {
-	return counter(e.Snapshot(), stage, name)
+	return e.Snapshot().Counter(stage, name)
 }
 
 // A linerate DUT that is a STAMP Session-Sender and collector: the tester

@@ -333,7 +333,7 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 	sent := func(s *stats.Snapshot) uint64 {
 		var v uint64
 		for i := range n {
-			v += counter(s, fmt.Sprintf("gen-%d", i), "sent") + counter(s, fmt.Sprintf("stamp-sender-%d", i), "sent")
+			v += s.Counter(fmt.Sprintf("gen-%d", i), "sent") + s.Counter(fmt.Sprintf("stamp-sender-%d", i), "sent")
 		}
 		return v
 	}
@@ -380,20 +380,20 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 			Name:       s.Name,
 			Asked:      counts[i] + stampCounts[i],
 			Sent:       txPackets(final, s.Tx),
-			Received:   counter(final, sink, "tracked"),
-			Reordered:  counter(final, sink, "reordered"),
-			Duplicates: counter(final, sink, "duplicates"),
-			Gaps:       counter(final, sink, "lost"),
-			Made:       counter(final, fmt.Sprintf("gen-%d", i), "sent"),
-			NoBuffer:   counter(final, fmt.Sprintf("gen-%d", i), "no_buffer"),
+			Received:   final.Counter(sink, "tracked"),
+			Reordered:  final.Counter(sink, "reordered"),
+			Duplicates: final.Counter(sink, "duplicates"),
+			Gaps:       final.Counter(sink, "lost"),
+			Made:       final.Counter(fmt.Sprintf("gen-%d", i), "sent"),
+			NoBuffer:   final.Counter(fmt.Sprintf("gen-%d", i), "no_buffer"),
 		}
-		sr.Late = sr.Received - min(sr.Received, counter(atEnd, sink, "tracked"))
+		sr.Late = sr.Received - min(sr.Received, atEnd.Counter(sink, "tracked"))
 		if stampCounts[i] > 0 {
 			sr.StampAsked = stampCounts[i]
-			sr.StampSent = counter(final, fmt.Sprintf("stamp-sender-%d", i), "sent")
+			sr.StampSent = final.Counter(fmt.Sprintf("stamp-sender-%d", i), "sent")
 			sr.Made += sr.StampSent
 			if s.StampMode == "reflector" {
-				sr.StampReturned = counter(final, fmt.Sprintf("collector-%d", i), "records")
+				sr.StampReturned = final.Counter(fmt.Sprintf("collector-%d", i), "records")
 				sr.Received += sr.StampReturned
 			}
 		}
@@ -413,7 +413,7 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 	}
 	tr.Latency = newHistogram(all)
 	for i := range n {
-		tr.IOAMSent += counter(final, fmt.Sprintf("ioam-%d", i), "profile_test")
+		tr.IOAMSent += final.Counter(fmt.Sprintf("ioam-%d", i), "profile_test")
 	}
 	for _, dc := range final.Drops {
 		if dc.Count > 0 {
@@ -450,22 +450,6 @@ func txPackets(s *stats.Snapshot, tx string) uint64 {
 		}
 	}
 	return 0
-}
-
-// counter sums the counter name of every instance of the stage called stage.
-func counter(s *stats.Snapshot, stage, name string) uint64 {
-	var v uint64
-	for _, st := range s.Stages {
-		if st.Name != stage {
-			continue
-		}
-		for _, c := range st.Counters {
-			if c.Name == name {
-				v += c.Value
-			}
-		}
-	}
-	return v
 }
 
 func hist(s *stats.Snapshot, owner, name string) *stats.HistSnapshot {

@@ -78,3 +78,20 @@ type NamedHist struct {
 	Unit  string // "ns", "bytes" …
 	Hist  *HistSnapshot
 }
+
+// Counter sums the counter called name over every instance of the stage
+// called stage.
+func (s *Snapshot) Counter(stage, name string) uint64 {
+	var v uint64
+	for _, st := range s.Stages {
+		if st.Name != stage {
+			continue
+		}
+		for _, c := range st.Counters {
+			if c.Name == name {
+				v += c.Value
+			}
+		}
+	}
+	return v
+}
