@@ -115,6 +115,7 @@ var dispatcherCounters = []struct{ name, help string }{
 	{"xdp_offload_drop", "packets an offload dropped"},
 	{"xdp_offload_pass", "packets an offload gave to the kernel"},
 	{"xdp_unparsed", "packets whose headers did not parse, left to the kernel"},
+	{"xdp_passed_early", "packets of xdp_passed decided on their first headers, without the rule walk"},
 }
 
 // dispatcher is the port's XDP program and its maps.
@@ -122,6 +123,7 @@ type dispatcher struct {
 	prog     *ebpf.Program
 	xsks     *ebpf.Map
 	rules    *ebpf.Map
+	sums     *ebpf.Map // the pass path's summaries, one per half of the table
 	control  *ebpf.Map
 	counters *ebpf.Map
 	devBound bool
@@ -138,6 +140,13 @@ type dispatcher struct {
 // and drivers that refuse a device-bound program). stamp writes the rx
 // stamp in front of what goes up; hw (device-bound) asks the NIC for it.
 func loadDispatcher(ifindex int, reqs []*offload.Request, stamp, hw bool) (*dispatcher, error) {
+	return loadDispatcherSummary(ifindex, reqs, stamp, hw, true)
+}
+
+// loadDispatcherSummary is loadDispatcher; with useSummary false the program
+// walks the rules for every packet (the reference the tests hold the
+// summary to).
+func loadDispatcherSummary(ifindex int, reqs []*offload.Request, stamp, hw, useSummary bool) (*dispatcher, error) {
 	if len(reqs) > MaxSlots {
 		return nil, fmt.Errorf("%d offloads on one port: at most %d", len(reqs), MaxSlots)
 	}
@@ -157,6 +166,9 @@ func loadDispatcher(ifindex int, reqs []*offload.Request, stamp, hw bool) (*disp
 		st = 1
 	}
 	if err := spec.Variables["stamp"].Set(st); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["use_summary"].Set(boolU32(useSummary)); err != nil {
 		return nil, err
 	}
 	hwst := uint32(0)
@@ -180,15 +192,23 @@ func loadDispatcher(ifindex int, reqs []*offload.Request, stamp, hw bool) (*disp
 		return nil, fmt.Errorf("load the dispatcher: %w", err)
 	}
 	d := &dispatcher{prog: coll.Programs["lr_dispatch"], xsks: coll.Maps["xsks"], rules: coll.Maps["rules"],
-		control: coll.Maps["control"], counters: coll.Maps["counters"], devBound: ifindex != 0, nslots: len(reqs)}
+		sums: coll.Maps["summaries"], control: coll.Maps["control"], counters: coll.Maps["counters"],
+		devBound: ifindex != 0, nslots: len(reqs)}
 	// The stages' maps in coll are the requests' (MapReplacements): coll's
 	// references to them go with it, and the requests keep their own.
 	for name, m := range coll.Maps {
-		if _, mine := map[string]bool{"xsks": true, "rules": true, "control": true, "counters": true}[name]; !mine {
+		if _, mine := map[string]bool{"xsks": true, "rules": true, "summaries": true, "control": true, "counters": true}[name]; !mine {
 			m.Close()
 		}
 	}
 	return d, nil
+}
+
+func boolU32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // setRules writes the match table into the half not in use and then makes it
@@ -210,6 +230,9 @@ func (d *dispatcher) setRules(rs []Rule, takeAll bool) error {
 		if err := d.rules.Update(uint32(next*MaxRules+uint32(i)), r.encode(), ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("match rule %d: %w", i, err)
 		}
+	}
+	if err := d.sums.Update(next, summarize(rs).encode(), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("match table's summary: %w", err)
 	}
 	ctl := make([]byte, 16)
 	binary.NativeEndian.PutUint32(ctl[0:], next)
@@ -244,6 +267,8 @@ func (d *dispatcher) stats() map[string]uint64 {
 			out[c.name] = vals[i]
 		}
 	}
+	// The program counts each packet once: an early pass is a pass.
+	out["xdp_passed"] += out["xdp_passed_early"]
 	return out
 }
 
@@ -258,7 +283,7 @@ func (d *dispatcher) close() error {
 	if d.link != nil {
 		errs = append(errs, d.link.Close())
 	}
-	for _, c := range []interface{ Close() error }{d.prog, d.xsks, d.rules, d.control, d.counters} {
+	for _, c := range []interface{ Close() error }{d.prog, d.xsks, d.rules, d.sums, d.control, d.counters} {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)

@@ -19,11 +19,13 @@ const (
 	dispatcherDevMapControl     = "control"
 	dispatcherDevMapCounters    = "counters"
 	dispatcherDevMapRules       = "rules"
+	dispatcherDevMapSummaries   = "summaries"
 	dispatcherDevMapXsks        = "xsks"
 	dispatcherDevProgLrDispatch = "lr_dispatch"
 	dispatcherDevVarHwStamp     = "hw_stamp"
 	dispatcherDevVarNslots      = "nslots"
 	dispatcherDevVarStamp       = "stamp"
+	dispatcherDevVarUseSummary  = "use_summary"
 )
 
 // loadDispatcherDev returns the embedded CollectionSpec for dispatcherDev.
@@ -75,19 +77,21 @@ type dispatcherDevProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dispatcherDevMapSpecs struct {
-	Control  *ebpf.MapSpec `ebpf:"control"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Rules    *ebpf.MapSpec `ebpf:"rules"`
-	Xsks     *ebpf.MapSpec `ebpf:"xsks"`
+	Control   *ebpf.MapSpec `ebpf:"control"`
+	Counters  *ebpf.MapSpec `ebpf:"counters"`
+	Rules     *ebpf.MapSpec `ebpf:"rules"`
+	Summaries *ebpf.MapSpec `ebpf:"summaries"`
+	Xsks      *ebpf.MapSpec `ebpf:"xsks"`
 }
 
 // dispatcherDevVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dispatcherDevVariableSpecs struct {
-	HwStamp *ebpf.VariableSpec `ebpf:"hw_stamp"`
-	Nslots  *ebpf.VariableSpec `ebpf:"nslots"`
-	Stamp   *ebpf.VariableSpec `ebpf:"stamp"`
+	HwStamp    *ebpf.VariableSpec `ebpf:"hw_stamp"`
+	Nslots     *ebpf.VariableSpec `ebpf:"nslots"`
+	Stamp      *ebpf.VariableSpec `ebpf:"stamp"`
+	UseSummary *ebpf.VariableSpec `ebpf:"use_summary"`
 }
 
 // dispatcherDevObjects contains all objects after they have been loaded into the kernel.
@@ -110,10 +114,11 @@ func (o *dispatcherDevObjects) Close() error {
 //
 // It can be passed to loadDispatcherDevObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dispatcherDevMaps struct {
-	Control  *ebpf.Map `ebpf:"control"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	Rules    *ebpf.Map `ebpf:"rules"`
-	Xsks     *ebpf.Map `ebpf:"xsks"`
+	Control   *ebpf.Map `ebpf:"control"`
+	Counters  *ebpf.Map `ebpf:"counters"`
+	Rules     *ebpf.Map `ebpf:"rules"`
+	Summaries *ebpf.Map `ebpf:"summaries"`
+	Xsks      *ebpf.Map `ebpf:"xsks"`
 }
 
 func (m *dispatcherDevMaps) Close() error {
@@ -121,6 +126,7 @@ func (m *dispatcherDevMaps) Close() error {
 		m.Control,
 		m.Counters,
 		m.Rules,
+		m.Summaries,
 		m.Xsks,
 	)
 }
@@ -129,9 +135,10 @@ func (m *dispatcherDevMaps) Close() error {
 //
 // It can be passed to loadDispatcherDevObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dispatcherDevVariables struct {
-	HwStamp *ebpf.Variable `ebpf:"hw_stamp"`
-	Nslots  *ebpf.Variable `ebpf:"nslots"`
-	Stamp   *ebpf.Variable `ebpf:"stamp"`
+	HwStamp    *ebpf.Variable `ebpf:"hw_stamp"`
+	Nslots     *ebpf.Variable `ebpf:"nslots"`
+	Stamp      *ebpf.Variable `ebpf:"stamp"`
+	UseSummary *ebpf.Variable `ebpf:"use_summary"`
 }
 
 // dispatcherDevPrograms contains all programs after they have been loaded into the kernel.

@@ -19,11 +19,13 @@ const (
 	dispatcherPlainMapControl     = "control"
 	dispatcherPlainMapCounters    = "counters"
 	dispatcherPlainMapRules       = "rules"
+	dispatcherPlainMapSummaries   = "summaries"
 	dispatcherPlainMapXsks        = "xsks"
 	dispatcherPlainProgLrDispatch = "lr_dispatch"
 	dispatcherPlainVarHwStamp     = "hw_stamp"
 	dispatcherPlainVarNslots      = "nslots"
 	dispatcherPlainVarStamp       = "stamp"
+	dispatcherPlainVarUseSummary  = "use_summary"
 )
 
 // loadDispatcherPlain returns the embedded CollectionSpec for dispatcherPlain.
@@ -75,19 +77,21 @@ type dispatcherPlainProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dispatcherPlainMapSpecs struct {
-	Control  *ebpf.MapSpec `ebpf:"control"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Rules    *ebpf.MapSpec `ebpf:"rules"`
-	Xsks     *ebpf.MapSpec `ebpf:"xsks"`
+	Control   *ebpf.MapSpec `ebpf:"control"`
+	Counters  *ebpf.MapSpec `ebpf:"counters"`
+	Rules     *ebpf.MapSpec `ebpf:"rules"`
+	Summaries *ebpf.MapSpec `ebpf:"summaries"`
+	Xsks      *ebpf.MapSpec `ebpf:"xsks"`
 }
 
 // dispatcherPlainVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dispatcherPlainVariableSpecs struct {
-	HwStamp *ebpf.VariableSpec `ebpf:"hw_stamp"`
-	Nslots  *ebpf.VariableSpec `ebpf:"nslots"`
-	Stamp   *ebpf.VariableSpec `ebpf:"stamp"`
+	HwStamp    *ebpf.VariableSpec `ebpf:"hw_stamp"`
+	Nslots     *ebpf.VariableSpec `ebpf:"nslots"`
+	Stamp      *ebpf.VariableSpec `ebpf:"stamp"`
+	UseSummary *ebpf.VariableSpec `ebpf:"use_summary"`
 }
 
 // dispatcherPlainObjects contains all objects after they have been loaded into the kernel.
@@ -110,10 +114,11 @@ func (o *dispatcherPlainObjects) Close() error {
 //
 // It can be passed to loadDispatcherPlainObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dispatcherPlainMaps struct {
-	Control  *ebpf.Map `ebpf:"control"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	Rules    *ebpf.Map `ebpf:"rules"`
-	Xsks     *ebpf.Map `ebpf:"xsks"`
+	Control   *ebpf.Map `ebpf:"control"`
+	Counters  *ebpf.Map `ebpf:"counters"`
+	Rules     *ebpf.Map `ebpf:"rules"`
+	Summaries *ebpf.Map `ebpf:"summaries"`
+	Xsks      *ebpf.Map `ebpf:"xsks"`
 }
 
 func (m *dispatcherPlainMaps) Close() error {
@@ -121,6 +126,7 @@ func (m *dispatcherPlainMaps) Close() error {
 		m.Control,
 		m.Counters,
 		m.Rules,
+		m.Summaries,
 		m.Xsks,
 	)
 }
@@ -129,9 +135,10 @@ func (m *dispatcherPlainMaps) Close() error {
 //
 // It can be passed to loadDispatcherPlainObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dispatcherPlainVariables struct {
-	HwStamp *ebpf.Variable `ebpf:"hw_stamp"`
-	Nslots  *ebpf.Variable `ebpf:"nslots"`
-	Stamp   *ebpf.Variable `ebpf:"stamp"`
+	HwStamp    *ebpf.Variable `ebpf:"hw_stamp"`
+	Nslots     *ebpf.Variable `ebpf:"nslots"`
+	Stamp      *ebpf.Variable `ebpf:"stamp"`
+	UseSummary *ebpf.Variable `ebpf:"use_summary"`
 }
 
 // dispatcherPlainPrograms contains all programs after they have been loaded into the kernel.

@@ -46,14 +46,33 @@ struct rule {
 	__u8 prefix[16];
 };
 
-/* The match table's header: rules [active*MAX_RULES, +count) are in force. A
- * reload writes the other half, then flips active with one store. */
+/* The match table's header: rules [active*MAX_RULES, +count) and
+ * summaries[active] are in force. A reload writes the other half, then flips
+ * active with one store. */
 struct control {
 	__u32 active;
 	__u32 count;
 	__u32 take_all;
 	__u32 _pad;
 };
+
+/* The pass path's summary of the rules in force, computed in user space at
+ * each load and reload (ports/xdp/summary.go). Most of the host's own traffic
+ * is IPv4, or IPv6 without extension headers, to ports no rule names: it is
+ * decided XDP_PASS on its first headers, without the rule walk. A summary
+ * only ever says "no rule can take this"; what it cannot rule out meets the
+ * rules. Bitmaps: bit n of word n/64. */
+struct summary {
+	__u32 flags; /* S_* */
+	__u32 _pad;
+	__u64 proto4[4]; /* protocols a rule may take in IPv4 */
+	__u64 proto6[4]; /* next headers a rule may take in IPv6 without extension headers */
+	__u64 udp_dst[1024]; /* UDP destination ports a rule may take (unless S_UDP_ANY*) */
+};
+
+#define S_NON_IP (1 << 0)   /* a rule takes frames that are neither IPv4 nor IPv6 */
+#define S_UDP_ANY4 (1 << 1) /* a rule may take IPv4 UDP to any port */
+#define S_UDP_ANY6 (1 << 2) /* a rule may take IPv6 UDP to any port */
 
 /* Per-CPU counters, by index (ports/xdp's dispatcherCounters names them). */
 enum {
@@ -65,6 +84,7 @@ enum {
 	C_OFFLOAD_DROP,
 	C_OFFLOAD_PASS,
 	C_UNPARSED, /* too short or truncated headers: left to the kernel */
+	C_PASSED_EARLY, /* left to the kernel on the summary: C_PASSED does not count these */
 	C_COUNT
 };
 
@@ -90,12 +110,22 @@ struct {
 } control SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct summary);
+} summaries SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, C_COUNT);
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/* Decide on the summary first (set at load; 0 walks the rules for every
+ * packet: the reference the tests hold the summary to). */
+volatile const __u32 use_summary = 1;
 /* Slots in use, set at load: the calls beyond are dead code to the verifier. */
 volatile const __u32 nslots = 0;
 /* Write struct lr_xdp_meta in front of what goes up (set at load). */
@@ -292,6 +322,69 @@ static long match_one(__u32 i, struct match_ctx *m)
 	return 0;
 }
 
+static __always_inline int bit(const __u64 *words, __u32 n)
+{
+	return (words[(n >> 6) & 1023] >> (n & 63)) & 1;
+}
+
+/* ruled_out reports whether no rule of s can take the packet, from its first
+ * headers alone; 0 where it cannot tell (extension headers, a fragment,
+ * anything truncated), and the rules decide. It reads the offsets exactly as
+ * parse does, so both see the same ports. */
+static __always_inline int ruled_out(struct xdp_md *ctx, const struct summary *s)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return 0;
+	__u16 type = eth->h_proto;
+	__u32 off = sizeof(*eth);
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		if (type != bpf_htons(ETH_P_8021Q) && type != bpf_htons(ETH_P_8021AD))
+			break;
+		__u16 *tag = data + off;
+		if ((void *)(tag + 2) > end)
+			return 0;
+		type = tag[1];
+		off += 4;
+	}
+	__u8 proto, frag = 0;
+	__u32 udp_any;
+	const __u64 *protos;
+	if (type == bpf_htons(ETH_P_IPV6)) {
+		__u8 *ip6 = data + off;
+		if ((void *)(ip6 + 40) > end)
+			return 0;
+		proto = ip6[6];
+		if (proto == 0 || proto == 43 || proto == 60)
+			return 0; /* extension headers: the rules decide */
+		off += 40;
+		protos = s->proto6;
+		udp_any = s->flags & S_UDP_ANY6;
+	} else if (type == bpf_htons(ETH_P_IP)) {
+		__u8 *ip4 = data + off;
+		if ((void *)(ip4 + 20) > end)
+			return 0;
+		proto = ip4[9];
+		frag = ip4[6] & 0x3f || ip4[7];
+		off += (ip4[0] & 0xf) * 4;
+		protos = s->proto4;
+		udp_any = s->flags & S_UDP_ANY4;
+	} else {
+		return !(s->flags & S_NON_IP);
+	}
+	if (!bit(protos, proto))
+		return 1;
+	if (proto != IPPROTO_UDP || udp_any || frag)
+		return 0;
+	__u16 *u = data + off;
+	if ((void *)(u + 4) > end)
+		return 0;
+	return !bit(s->udp_dst, bpf_ntohs(u[1]));
+}
+
 #ifdef LR_DEV_BOUND
 extern int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx, __u64 *timestamp) __ksym;
 #endif
@@ -365,6 +458,14 @@ int lr_dispatch(struct xdp_md *ctx)
 	if (c->take_all) {
 		count(C_MATCHED);
 		return up(ctx);
+	}
+	if (use_summary) {
+		__u32 k = c->active & 1;
+		struct summary *s = bpf_map_lookup_elem(&summaries, &k);
+		if (s && ruled_out(ctx, s)) {
+			count(C_PASSED_EARLY);
+			return XDP_PASS;
+		}
 	}
 	struct layers l = {};
 	if (parse(ctx, &l) < 0) {
