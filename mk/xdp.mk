@@ -5,10 +5,11 @@
 #   1. the port's rx→tx (MAC swap) against xskfwd, a C AF_XDP loop on raw
 #      system calls (bench/xdp/cref), as CPU ns/pkt and their ratio;
 #   2. the dispatcher's cost to the host's own traffic forwarded by a router
-#      namespace, against an empty XDP_PASS program: the ratio with its 95%
-#      confidence interval.
+#      namespace, against an empty XDP_PASS program taking turns with it
+#      batch by batch: the ratio with its 95% confidence interval, the cost
+#      in ns/pkt, and the load average.
 # BENCH_XDP_FLAGS passes flags to the program (-rounds 7, -batches 30,
-# -trials 10, -size 64, -part port|dispatcher).
+# -trials 20, -rounds-per-trial 50, -size 64, -part port|dispatcher).
 
 BENCH_XDP_FLAGS ?=
 

@@ -15,11 +15,15 @@
 //     printed. Goal ≥ 0.85.
 //  2. dispatcher: the host's own traffic through a router namespace, kernel
 //     forwarding, with an empty XDP_PASS program on the router's ingress
-//     and with the dispatcher (match rules for STAMP; 0% STAMP in the
-//     traffic). The generator sends UDP flat out from a third namespace; a
-//     counting XDP_DROP program on the far end counts what was forwarded.
-//     Trials alternate empty and dispatcher; the ratio of each pair's rates,
-//     its mean and 95% confidence interval are printed. Goal ≥ 0.95.
+//     and with the dispatcher of an xdp port (the docs' STAMP and IOAM
+//     rules; 0% STAMP in the traffic), and with the frames dropped there
+//     (the sender's and the veth's share, subtracted). The generator's
+//     thread sends UDP from a third namespace; a counting XDP_DROP program
+//     on the far end counts what was forwarded. The three programs take
+//     turns on the port's own link batch by batch; each round of three
+//     batches gives paired figures, each trial their medians, and the run
+//     the ratio's geometric mean with its 95% confidence interval, and the
+//     dispatcher's cost in ns/pkt. Goal ≥ 0.95.
 //
 // Copy mode: veth has no zero-copy AF_XDP. A machine shared with other work
 // swings: compare the ratios, not the absolute rates, across runs.
@@ -29,12 +33,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -61,7 +67,8 @@ func main() {
 	rounds := flag.Int("rounds", 7, "port: rounds of C and Go each")
 	batches := flag.Int("batches", 30, "port: batches a round")
 	batch := flag.Int("batch", 1024, "port: frames a batch (at most 2048, the rx ring)")
-	trials := flag.Int("trials", 10, "dispatcher: trials of drop, empty and dispatcher each")
+	trials := flag.Int("trials", 20, "dispatcher: trials")
+	perTrial := flag.Int("rounds-per-trial", 50, "dispatcher: rounds of a trial, each a batch of drop, empty and dispatcher")
 	size := flag.Int("size", 64, "frame size in bytes (without FCS)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
@@ -79,7 +86,7 @@ func main() {
 		}
 	}
 	if *part == "all" || *part == "dispatcher" {
-		if _, err := benchDispatcher(*trials, *batches, 256, *size); err != nil {
+		if _, err := benchDispatcher(*trials, *perTrial, 256, *size); err != nil {
 			fail(err)
 		}
 	}
@@ -220,9 +227,10 @@ func xskRedirect() (*ebpf.Program, *ebpf.Map, error) {
 	return p, m, nil
 }
 
-// passProg is the empty program: XDP_PASS.
+// passProg is the empty program: XDP_PASS. Its attach type is the
+// dispatcher's, so that a link can swap one for the other.
 func passProg() (*ebpf.Program, error) {
-	return ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+	return ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, AttachType: ebpf.AttachXDP, License: "GPL",
 		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}})
 }
 
@@ -232,7 +240,7 @@ func sinkProg() (*ebpf.Program, *ebpf.Map, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: asm.Instructions{
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, AttachType: ebpf.AttachXDP, License: "GPL", Instructions: asm.Instructions{
 		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
 		asm.LoadMapPtr(asm.R1, m.FD()),
 		asm.Mov.Reg(asm.R2, asm.RFP),
@@ -624,7 +632,7 @@ func (d *goDUT) close() error {
 
 // --- 2. the dispatcher's cost to the host's traffic -------------------------
 
-func benchDispatcher(trials, batches, k, size int) (ratio float64, err error) {
+func benchDispatcher(trials, rounds, k, size int) (ratio float64, err error) {
 	src, err := newNS("src")
 	if err != nil {
 		return 0, err
@@ -702,76 +710,136 @@ func benchDispatcher(trials, batches, k, size int) (ratio float64, err error) {
 	}
 	defer drop.Close()
 	defer dropCount.Close()
-	port := 862
-	nh := 17
+	// The docs' rules: STAMP, and IOAM to a prefix.
+	port, nh, ioam := 862, 17, true
+	disp, err := openPort(rtr, xdp.Options{Name: "edge0", Interface: "r0", Rules: []xdp.Rule{
+		{NextHeader: &nh, UDPDstPort: &port},
+		{DstPrefix: netip.MustParsePrefix("2001:db8:1::/48"), IOAM: &ioam}}})
+	if err != nil {
+		return 0, err
+	}
+	defer disp.Close()
+	lnk, dprog, err := attachedLink(rtr, "r0")
+	if err != nil {
+		return 0, err
+	}
+	defer lnk.Close()
+	defer dprog.Close()
+	// The port's own link, its program swapped between batches: drop, the
+	// empty program and the dispatcher run on the same interface, link and
+	// veth, milliseconds apart.
+	progs := [3]*ebpf.Program{drop, pass, dprog}
+	sinks := [3]*ebpf.Map{dropCount, count, count}
 
-	fmt.Printf("\n2. the host's traffic through a router namespace (kernel forwarding), 0%% STAMP, %d pairs of trials of\n"+
-		"   %d batches of %d frames: the sender's CPU ns/pkt for the whole path (veth runs the router and the\n"+
-		"   far end in the sender's softirq), with the empty XDP_PASS program and with the dispatcher on the\n"+
-		"   router's ingress, and with the frames dropped there (XDP_DROP: the sender's and the veth's share).\n"+
-		"   router = path − drop; ratio = empty router ns / dispatcher router ns (the forwarding rate's ratio).\n\n",
-		trials, batches, k)
-	fmt.Printf("%-6s %8s %8s %10s %12s %15s %7s\n", "trial", "drop", "empty", "dispatcher", "empty router", "disp. router", "ratio")
-	var ratios, pathRatios []float64
+	fmt.Printf("\n2. the host's traffic through a router namespace (kernel forwarding), 0%% STAMP (UDP to port 9;\n"+
+		"   the dispatcher has the docs' STAMP and IOAM rules): the sender's CPU ns/pkt for the whole path (veth\n"+
+		"   runs the router and the far end in the sender's softirq) with, on the router's ingress, the frames\n"+
+		"   dropped (XDP_DROP: the sender's and the veth's share), the empty XDP_PASS program, and the\n"+
+		"   dispatcher. The three take turns batch by batch (%d frames each, the port's link swapping its\n"+
+		"   program), so a swing of the machine's load weighs on each alike. %d trials of %d rounds;\n"+
+		"   router = path − drop; ratio = empty router ns / dispatcher router ns (the forwarding rate's ratio);\n"+
+		"   Δ = dispatcher − empty, ns/pkt. Δ and ratio pair the three batches of a round; a trial's figures\n"+
+		"   are the medians of its rounds'.\n\n",
+		k, trials, rounds)
+	fmt.Printf("load average at the start: %s\n\n", loadAvg())
+	fmt.Printf("%-6s %8s %8s %10s %12s %15s %7s %7s\n", "trial", "drop", "empty", "dispatcher", "empty router",
+		"disp. router", "Δ ns", "ratio")
+	fmt.Printf("%-6s %8s %8s %10s %12s %15s %7s %7s\n", "", "median", "median", "median", "", "", "paired", "paired")
+	var ratios, pathRatios, deltas []float64
 	for i := range trials {
-		var ns [3]float64 // drop, empty, dispatcher
-		// Rotate the order, so that a drift of the machine's load weighs
-		// on each alike.
-		for j := range 3 {
-			which := (i + j) % 3
-			var closeFn func() error
-			sink := count
-			switch which {
-			case 0:
-				l, err := attach(rtr, "r0", drop)
-				if err != nil {
-					return 0, err
-				}
-				closeFn, sink = l.Close, dropCount
-			case 1:
-				l, err := attach(rtr, "r0", pass)
-				if err != nil {
-					return 0, err
-				}
-				closeFn = l.Close
-			case 2:
-				p, err := openPort(rtr, xdp.Options{Name: "edge0", Interface: "r0",
-					Rules: []xdp.Rule{{NextHeader: &nh, UDPDstPort: &port}}})
-				if err != nil {
-					return 0, err
-				}
-				closeFn = p.Close
-			}
-			c, err := pathCost(g, tmpl, sink, batches, k)
-			if cerr := closeFn(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return 0, err
-			}
-			ns[which] = c
+		rs, err := pathCosts(g, tmpl, lnk, progs, sinks, rounds, k)
+		if err != nil {
+			return 0, err
 		}
-		re, rd := ns[1]-ns[0], ns[2]-ns[0]
-		ratios, pathRatios = append(ratios, re/rd), append(pathRatios, ns[1]/ns[2])
-		fmt.Printf("%-6d %8.1f %8.1f %10.1f %12.1f %15.1f %7.3f\n", i+1, ns[0], ns[1], ns[2], re, rd, re/rd)
+		// Each round's three batches are neighbours in time: its ratios and
+		// its difference are paired figures, and the trial's are their
+		// medians.
+		var ns [3]float64
+		var rr, pr, dd []float64
+		for _, r := range rs {
+			rr, pr, dd = append(rr, (r[1]-r[0])/(r[2]-r[0])), append(pr, r[1]/r[2]), append(dd, r[2]-r[1])
+		}
+		for j := range ns {
+			ns[j] = median(column(rs, j))
+		}
+		ratios, pathRatios, deltas = append(ratios, median(rr)), append(pathRatios, median(pr)), append(deltas, median(dd))
+		fmt.Printf("%-6d %8.1f %8.1f %10.1f %12.1f %15.1f %7.1f %7.3f\n", i+1, ns[0], ns[1], ns[2], ns[1]-ns[0], ns[2]-ns[0],
+			median(dd), median(rr))
+	}
+	// Back to the dispatcher before the port closes its link.
+	if err := lnk.Update(dprog); err != nil {
+		return 0, err
 	}
 	m, lo, hi := geoMeanCI(ratios)
 	pm, plo, phi := geoMeanCI(pathRatios)
-	fmt.Printf("\nrouter rate, dispatcher/empty: %.3f, 95%% CI [%.3f, %.3f] over %d trials (goal ≥ 0.95)\n", m, lo, hi, len(ratios))
-	fmt.Printf("whole path (sender included), dispatcher/empty: %.3f, 95%% CI [%.3f, %.3f]\n", pm, plo, phi)
-	fmt.Printf("medians of the trials' ratios: router %.3f, whole path %.3f\n", median(ratios), median(pathRatios))
-	fmt.Println("(geometric means of the trials' ratios; the intervals are Student's t on their logarithms)")
+	dm, dlo, dhi := meanCI(deltas)
+	fmt.Printf("\nrouter rate, dispatcher/empty: %.3f, 95%% CI [%.3f, %.3f] over %d trials (goal ≥ 0.95); median %.3f\n",
+		m, lo, hi, len(ratios), median(ratios))
+	fmt.Printf("whole path (sender included), dispatcher/empty: %.3f, 95%% CI [%.3f, %.3f]; median %.3f\n",
+		pm, plo, phi, median(pathRatios))
+	fmt.Printf("the dispatcher's cost, dispatcher − empty: %.1f ns/pkt, 95%% CI [%.1f, %.1f]; median %.1f\n",
+		dm, dlo, dhi, median(deltas))
+	fmt.Println("(ratios: geometric means, Student's t on their logarithms; Δ: mean, Student's t)")
+	fmt.Printf("load average at the end: %s\n", loadAvg())
 	return m, nil
 }
 
-// pathCost sends batches of k frames from g, each counted at sink, and
-// returns the median of the sending thread's CPU ns/pkt. A batch is kept
-// only if the sink counted all of it by the time the last sendto returned:
-// then every frame went the whole way in the sender's softirqs, none
-// deferred to ksoftirqd (whose time the thread's clock does not see);
-// otherwise another is sent, up to ten times as many as asked.
-func pathCost(g *xdp.Port, tmpl []byte, sink *ebpf.Map, batches, k int) (float64, error) {
-	c := make(chan []float64)
+// attachedLink is the bpf_link that holds the XDP program on ifname in n,
+// found by the program's id (ip link), and the program: the port's, for
+// the benchmark to swap with its baselines.
+func attachedLink(n netns, ifname string) (link.Link, *ebpf.Program, error) {
+	out, err := exec.Command("ip", "-n", string(n), "-j", "-d", "link", "show", "dev", ifname).Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ip link show %s: %w", ifname, err)
+	}
+	var ls []struct {
+		XDP struct {
+			Prog struct {
+				ID uint32 `json:"id"`
+			} `json:"prog"`
+		} `json:"xdp"`
+	}
+	if err := json.Unmarshal(out, &ls); err != nil || len(ls) != 1 || ls[0].XDP.Prog.ID == 0 {
+		return nil, nil, fmt.Errorf("no XDP program on %s: %v: %s", ifname, err, out)
+	}
+	id := ebpf.ProgramID(ls[0].XDP.Prog.ID)
+	var it link.Iterator
+	defer it.Close()
+	for it.Next() {
+		if info, err := it.Link.Info(); err == nil && info.Type == link.XDPType && info.Program == id {
+			p, err := ebpf.NewProgramFromID(id)
+			if err != nil {
+				return nil, nil, err
+			}
+			return it.Take(), p, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("no bpf_link holds program %d on %s: %v", id, ifname, it.Err())
+}
+
+// loadAvg is /proc/loadavg's first three figures.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+// pathCosts runs rounds of three batches of k frames from g, one with each
+// of progs on the link (the order rotating round by round), and returns the
+// sending thread's CPU ns/pkt of each batch, by round and program. A batch is kept only
+// if its sink counted all of it by the time the last sendto returned: then
+// every frame went the whole way in the sender's softirqs, none deferred to
+// ksoftirqd (whose time the thread's clock does not see); otherwise it is
+// sent again, up to ten times.
+func pathCosts(g *xdp.Port, tmpl []byte, lnk link.Link, progs [3]*ebpf.Program, sinks [3]*ebpf.Map,
+	rounds, k int) ([][3]float64, error) {
+	type result struct {
+		costs [][3]float64
+		err   error
+	}
+	c := make(chan result)
 	go func() {
 		// One CPU for the whole path: veth schedules the router's NAPI on
 		// the CPU that sent, so no other CPU takes a share of the work.
@@ -780,28 +848,49 @@ func pathCost(g *xdp.Port, tmpl []byte, sink *ebpf.Map, batches, k int) (float64
 		one.Set(0)
 		_ = unix.SchedSetaffinity(0, &one)
 		var b packet.Burst
-		var costs []float64
-		for try := 0; len(costs) < batches && try < 10*batches; try++ {
-			n0 := sumPerCPU(sink)
-			c0 := cputime.Thread()
-			for sent := 0; sent < k; {
-				fill(g, &b, tmpl, min(32, k-sent))
-				sent += send(g, &b)
-			}
-			cpu := cputime.Thread() - c0
-			if sumPerCPU(sink)-n0 == uint64(k) {
-				costs = append(costs, float64(cpu)/float64(k))
-			} else {
-				time.Sleep(20 * time.Millisecond)
+		var r result
+		for round := range rounds {
+			r.costs = append(r.costs, [3]float64{})
+			for j := range 3 {
+				which := (round + j) % 3
+				if err := lnk.Update(progs[which]); err != nil {
+					r.err = fmt.Errorf("swap the router's program: %w", err)
+					c <- r
+					return
+				}
+				for try := 0; ; try++ {
+					if try == 10 {
+						r.err = fmt.Errorf("a batch did not go the whole way inline in %d tries", try)
+						c <- r
+						return
+					}
+					n0 := sumPerCPU(sinks[which])
+					c0 := cputime.Thread()
+					for sent := 0; sent < k; {
+						fill(g, &b, tmpl, min(32, k-sent))
+						sent += send(g, &b)
+					}
+					cpu := cputime.Thread() - c0
+					if sumPerCPU(sinks[which])-n0 == uint64(k) {
+						r.costs[round][which] = float64(cpu) / float64(k)
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
 			}
 		}
-		c <- costs
+		c <- r
 	}()
-	costs := <-c
-	if len(costs) < batches {
-		return 0, fmt.Errorf("only %d of %d batches went the whole way inline in %d tries", len(costs), batches, 10*batches)
+	r := <-c
+	return r.costs, r.err
+}
+
+func column(rows [][3]float64, j int) []float64 {
+	out := make([]float64, len(rows))
+	for i, r := range rows {
+		out[i] = r[j]
 	}
-	return median(costs), nil
+	return out
 }
 
 func median(v []float64) float64 {
