@@ -148,7 +148,7 @@ func (r portResolver) All() []plugins.PortInfo {
 
 func (pe *portEntry) pluginInfo() plugins.PortInfo {
 	pi := plugins.PortInfo{ID: pe.id, Name: pe.name, Pool: pe.pool, MTU: pe.info.MTU, MAC: pe.info.MAC, Queue: pe.info.RxQueues,
-		Internal: pe.internal, DriverMAC: pe.info.MAC, IfID: pe.cfgPort.IfID}
+		Internal: pe.internal, DriverMAC: pe.info.MAC, IfID: pe.cfgPort.IfID, Ifindex: pe.info.Ifindex}
 	if m := pe.cfgPort.MAC; m != (config.MAC{}) {
 		pi.MAC = m
 	}

@@ -162,6 +162,10 @@ type PortInfo struct {
 	DriverMAC [6]byte
 	Addrs     []netip.Prefix
 	IfID      uint32
+	// Ifindex is the kernel's index of the port's network interface, 0 for
+	// a port on none (ports.Info.Ifindex): how an in-kernel offload (XDP)
+	// knows the port a packet came in on.
+	Ifindex int
 }
 
 // Ports resolves port names at setup.

@@ -61,6 +61,10 @@ type Info struct {
 	OwnPoolOnly bool
 	// LinkUp reports the link state where the driver knows it.
 	LinkUp bool
+	// Ifindex is the kernel's index of the port's network interface (xdp,
+	// afpacket), in the interface's network namespace; 0 where the driver
+	// has none. The kernel's programs on the interface know it by this.
+	Ifindex int
 }
 
 // Stats are a port's counters.

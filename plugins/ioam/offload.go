@@ -2,7 +2,6 @@ package ioam
 
 import (
 	"fmt"
-	"net"
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
@@ -76,12 +75,12 @@ func (t *transit) askXDP(s *plugins.Setup, mode offload.Mode) error {
 			if err != nil {
 				return err
 			}
-			// The program knows the ingress port by its interface's index:
-			// a port whose name is an interface's gives that interface.
+			// The program knows the ingress port by its interface's index,
+			// which the ports on one give.
 			ifx := map[int]uint16{}
 			for _, pi := range ports {
-				if ifc, err := net.InterfaceByName(pi.Name); err == nil {
-					ifx[ifc.Index] = pi.ID
+				if pi.Ifindex != 0 {
+					ifx[pi.Ifindex] = pi.ID
 				}
 			}
 			c, nss := t.xdpConfig(clk, ifx)

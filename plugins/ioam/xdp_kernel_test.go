@@ -138,9 +138,9 @@ func opaqueOf(tt uint32) int {
 }
 
 // ioam.transit offloaded through a real xdp port: linerate runs in the
-// kernel namespace with an xdp port on lra1 (named as its interface, so
-// the program writes its ingress ids) and ioam.transit with offload =
-// "xdp". The program fills its node as frames arrive and hands them to the
+// kernel namespace with an xdp port on lra1 (named apart from its
+// interface: the program knows the ingress port by the port's ifindex, and
+// writes its ids) and ioam.transit with offload = "xdp". The program fills its node as frames arrive and hands them to the
 // kernel, which fills its own and routes them; linerate's decap on the far
 // side reads encap, the offloaded transit, the kernel, decap.
 func TestXDPTransitOffloadEngine(t *testing.T) {
@@ -153,7 +153,7 @@ pin = false
 [control]
 listen = ""
 [[ports]]
-name = "lra1"
+name = "edge0"
 driver = "xdp"
 interface = "lra1"
 [[ports.match]]          # nothing the test sends: the program handles it all
@@ -162,7 +162,7 @@ udp_dst_port = 9
 [[pipelines]]
 name = "transit"
 lcores = [1]
-rx = ["lra1"]
+rx = ["edge0"]
 [[pipelines.stages]]
 kind = "ioam.transit"
 name = "tr"
@@ -170,9 +170,9 @@ offload = "xdp"
 node_id = 2
 node_id_wide = 0x202
 timestamp = "posix"
-egress_port = "lra1"
+egress_port = "edge0"
 namespaces = [ { id = 123, data = 0xD2 } ]
-interfaces = [ { port = "lra1", id = 20, id_wide = 2000 } ]
+interfaces = [ { port = "edge0", id = 20, id_wide = 2000 } ]
 `))
 	if err != nil {
 		t.Fatal(err)

@@ -281,7 +281,7 @@ func (p *Port) Info() ports.Info {
 	detail := map[string]string{TimestampHardware: detailHardware, TimestampKernel: detailKernel,
 		TimestampEngine: detailEngine}[p.tsSource]
 	return ports.Info{Driver: "afpacket", RxQueues: len(p.rx), TxQueues: len(p.tx), MTU: p.mtu, MAC: p.mac,
-		TimestampSource: p.tsSource, TimestampDetail: detail, LinkUp: p.linkUp()}
+		TimestampSource: p.tsSource, TimestampDetail: detail, LinkUp: p.linkUp(), Ifindex: p.ifindex}
 }
 
 func (p *Port) linkUp() bool {

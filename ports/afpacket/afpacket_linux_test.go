@@ -580,17 +580,20 @@ func TestInfo(t *testing.T) {
 	pool := porttest.Pool(t, 16, 2048)
 	p := l.open(t, smallRing("info", pool))
 	var want net.HardwareAddr
+	var index int
 	if err := l.ns.Do(func() error {
 		ifc, err := net.InterfaceByName("lra")
-		want = ifc.HardwareAddr
+		if err == nil {
+			want, index = ifc.HardwareAddr, ifc.Index
+		}
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	info := p.Info()
 	if info.Driver != "afpacket" || info.MTU != 4000 || !bytes.Equal(info.MAC[:], want) || !info.LinkUp ||
-		info.TimestampSource != "engine" || info.RxQueues != 1 || info.TxQueues != 1 {
-		t.Errorf("info %+v, want MAC %v", info, want)
+		info.TimestampSource != "engine" || info.RxQueues != 1 || info.TxQueues != 1 || info.Ifindex != index {
+		t.Errorf("info %+v, want MAC %v, ifindex %d", info, want, index)
 	}
 	l.ns.IP(t, "link", "set", "lrb", "down")
 	// The kernel turns the carrier off at once, but the operational state

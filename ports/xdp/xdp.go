@@ -682,7 +682,7 @@ func (p *Port) Info() ports.Info {
 	}
 	detail += fmt.Sprintf("; XDP %s mode, AF_XDP %s", p.mode, mode)
 	return ports.Info{Driver: "xdp", RxQueues: p.rxq, TxQueues: p.txq, MTU: p.mtu, MAC: p.mac, TimestampSource: src,
-		TimestampDetail: detail, OwnPoolOnly: true, LinkUp: p.linkUp()}
+		TimestampDetail: detail, OwnPoolOnly: true, LinkUp: p.linkUp(), Ifindex: p.ifindex}
 }
 
 func (p *Port) linkUp() bool {

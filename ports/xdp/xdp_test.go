@@ -113,8 +113,19 @@ func TestRxTx(t *testing.T) {
 	p := openPort(t, ns, Options{Name: "p0", Interface: "xa", Rules: []Rule{{UDPDstPort: ptr(862)}},
 		Clock: clock.NewSystem(), RingSize: 256})
 	info := p.Info()
-	if info.TimestampSource != "kernel" || !strings.Contains(info.TimestampDetail, "copy") || !info.OwnPoolOnly {
-		t.Errorf("info %+v", info)
+	var index int
+	if err := ns.Do(func() error {
+		ifc, err := net.InterfaceByName("xa")
+		if err == nil {
+			index = ifc.Index
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if info.TimestampSource != "kernel" || !strings.Contains(info.TimestampDetail, "copy") || !info.OwnPoolOnly ||
+		info.Ifindex != index {
+		t.Errorf("info %+v, want ifindex %d", info, index)
 	}
 	const n = 40
 	before := clock.Mono()
