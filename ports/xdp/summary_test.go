@@ -255,7 +255,7 @@ func showRules(rs []Rule) string {
 // the summary first and through the same program walking the rules for
 // every packet (BPF_PROG_TEST_RUN): the same verdict, the same bytes, the
 // same counters. And the summary does decide: most of the frames no rule
-// takes pass on it.
+// takes pass on it, and the host's frames beside the docs' rules all do.
 func TestDispatcherSummary(t *testing.T) {
 	p := newSummaryPair(t)
 	r := rand.New(rand.NewPCG(16, 1))
@@ -282,8 +282,8 @@ func TestDispatcherSummary(t *testing.T) {
 		t.Errorf("%d frames: %d taken, %d passed on the summary: the test does not exercise both", frames, taken, early)
 	}
 	// The host's traffic beside a STAMP rule and an IOAM rule, the
-	// configuration of the docs: every frame without extension headers that
-	// is not STAMP passes on the summary.
+	// configuration of the docs: every frame that is not STAMP and carries
+	// no IOAM option passes on the summary, extension headers or not.
 	rs := []Rule{
 		{NextHeader: ptr(17), UDPDstPort: ptr(862)},
 		{DstPrefix: netip.MustParsePrefix("2001:db8:aa::/48"), IOAM: ptr(true)},
@@ -298,6 +298,11 @@ func TestDispatcherSummary(t *testing.T) {
 		{"other udp", frame6(t, "2001:db8::2", nil, 9), true},
 		{"stamp", frame6(t, "2001:db8::2", nil, 862), false},
 		{"ioam", frame6(t, "2001:db8:aa::9", []layers.IPv6HopByHopOption{ioamOpt()}, 0), false},
+		{"ioam outside the prefix", frame6(t, "2001:db8:ab::9", []layers.IPv6HopByHopOption{ioamOpt()}, 0), false},
+		{"hop-by-hop router alert", frame6(t, "2001:db8::2", []layers.IPv6HopByHopOption{
+			{OptionType: 5, OptionLength: 2, OptionData: []byte{0, 0}}}, 0), true},
+		{"stamp behind hop-by-hop", frame6(t, "2001:db8::2", []layers.IPv6HopByHopOption{
+			{OptionType: 5, OptionLength: 2, OptionData: []byte{0, 0}}}, 862), false},
 		{"not ip", append(make([]byte, 12), 0x88, 0xb5), true},
 	} {
 		if got := p.compare(t, rs, c.frame); got != c.early {

@@ -59,20 +59,24 @@ struct control {
 /* The pass path's summary of the rules in force, computed in user space at
  * each load and reload (ports/xdp/summary.go). Most of the host's own traffic
  * is IPv4, or IPv6 without extension headers, to ports no rule names: it is
- * decided XDP_PASS on its first headers, without the rule walk. A summary
- * only ever says "no rule can take this"; what it cannot rule out meets the
- * rules. Bitmaps: bit n of word n/64. */
+ * decided XDP_PASS on its first headers, without the rule walk; IPv6 with
+ * extension headers is decided the same way once parsed, by what they hold.
+ * A summary only ever says "no rule can take this"; what it cannot rule out
+ * meets the rules. Bitmaps: bit n of word n/64. */
 struct summary {
-	__u32 flags; /* S_* */
-	__u32 _pad;
+	__u32 flags;     /* S_* */
+	__u8 udp_any6;   /* bit p: a rule may take IPv6 UDP to any port, presence p */
+	__u8 _pad[3];
 	__u64 proto4[4]; /* protocols a rule may take in IPv4 */
-	__u64 proto6[4]; /* next headers a rule may take in IPv6 without extension headers */
-	__u64 udp_dst[1024]; /* UDP destination ports a rule may take (unless S_UDP_ANY*) */
+	/* Next headers a rule may take in IPv6, by the presence p of a Hop-by-Hop
+	 * header (bit 0), an SRH (bit 1) and an IOAM option (bit 2); [0] is
+	 * IPv6 without extension headers. */
+	__u64 proto6[8][4];
+	__u64 udp_dst[1024]; /* UDP destination ports a rule may take (unless *_ANY) */
 };
 
 #define S_NON_IP (1 << 0)   /* a rule takes frames that are neither IPv4 nor IPv6 */
 #define S_UDP_ANY4 (1 << 1) /* a rule may take IPv4 UDP to any port */
-#define S_UDP_ANY6 (1 << 2) /* a rule may take IPv6 UDP to any port */
 
 /* Per-CPU counters, by index (ports/xdp's dispatcherCounters names them). */
 enum {
@@ -361,8 +365,8 @@ static __always_inline int ruled_out(struct xdp_md *ctx, const struct summary *s
 		if (proto == 0 || proto == 43 || proto == 60)
 			return 0; /* extension headers: the rules decide */
 		off += 40;
-		protos = s->proto6;
-		udp_any = s->flags & S_UDP_ANY6;
+		protos = s->proto6[0];
+		udp_any = s->udp_any6 & 1;
 	} else if (type == bpf_htons(ETH_P_IP)) {
 		__u8 *ip4 = data + off;
 		if ((void *)(ip4 + 20) > end)
@@ -383,6 +387,31 @@ static __always_inline int ruled_out(struct xdp_md *ctx, const struct summary *s
 	if ((void *)(u + 4) > end)
 		return 0;
 	return !bit(s->udp_dst, bpf_ntohs(u[1]));
+}
+
+/* ruled_out_parsed is ruled_out for a packet parse has walked: IPv6 with
+ * extension headers too, by what they hold. */
+static __always_inline int ruled_out_parsed(const struct layers *l, const struct summary *s)
+{
+	const __u64 *protos;
+	__u32 udp_any;
+	if (l->family == 4) {
+		protos = s->proto4;
+		udp_any = s->flags & S_UDP_ANY4;
+	} else if (l->family == 6) {
+		__u32 p = (l->hbh | l->srh << 1 | l->ioam << 2) & 7;
+		protos = s->proto6[p];
+		udp_any = (s->udp_any6 >> p) & 1;
+	} else {
+		return !(s->flags & S_NON_IP);
+	}
+	if (!bit(protos, l->proto))
+		return 1;
+	if (l->proto != IPPROTO_UDP || udp_any)
+		return 0;
+	if (!l->udp)
+		return 1; /* no ports (a fragment, cut short): every rule that may take it names one */
+	return !bit(s->udp_dst, bpf_ntohs(l->dport));
 }
 
 #ifdef LR_DEV_BOUND
@@ -459,18 +488,20 @@ int lr_dispatch(struct xdp_md *ctx)
 		count(C_MATCHED);
 		return up(ctx);
 	}
-	if (use_summary) {
-		__u32 k = c->active & 1;
-		struct summary *s = bpf_map_lookup_elem(&summaries, &k);
-		if (s && ruled_out(ctx, s)) {
-			count(C_PASSED_EARLY);
-			return XDP_PASS;
-		}
+	__u32 k = c->active & 1;
+	struct summary *s = use_summary ? bpf_map_lookup_elem(&summaries, &k) : 0;
+	if (s && ruled_out(ctx, s)) {
+		count(C_PASSED_EARLY);
+		return XDP_PASS;
 	}
 	struct layers l = {};
 	if (parse(ctx, &l) < 0) {
 		count(C_UNPARSED);
 		count(C_PASSED);
+		return XDP_PASS;
+	}
+	if (s && ruled_out_parsed(&l, s)) {
+		count(C_PASSED_EARLY);
 		return XDP_PASS;
 	}
 	struct match_ctx m = {.l = &l, .base = (c->active & 1) * MAX_RULES, .count = c->count};
