@@ -187,6 +187,11 @@ func TestRxTx(t *testing.T) {
 	if st.RxPackets != n || st.TxPackets != n || st.Extra["xdp_matched"] != n || st.Extra["xdp_passed"] < n {
 		t.Errorf("stats %+v", st)
 	}
+	// The frames to port 863 (and whatever else the kernel sent) went by
+	// the rules' summary, without the rule walk.
+	if early := st.Extra["xdp_passed_early"]; early < n || early > st.Extra["xdp_passed"] {
+		t.Errorf("xdp_passed_early %d, want %d to xdp_passed's %d", early, n, st.Extra["xdp_passed"])
+	}
 }
 
 // TestRefuseOthers: an XDP program someone else attached with netlink is

@@ -169,6 +169,12 @@ func TestXDPRouter(t *testing.T) {
 		t.Errorf("host traffic: port edge0 took %d packets, passed %d: want none taken, all passed",
 			p.RxPackets, p.Extra["xdp_passed"])
 	}
+	// None of it is what a rule names (UDP to 862): it all passes on the
+	// rules' summary, without the rule walk.
+	if p := st.port("edge0"); p.Extra["xdp_passed_early"] != p.Extra["xdp_passed"] {
+		t.Errorf("host traffic: %d of %d passed on the rules' summary, want all", p.Extra["xdp_passed_early"],
+			p.Extra["xdp_passed"])
+	}
 
 	// STAMP to the router goes to linerate, which answers; the router's own
 	// socket on 862 never sees it.
