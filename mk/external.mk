@@ -1,4 +1,4 @@
-# The external stage (issue 17): the example plugin, built with linerate, and
+# The external stage (issue 17): the example plugins, built with linerate, and
 # make bench-external.
 #
 # First BenchmarkLend: the lcore's cost of lending a burst and taking it back
@@ -17,6 +17,7 @@ all: build-plugins
 
 build-plugins:
 	$(GO) build -o $(BIN)/linerate-sampler ./plugins/sdk/examples/sampler
+	$(GO) build -o $(BIN)/linerate-mirror ./plugins/sdk/examples/mirror
 
 bench-external:
 	$(GO) test -run XXX -bench BenchmarkLend -benchtime 200000x -count 3 ./plugins/external

@@ -81,7 +81,7 @@ func BenchmarkLend(b *testing.B) {
 
 // lendRig is an instance with a live link to an in-process memif server,
 // whose view of the rings it returns.
-func lendRig(b *testing.B, pool *packet.Slab) (*instance, *memif.Conn) {
+func lendRig(b testing.TB, pool *packet.Slab) (*instance, *memif.Conn) {
 	sock := filepath.Join(b.TempDir(), "m.sock")
 	ln, err := memif.Listen(sock)
 	if err != nil {
@@ -90,13 +90,14 @@ func lendRig(b *testing.B, pool *packet.Slab) (*instance, *memif.Conn) {
 	b.Cleanup(func() { ln.Close() })
 	accepted := make(chan *memif.Conn, 1)
 	go func() {
-		c, err := ln.Accept(memif.ServerConfig{MaxC2S: 1, MaxS2C: 1, PollC2S: true})
+		c, err := ln.Accept(memif.ServerConfig{MaxC2S: 2, MaxS2C: 2, PollC2S: true})
 		if err != nil {
 			b.Error(err)
 		}
 		accepted <- c
 	}()
-	rings, err := memif.NewRegion("bench-rings", 2*memif.RingBytes(10))
+	rb := uint32(memif.RingBytes(10))
+	rings, err := memif.NewRegion("bench-rings", 4*int(rb))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,7 +106,8 @@ func lendRig(b *testing.B, pool *packet.Slab) (*instance, *memif.Conn) {
 	l.regionOf[pool.ID()] = 1
 	l.base[pool.ID()] = uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 	c, err := memif.Dial(memif.ClientConfig{Socket: sock, Regions: []*memif.Region{rings, {Mem: mem, FD: fd}},
-		Rings: []memif.RingSpec{{Kind: memif.C2S, Log2: 10}, {Kind: memif.S2C, Offset: uint32(memif.RingBytes(10)), Log2: 10}}})
+		Rings: []memif.RingSpec{{Kind: memif.C2S, Log2: 10}, {Kind: memif.C2S, Index: 1, Offset: rb, Log2: 10},
+			{Kind: memif.S2C, Offset: 2 * rb, Log2: 10}, {Kind: memif.S2C, Index: 1, Offset: 3 * rb, Log2: 10}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,7 +122,8 @@ func lendRig(b *testing.B, pool *packet.Slab) (*instance, *memif.Conn) {
 	in.c = counters{lent: set.New("lent", ""), returned: set.New("returned", ""), forwarded: set.New("forwarded", ""),
 		dropped: set.New("dropped", ""), consumed: set.New("consumed", ""), marked: set.New("marked", ""),
 		copies: set.New("copies", ""), badWindow: set.New("bad_window", ""), reclaimed: set.New("reclaimed", ""),
-		lost: set.New("plugin_lost", ""), restarts: set.New("plugin_restarts", "")}
+		lost: set.New("plugin_lost", ""), restarts: set.New("plugin_restarts", ""),
+		emitted: set.New("emitted", ""), badEmit: set.New("bad_emit", "")}
 	in.sync()
 	if in.l == nil {
 		b.Fatal("no link")

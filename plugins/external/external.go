@@ -7,10 +7,13 @@
 // order lent, and Produce gives them to the stages after this one, forwards
 // them, or frees them, as the plugin said. Packets of linerate's own (shared,
 // memfd-backed) pools go without a copy; others (DPDK mbufs) are copied into
-// the stage's pool first, and counted. A plugin that dies or hangs is killed,
-// reaped, and only then are its packets taken back; meanwhile packets fail
-// open (continue) or closed (drop as plugin_down), and the plugin restarts
-// with backoff.
+// the stage's pool first, and counted. A plugin that makes packets (its
+// stage asked for a pool) is lent empty buffers of a shared pool and emits
+// them back, to a port or to the next stage; every emit is checked against
+// what it was lent. A plugin that dies or hangs is killed, reaped, and only
+// then are its packets and buffers taken back; meanwhile packets fail open
+// (continue) or closed (drop as plugin_down), and the plugin restarts with
+// backoff.
 package external
 
 import (
@@ -147,6 +150,23 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 		lost:      cs.New("plugin_lost", "times the plugin died or hung and was killed (instance 0 counts)"),
 		restarts:  cs.New("plugin_restarts", "times the plugin was started again (instance 0 counts)"),
 	}
+	if sv.emitBuffers > 0 {
+		// Spares for the plugin's new packets: up to a ring's worth lent per
+		// instance, and as many again in flight on linerate's side (tx
+		// buffers, the stages after this one) before the plugin runs short.
+		spares := min(sv.emitBuffers, c.RingSize, memif.ExtMaxSpare)
+		in.emitPool, err = s.Pool("external."+s.Name+".emit", 2*spares*s.NumInstances+packet.MaxBurst, sv.emitDataRoom)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the plugin's pool: %w", s.Config.Where(), err)
+		}
+		in.spare = make([]packet.Handle, spares)
+		in.freeIDs = make([]uint16, 0, spares)
+		for id := spares - 1; id >= 0; id-- {
+			in.freeIDs = append(in.freeIDs, uint16(id))
+		}
+		in.c.emitted = cs.New("emitted", "packets the plugin made and emitted, to a port or the next stage")
+		in.c.badEmit = cs.New("bad_emit", "emits naming no buffer lent to the plugin (forged, replayed) or a window outside it: dropped")
+	}
 	in.reasons = map[string]*stats.Counter{}
 	for _, name := range sv.caps.Reasons {
 		if _, known := packet.LookupReason(name); !known && name != "" {
@@ -164,6 +184,7 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 
 type counters struct {
 	lent, returned, forwarded, dropped, consumed, marked, copies, badWindow, reclaimed, lost, restarts *stats.Counter
+	emitted, badEmit                                                                                   *stats.Counter
 }
 
 // instance is the stage on one lcore.
@@ -190,6 +211,17 @@ type instance struct {
 	orphans                bool
 	seenLost, seenRestarts uint64
 
+	// The plugin's new packets (nil emitPool: it makes none). spare[id] is
+	// the buffer lent on the spare ring under id, 0 when that id is not lent;
+	// freeIDs the ids that are not. spareHead is the spare ring's head,
+	// emitDone the next emit to read.
+	emitPool  packet.Pool
+	spare     []packet.Handle
+	freeIDs   []uint16
+	spareHead uint16
+	emitDone  uint16
+	fresh     packet.Burst // lendSpares' allocations
+
 	outstanding atomicInt
 	progress    atomicInt
 }
@@ -209,7 +241,7 @@ func (in *instance) Start(ctx *plugins.Context) error {
 // sync takes a new link, or gives up one whose plugin is dead.
 func (in *instance) sync() {
 	if in.l != nil && in.sv.dead.Load() >= in.l.gen {
-		in.orphans = in.head != in.done
+		in.orphans = in.head != in.done || in.spares() > 0
 		in.l.close()
 		in.l = nil
 	}
@@ -217,8 +249,11 @@ func (in *instance) sync() {
 		if l := in.sv.next[in.idx].Swap(nil); l != nil {
 			in.l = l
 			in.head, in.done = 0, 0
-			// Every result slot is free: results name no buffer.
+			in.spareHead, in.emitDone = 0, 0
+			// Every result and emit slot is free: the host's S2C slots
+			// carry no buffers.
 			l.conn.S2C[0].SetHead(uint16(len(in.lent)))
+			l.conn.S2C[1].SetHead(l.conn.S2C[1].Size())
 		}
 	}
 	if in.idx == 0 {
@@ -244,6 +279,10 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 			}
 		}
 		return
+	}
+	if len(in.freeIDs) > 0 && in.emitPool != nil {
+		// Spare buffers go before the packets they may be copied for.
+		in.lendSpares(ctx)
 	}
 	r := in.l.conn.C2S[0]
 	size := uint16(len(in.lent))
@@ -302,7 +341,13 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 		return
 	}
 	r := in.l.conn.S2C[0]
+	// Results first, then emits: the plugin publishes a burst's emits before
+	// its results, so every emit of a result seen here is seen too.
 	avail := min(r.Tail()-in.done, in.head-in.done)
+	if in.emitPool != nil {
+		in.emits(ctx, b)
+		in.lendSpares(ctx)
+	}
 	if avail == 0 {
 		return
 	}
@@ -362,10 +407,106 @@ func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, 
 	}
 }
 
+// spares is how many spare buffers the plugin has.
+func (in *instance) spares() int { return len(in.spare) - len(in.freeIDs) }
+
+// lendSpares tops the plugin's spare buffers up: every id not lent gets a
+// fresh buffer of the emit pool, on the spare ring.
+func (in *instance) lendSpares(ctx *plugins.Context) {
+	if len(in.freeIDs) == 0 {
+		return
+	}
+	r := in.l.conn.C2S[1]
+	for len(in.freeIDs) > 0 && in.emitPool.Alloc(&in.fresh, min(len(in.freeIDs), packet.MaxBurst)) > 0 {
+		in.lend(ctx, r, &in.fresh)
+	}
+	r.SetHead(in.spareHead)
+}
+
+// lend puts the fresh buffers of b on the spare ring, each under a free id,
+// and empties b.
+func (in *instance) lend(ctx *plugins.Context, r *memif.Ring, b *packet.Burst) {
+	for _, h := range b.Handles() {
+		id := in.freeIDs[len(in.freeIDs)-1]
+		in.freeIDs = in.freeIDs[:len(in.freeIDs)-1]
+		p := h.P()
+		pid := p.PoolID()
+		*r.D(in.spareHead) = memif.Desc{Region: in.l.regionOf[pid], Offset: uint32(bufAddr(p) - in.l.base[pid]),
+			Length: uint32(p.Cap()), Metadata: memif.ExtSpare(p.Headroom(), id)}
+		packet.Own(h, packet.OpLend, packet.NoOwner, ctx.Stage)
+		in.spare[id] = h
+		in.spareHead++
+	}
+	b.N = 0
+}
+
+// emits takes the packets the plugin made: each to its port (Emit) or into
+// b, on to the next stage, as far as b has room. At most a burst's worth of
+// descriptors is read per call, whatever tail the plugin wrote, so that a
+// tx buffer, flushed every loop, takes them.
+func (in *instance) emits(ctx *plugins.Context, b *packet.Burst) {
+	r := in.l.conn.S2C[1]
+	tail := r.Tail()
+	start := in.emitDone
+	for n := packet.MaxBurst; in.emitDone != tail && n > 0 && b.N < packet.MaxBurst; n-- {
+		d := r.Load(in.emitDone)
+		in.emitDone++
+		in.emit(ctx, d, b)
+	}
+	if in.emitDone != start {
+		r.SetHead(in.emitDone + r.Size())
+	}
+}
+
+// emit applies one emit descriptor. The buffer it names must be lent to the
+// plugin right now (an id is lent once, and comes back once), and the window
+// must lie inside it: anything else is counted as bad_emit and touches no
+// memory but that buffer's metadata, which is linerate's.
+func (in *instance) emit(ctx *plugins.Context, d memif.Desc, b *packet.Burst) {
+	id := memif.ExtEmitID(d.Metadata)
+	if int(id) >= len(in.spare) || in.spare[id] == 0 {
+		in.c.badEmit.Inc()
+		return
+	}
+	h := in.spare[id]
+	in.spare[id] = 0
+	in.freeIDs = append(in.freeIDs, id)
+	p := h.P()
+	pid := p.PoolID()
+	off, length, ok := window(d, in.l.regionOf[pid], uint64(bufAddr(p)-in.l.base[pid]), p.Cap())
+	code := d.Metadata & 0xF
+	if !ok || code != memif.ExtForward && code != memif.ExtContinue {
+		in.c.badEmit.Inc()
+		ctx.Env.Free(h)
+		return
+	}
+	p.SetWindow(off, length)
+	in.c.emitted.Inc()
+	if code == memif.ExtForward {
+		ctx.Emit(h, uint16(d.Metadata>>16))
+		return
+	}
+	p.Continue()
+	b.H[b.N] = h
+	b.N++
+}
+
+// pendingEmits is how many emits the plugin wrote that are not taken yet,
+// at most its spare buffers.
+func (in *instance) pendingEmits() int {
+	if in.l == nil || in.emitPool == nil {
+		return 0
+	}
+	return min(int(in.l.conn.S2C[1].Tail()-in.emitDone), in.spares())
+}
+
 // dataAddr is the address of p's first data byte.
 func dataAddr(p *packet.Packet) uintptr {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(p.DataTail())))
 }
+
+// bufAddr is the address of p's buffer's first byte.
+func bufAddr(p *packet.Packet) uintptr { return dataAddr(p) - uintptr(p.Offset()) }
 
 // window is the data window a result gives a packet lent from region, whose
 // buffer starts at start in the region and holds capacity bytes: ok only when
@@ -393,19 +534,34 @@ func (in *instance) reclaim(ctx *plugins.Context, b *packet.Burst) {
 		}
 	}
 	if in.done == in.head {
+		in.freeSpares(ctx)
 		in.orphans = false
 		in.outstanding.Store(0)
 	}
 }
 
-// Held is what the instance has lent: a drain waits for it.
-func (in *instance) Held() int { return int(in.head - in.done) }
+// freeSpares takes back the spare buffers the plugin had (and what it
+// emitted that was not taken): its process is gone.
+func (in *instance) freeSpares(ctx *plugins.Context) {
+	for id, h := range in.spare {
+		if h != 0 {
+			in.spare[id] = 0
+			in.freeIDs = append(in.freeIDs, uint16(id))
+			ctx.Env.Free(h)
+		}
+	}
+}
+
+// Held is what the instance has lent and not had back, and the plugin's
+// emits not taken yet: a drain waits for them. Spare buffers the plugin
+// merely holds are no packets in flight.
+func (in *instance) Held() int { return int(in.head-in.done) + in.pendingEmits() }
 
 // Stop takes back what is still lent, after the plugin is stopped and gone;
 // the last instance to stop ends the plugin.
 func (in *instance) Stop(ctx *plugins.Context) {
-	if in.head != in.done {
-		in.sv.kill() // reaped before anything lent is reused
+	if in.head != in.done || in.spares() > 0 {
+		in.sv.end() // stopped and reaped before anything lent is reused
 	}
 	for in.done != in.head {
 		h := in.lent[in.done&in.mask]
@@ -413,6 +569,7 @@ func (in *instance) Stop(ctx *plugins.Context) {
 		in.c.reclaimed.Inc()
 		ctx.Env.Free(h)
 	}
+	in.freeSpares(ctx)
 	if in.l != nil {
 		in.l.close()
 		in.l = nil

@@ -62,7 +62,10 @@ type supervisor struct {
 	dir    string // the socket's directory, 0700
 	caps   *api.CapabilitiesReply
 	state  atomic.Value // string
-	stats  atomic.Pointer[map[string]uint64]
+	// What the plugin's stage asked to make packets with (Setup.Pool): spare
+	// buffers per instance, and their data room; 0 when it makes none.
+	emitBuffers, emitDataRoom int
+	stats                     atomic.Pointer[map[string]uint64]
 
 	// gen is the plugin process's generation; dead the generation last lost
 	// (killed and reaped). An instance whose link is of a dead generation
@@ -74,6 +77,7 @@ type supervisor struct {
 
 	lost, restarts atomic.Uint64
 	startOnce      sync.Once
+	endOnce        sync.Once
 	startErr       error
 	stop           chan struct{}
 	done           chan struct{}
@@ -190,9 +194,13 @@ func (sv *supervisor) launch() error {
 	if err == nil && caps.ExtVersion != memif.ExtVersion {
 		err = fmt.Errorf("speaks descriptor extension %d, linerate %d", caps.ExtVersion, memif.ExtVersion)
 	}
+	var conf *api.ConfigureReply
 	if err == nil {
-		_, err = rpc.Configure(ctx, &api.ConfigureRequest{Name: sv.name, ConfigToml: sv.toml, Where: sv.where,
+		conf, err = rpc.Configure(ctx, &api.ConfigureRequest{Name: sv.name, ConfigToml: sv.toml, Where: sv.where,
 			Instances: uint32(sv.instances), Ports: sv.ports})
+	}
+	if err == nil && conf.EmitBuffers > 0 && (conf.EmitDataRoom < 64 || conf.EmitDataRoom > maxEmitDataRoom) {
+		err = fmt.Errorf("asks for buffers of %d bytes to make packets in: 64..%d", conf.EmitDataRoom, maxEmitDataRoom)
 	}
 	if err != nil {
 		client.Kill()
@@ -212,6 +220,7 @@ func (sv *supervisor) launch() error {
 	}
 	sv.mu.Lock()
 	sv.client, sv.rpc, sv.caps, sv.dir, sv.conn = client, rpc, caps, dir, conn
+	sv.emitBuffers, sv.emitDataRoom = int(conf.EmitBuffers), int(conf.EmitDataRoom)
 	sv.pid = client.ReattachConfig().Pid
 	sv.mu.Unlock()
 	sv.gen.Add(1)
@@ -309,14 +318,20 @@ func (sv *supervisor) connect() error {
 	return nil
 }
 
-// dial makes instance i's link: region 0 its two rings, then every shared
+// maxEmitDataRoom bounds the buffers a plugin may ask for to make packets
+// in: a jumbo frame's.
+const maxEmitDataRoom = 9216
+
+// dial makes instance i's link: region 0 its four rings (lent packets and
+// spare buffers to the plugin, results and emits back), then every shared
 // slab pool, so that any packet of those pools can be lent without a copy.
 func (sv *supervisor) dial(i int, gen uint64) (*link, error) {
 	log2 := uint8(0)
 	for 1<<log2 < sv.cfg.RingSize {
 		log2++
 	}
-	rings, err := memif.NewRegion(fmt.Sprintf("linerate-%s-%d", sv.name, i), 2*memif.RingBytes(log2))
+	rb := uint32(memif.RingBytes(log2))
+	rings, err := memif.NewRegion(fmt.Sprintf("linerate-%s-%d", sv.name, i), 4*int(rb))
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +352,9 @@ func (sv *supervisor) dial(i int, gen uint64) (*link, error) {
 	}
 	c, err := memif.Dial(memif.ClientConfig{Socket: sv.socket(), ID: uint32(i), Name: "linerate:" + sv.name,
 		Regions: regions, Rings: []memif.RingSpec{{Kind: memif.C2S, Log2: log2},
-			{Kind: memif.S2C, Offset: uint32(memif.RingBytes(log2)), Log2: log2}}})
+			{Kind: memif.C2S, Index: 1, Offset: rb, Log2: log2},
+			{Kind: memif.S2C, Offset: 2 * rb, Log2: log2},
+			{Kind: memif.S2C, Index: 1, Offset: 3 * rb, Log2: log2}}})
 	if err != nil {
 		rings.Close()
 		return nil, err
@@ -466,26 +483,33 @@ func (sv *supervisor) pollStats() {
 	}
 }
 
-// close stops the watch, asks the plugin to stop and ends it. The instances
-// have reclaimed or got back everything they lent.
+// end stops the watch, asks the plugin to stop, and ends it: once, from the
+// first instance that stops with something lent, or from close. After it the
+// plugin is reaped and never restarted, so what it had can be reused.
+func (sv *supervisor) end() {
+	sv.endOnce.Do(func() {
+		close(sv.stop)
+		sv.startOnce.Do(func() { close(sv.done) })
+		<-sv.done
+		sv.mu.Lock()
+		rpc := sv.rpc
+		sv.mu.Unlock()
+		if rpc != nil && sv.state.Load() == StateUp {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, _ = rpc.Stop(ctx, &api.StopRequest{})
+			cancel()
+		}
+		sv.kill()
+	})
+}
+
+// close ends the plugin and its links. The instances have reclaimed or got
+// back everything they lent.
 func (sv *supervisor) close() {
-	select {
-	case <-sv.stop:
+	if sv.state.Load() == StateStopped {
 		return
-	default:
 	}
-	close(sv.stop)
-	sv.startOnce.Do(func() { close(sv.done) })
-	<-sv.done
-	sv.mu.Lock()
-	rpc := sv.rpc
-	sv.mu.Unlock()
-	if rpc != nil && sv.state.Load() == StateUp {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, _ = rpc.Stop(ctx, &api.StopRequest{})
-		cancel()
-	}
-	sv.kill()
+	sv.end()
 	for i := range sv.next {
 		if l := sv.next[i].Swap(nil); l != nil {
 			l.close()

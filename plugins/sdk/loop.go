@@ -29,6 +29,13 @@ type instance struct {
 
 	meta []byte // MaxBurst packets' metadata, off the Go heap
 	env  env
+	// emit is the stage's Setup.Pool, the buffers linerate lends it to make
+	// packets in; nil when it asked for none.
+	emit *emitPool
+	// producer is the stage when it is a Producer: what its Produce makes
+	// goes to the stage after the external one. made is its burst.
+	producer plugins.Producer
+	made     packet.Burst
 
 	mu      sync.Mutex
 	conn    *memif.Conn
@@ -44,12 +51,22 @@ func newInstance(idx int, st plugins.Stage, counters *stats.Set, pool packet.Poo
 		return nil, err
 	}
 	in := &instance{idx: idx, stage: st, counters: counters, pool: pool, clk: clk, log: log, cpu: -1, meta: meta}
+	in.producer, _ = st.(plugins.Producer)
 	in.env.base = uintptr(unsafe.Pointer(&meta[0]))
 	for k := 0; k < packet.MaxBurst; k++ {
 		// The metadata is the plugin's for good: an lcore's in a checked build.
 		packet.Own(packet.Handle(in.env.base+uintptr(k*packet.MetaSize)), packet.OpAlloc, packet.NoOwner, -1)
 	}
 	return in, nil
+}
+
+// useEmitPool gives the instance the stage's pool, and room for a burst's
+// emits and frees of all its buffers.
+func (in *instance) useEmitPool(ep *emitPool) {
+	in.emit = ep
+	in.env.pool = ep
+	in.env.emits = make([]emitRec, 0, len(ep.bufs))
+	in.env.freed = make([]int, 0, len(ep.bufs))
 }
 
 // serve runs the instance on c, replacing a connection it had.
@@ -80,13 +97,28 @@ func (in *instance) stop() {
 	in.running.Wait()
 }
 
-// env is a plugin's Env: no transmit, no handoff; Free is the Consume
-// verdict's business (linerate frees the buffer). It keeps the marks of the
-// running burst's packets.
+// env is a plugin's Env. Emit sends a packet the stage made (of its
+// Setup.Pool) back to linerate, to a port; no handoff. Freeing a lent packet
+// is the Consume verdict's business (linerate frees the buffer); a packet the
+// stage made goes back to the pool at the end of the burst. It keeps the
+// marks of the running burst's packets.
 type env struct {
 	refused stats.Counter
 	base    uintptr // the metadata of the burst's packet 0
 	marked  [packet.MaxBurst]bool
+
+	pool  *emitPool
+	emits []emitRec   // the running burst's emits, in order
+	freed []int       // ids of the pool's buffers freed in the running burst
+	ring  *memif.Ring // S2C ring 1: emits
+	tail  uint16      // its tail
+}
+
+// emitRec is one emit: buffer id, ExtForward to port, or ExtContinue.
+type emitRec struct {
+	id   int
+	code uint32
+	port uint16
 }
 
 // Mark marks h, a packet of the running burst.
@@ -109,12 +141,67 @@ func Mark(ctx *plugins.Context, h packet.Handle) bool {
 	return false
 }
 
-func (e *env) Emit(packet.Handle, uint16) bool { e.refused.Inc(); return false }
+// Emit queues h, a packet the stage made, for port: it goes back to linerate
+// when the burst is done, in its own buffer. Anything else (a lent packet of
+// the burst, a handle emitted or freed already) is refused.
+func (e *env) Emit(h packet.Handle, port uint16) bool {
+	return e.queue(h, memif.ExtForward, port)
+}
+
+func (e *env) queue(h packet.Handle, code uint32, port uint16) bool {
+	if e.pool == nil {
+		e.refused.Inc()
+		return false
+	}
+	id, ok := e.pool.idOf(h)
+	if !ok {
+		e.refused.Inc()
+		return false
+	}
+	e.pool.bufs[id].state = spareOut
+	e.emits = append(e.emits, emitRec{id, code, port})
+	return true
+}
+
+// Free gives up a packet the stage made: back to the pool when the burst is
+// done. A lent packet's buffer is linerate's: its verdict (Consume) frees it.
+func (e *env) Free(h packet.Handle) {
+	if e.pool == nil {
+		return
+	}
+	if id, ok := e.pool.idOf(h); ok {
+		e.pool.bufs[id].state = spareOut
+		e.freed = append(e.freed, id)
+	}
+}
+
+// flush writes the burst's emits on the emit ring and publishes them, and
+// puts what the stage freed back in the pool: at the end of each burst,
+// before its results, so that linerate sees a packet's emits no later than
+// its result.
+func (e *env) flush() {
+	if e.pool == nil {
+		return
+	}
+	for _, r := range e.emits {
+		*e.ring.D(e.tail) = e.pool.desc(r.id, memif.ExtEmit(r.code, r.port, uint16(r.id)))
+		e.tail++
+		e.pool.gone(r.id)
+	}
+	if len(e.emits) > 0 {
+		e.ring.SetTail(e.tail)
+		e.emits = e.emits[:0]
+	}
+	for _, id := range e.freed {
+		e.pool.release(id)
+	}
+	e.freed = e.freed[:0]
+}
+
 func (e *env) TxDepth(uint16) int              { return 0 }
 func (e *env) Owner(uint64) int                { return 0 }
 func (e *env) Handoff(packet.Handle, int) bool { e.refused.Inc(); return false }
 func (e *env) NumInstances() int               { return 1 }
-func (e *env) Free(packet.Handle)              {}
 
 // run is the instance's thread: locked, pinned, polling its C2S ring.
 func (in *instance) run(c *memif.Conn, quit chan struct{}) {
@@ -141,12 +228,34 @@ func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 	}()
 	rx, tx := c.C2S[0], c.S2C[0]
 	var last uint16 // next C2S slot to read; the S2C slot of its result
+	var spareLast uint16
+	if in.emit != nil {
+		// A new connection lends afresh: linerate took back what the last
+		// one had.
+		in.emit.reset()
+		in.env.emits, in.env.freed = in.env.emits[:0], in.env.freed[:0]
+		in.env.ring, in.env.tail = c.S2C[1], 0
+	}
 	ticker, _ := in.stage.(plugins.Ticker)
+	producer := in.producer
 	nextTick := int64(0)
 	idle, idleSince := 0, int64(0)
 	var b packet.Burst
 	for {
 		n := min(rx.Head()-last, packet.MaxBurst)
+		if in.emit != nil {
+			// After the lent packets' head: linerate lends spare buffers
+			// before the packets they are for.
+			in.emit.take(c.Regions, c.C2S[1], &spareLast)
+		}
+		if producer != nil {
+			ctx.Now = in.clk.Now()
+			if in.produce(ctx) {
+				idle, idleSince = 0, 0
+				in.counters.Publish()
+				in.env.refused.Publish()
+			}
+		}
 		if n == 0 {
 			select {
 			case <-quit:
@@ -171,7 +280,7 @@ func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 					idleSince = now
 				} else if now-idleSince > int64(time.Millisecond) {
 					wait := 10 * time.Millisecond
-					if ticker != nil {
+					if ticker != nil || producer != nil {
 						wait = time.Millisecond
 					}
 					if sleep(rx, last, wait) {
@@ -189,6 +298,7 @@ func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 		in.bursts.Add(1)
 		in.packets.Add(uint64(n))
 		in.counters.Publish()
+		in.env.refused.Publish()
 	}
 }
 
@@ -214,6 +324,13 @@ func (in *instance) burst(ctx *plugins.Context, c *memif.Conn, rx, tx *memif.Rin
 	}
 	if bad == 0 {
 		in.stage.Process(ctx, b)
+	}
+	in.env.flush()
+	if in.producer != nil {
+		// What the burst made for the next stage goes before the burst's
+		// results: linerate's drain, once it has the results, waits for
+		// emits it sees.
+		in.produce(ctx)
 	}
 	for k := uint16(0); k < n; k++ {
 		// Packet k's own metadata, whatever the stage did to the burst's order.
@@ -241,6 +358,31 @@ func (in *instance) burst(ctx *plugins.Context, c *memif.Conn, rx, tx *memif.Rin
 		*tx.D(first + k) = memif.Desc{Region: d.Region, Offset: start + uint32(p.Offset()), Length: uint32(p.Len()), Metadata: word}
 	}
 	tx.SetTail(first + n)
+}
+
+// produce runs the stage's Produce: what it makes goes to linerate on the
+// emit ring, on to the stage after the external one (Continue) or to a port
+// (Forward); what it drops or consumes goes back to the pool. It reports
+// whether anything was made.
+func (in *instance) produce(ctx *plugins.Context) bool {
+	b := &in.made
+	b.N = 0
+	in.producer.Produce(ctx, b)
+	for _, h := range b.Handles() {
+		q := h.P()
+		switch q.Verdict() {
+		case packet.Continue:
+			in.env.queue(h, memif.ExtContinue, 0)
+		case packet.Forward:
+			in.env.queue(h, memif.ExtForward, q.OutPort)
+		default:
+			in.env.Free(h)
+		}
+	}
+	made := b.N > 0
+	b.N = 0
+	in.env.flush()
+	return made
 }
 
 // lentBuffer is the whole buffer of a lent packet (headroom, data, tailroom,

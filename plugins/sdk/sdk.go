@@ -17,7 +17,10 @@
 // own. What Process gives each packet goes back as its verdict
 // (appliance/memif's descriptor extension): Continue, Forward, Drop with one
 // of the plugin's reasons (packet.RegisterReason, as in process), or Consume.
-// A plugin cannot make packets: Emit reports false, and Handoff is refused.
+// A stage makes packets as in process: Setup.Pool gives it a pool, whose
+// buffers linerate lends (empty, shared, never copied), and Env.Emit sends
+// one to a port, or its Produce to the stage after the external one. Handoff
+// is refused.
 package sdk
 
 import (
@@ -192,7 +195,9 @@ func (s *server) Configure(_ context.Context, r *api.ConfigureRequest) (*api.Con
 		return v
 	}
 	var insts []*instance
+	reply := &api.ConfigureReply{}
 	for i := 0; i < int(r.Instances); i++ {
+		var ep *emitPool
 		tab, err := config.ParseTable(r.Where, []byte(r.ConfigToml))
 		if err != nil {
 			return nil, err
@@ -202,8 +207,18 @@ func (s *server) Configure(_ context.Context, r *api.ConfigureRequest) (*api.Con
 			NumInstances: int(r.Instances), Clock: s.clk, Log: s.log.With("stage", r.Name, "instance", i),
 			Counters:   counters,
 			Histograms: func(name, help, unit string) *stats.Histogram { return stats.NewHistogram() },
-			Pool: func(string, int, int) (packet.Pool, error) {
-				return nil, fmt.Errorf("a plugin has no pools: it cannot make packets")
+			// The instance's one pool, whatever its name: the buffers
+			// linerate lends it to make packets in.
+			Pool: func(_ string, buffers, dataRoom int) (packet.Pool, error) {
+				if ep != nil {
+					return ep, nil
+				}
+				if buffers <= 0 || dataRoom < 64 || dataRoom > 9216 {
+					return nil, fmt.Errorf("a pool of %d buffers of %d bytes: at least 1 buffer, of 64..9216 bytes", buffers, dataRoom)
+				}
+				var err error
+				ep, err = newEmitPool(buffers, dataRoom)
+				return ep, err
 			},
 			Shared: get, Global: get, Section: func(name string) plugins.Config { return emptyConfig{r.Where} }}
 		st, err := s.kind.New(set)
@@ -214,10 +229,15 @@ func (s *server) Configure(_ context.Context, r *api.ConfigureRequest) (*api.Con
 		if err != nil {
 			return nil, err
 		}
+		if ep != nil {
+			inst.useEmitPool(ep)
+			reply.EmitBuffers = max(reply.EmitBuffers, uint32(len(ep.bufs)))
+			reply.EmitDataRoom = max(reply.EmitDataRoom, uint32(ep.dataRoom))
+		}
 		insts = append(insts, inst)
 	}
 	s.instances = insts
-	return &api.ConfigureReply{}, nil
+	return reply, nil
 }
 
 // Start listens for the instances' memif connections: the client with
@@ -249,7 +269,7 @@ func (s *server) Start(_ context.Context, r *api.StartRequest) (*api.StartReply,
 func (s *server) accept(ln *memif.Listener) {
 	defer s.wg.Done()
 	for {
-		c, err := ln.Accept(memif.ServerConfig{Name: s.kind.Name, IDs: uint32(len(s.instances)), MaxC2S: 1, MaxS2C: 1, PollC2S: true})
+		c, err := ln.Accept(memif.ServerConfig{Name: s.kind.Name, IDs: uint32(len(s.instances)), MaxC2S: 2, MaxS2C: 2, PollC2S: true})
 		if err != nil {
 			if ln.Closed() {
 				return
@@ -285,6 +305,12 @@ func (s *server) Stats(context.Context, *api.StatsRequest) (*api.StatsReply, err
 		r.Counters["plugin_bursts"] += in.bursts.Load()
 		r.Counters["plugin_packets"] += in.packets.Load()
 		r.Counters["plugin_kicked"] += in.kicked.Load()
+		if in.emit != nil {
+			r.Counters["plugin_alloc_failed"] += in.emit.allocFail.Load()
+			r.Counters["plugin_bad_spare"] += in.emit.badSpare.Load()
+			r.Counters["plugin_bad_free"] += in.emit.badFree.Load()
+		}
+		r.Counters["plugin_refused"] += in.env.refused.Load()
 	}
 	return r, nil
 }

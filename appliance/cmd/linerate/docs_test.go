@@ -153,11 +153,13 @@ func docHost(t *testing.T) *strings.Replacer {
 	if out, err := exec.Command(linerateBin, "ioam", "pot-keys", "--nodes", "4", "--dir", pot).CombinedOutput(); err != nil {
 		t.Fatalf("linerate ioam pot-keys: %v\n%s", err, out)
 	}
-	// The example plugin, where plugins/external's README installs it.
+	// The example plugins, where the READMEs install them.
 	plugins := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(plugins, "linerate-sampler"),
-		filepath.Join(repoRoot, "plugins", "sdk", "examples", "sampler")).CombinedOutput(); err != nil {
-		t.Fatalf("build linerate-sampler: %v\n%s", err, out)
+	for _, ex := range []string{"sampler", "mirror"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(plugins, "linerate-"+ex),
+			filepath.Join(repoRoot, "plugins", "sdk", "examples", ex)).CombinedOutput(); err != nil {
+			t.Fatalf("build linerate-%s: %v\n%s", ex, err, out)
+		}
 	}
 	return strings.NewReplacer("/etc/linerate/pot/", pot+"/", "/usr/lib/linerate/plugins/", plugins+"/")
 }

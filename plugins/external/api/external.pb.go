@@ -288,7 +288,13 @@ func (x *ConfigureRequest) GetPorts() []*Port {
 }
 
 type ConfigureReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stage makes packets (it asked for a pool with Setup.Pool): linerate
+	// lends each instance up to emit_buffers empty buffers of emit_data_room
+	// bytes on the link's spare ring, to emit them back (appliance/memif's
+	// descriptor extension). 0: it makes none, and no buffer is lent.
+	EmitBuffers   uint32 `protobuf:"varint,1,opt,name=emit_buffers,json=emitBuffers,proto3" json:"emit_buffers,omitempty"`
+	EmitDataRoom  uint32 `protobuf:"varint,2,opt,name=emit_data_room,json=emitDataRoom,proto3" json:"emit_data_room,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,6 +327,20 @@ func (x *ConfigureReply) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ConfigureReply.ProtoReflect.Descriptor instead.
 func (*ConfigureReply) Descriptor() ([]byte, []int) {
 	return file_plugins_external_api_external_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ConfigureReply) GetEmitBuffers() uint32 {
+	if x != nil {
+		return x.EmitBuffers
+	}
+	return 0
+}
+
+func (x *ConfigureReply) GetEmitDataRoom() uint32 {
+	if x != nil {
+		return x.EmitDataRoom
+	}
+	return 0
 }
 
 type StartRequest struct {
@@ -588,8 +608,10 @@ const file_plugins_external_api_external_proto_rawDesc = "" +
 	"configToml\x12\x14\n" +
 	"\x05where\x18\x03 \x01(\tR\x05where\x12\x1c\n" +
 	"\tinstances\x18\x04 \x01(\rR\tinstances\x12.\n" +
-	"\x05ports\x18\x05 \x03(\v2\x18.linerate.plugin.v1.PortR\x05ports\"\x10\n" +
-	"\x0eConfigureReply\"8\n" +
+	"\x05ports\x18\x05 \x03(\v2\x18.linerate.plugin.v1.PortR\x05ports\"Y\n" +
+	"\x0eConfigureReply\x12!\n" +
+	"\femit_buffers\x18\x01 \x01(\rR\vemitBuffers\x12$\n" +
+	"\x0eemit_data_room\x18\x02 \x01(\rR\femitDataRoom\"8\n" +
 	"\fStartRequest\x12\x16\n" +
 	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x10\n" +
 	"\x03cpu\x18\x02 \x01(\x05R\x03cpu\"\f\n" +
