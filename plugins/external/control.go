@@ -74,9 +74,13 @@ func list(h host.Host) []*api.PluginStatus {
 // published is the instance's counters as the engine last published them.
 func (in *instance) published() map[string]uint64 {
 	c := &in.c
-	return map[string]uint64{"lent": c.lent.Load(), "returned": c.returned.Load(), "forwarded": c.forwarded.Load(),
+	m := map[string]uint64{"lent": c.lent.Load(), "returned": c.returned.Load(), "forwarded": c.forwarded.Load(),
 		"dropped": c.dropped.Load(), "consumed": c.consumed.Load(), "marked": c.marked.Load(),
 		"copies": c.copies.Load(), "bad_window": c.badWindow.Load(), "reclaimed": c.reclaimed.Load()}
+	if c.emitted != nil { // a plugin that makes packets
+		m["emitted"], m["bad_emit"] = c.emitted.Load(), c.badEmit.Load()
+	}
+	return m
 }
 
 type collector struct{ h host.Host }

@@ -19,6 +19,7 @@ import (
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/plugins/external"
 )
 
 // thirdParty is a plugin as a user writes it from the SDK docs, in a module
@@ -180,6 +181,18 @@ func TestThirdPartyPlugin(t *testing.T) {
 	err := cc.Invoke(context.Background(), "/example.nothing.Nothing/Count", &emptypb.Empty{}, &n)
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("an unknown service: %v", err)
+	}
+	// The plugin serves it on the connection of go-plugin's GRPCBroker that
+	// linerate dialled, not on go-plugin's own, which carries StagePlugin.
+	main, brokered := external.PluginConns("sampler")
+	if main == nil || brokered == nil || main == brokered {
+		t.Fatalf("go-plugin's connection %p, the broker's %p", main, brokered)
+	}
+	if err := brokered.Invoke(context.Background(), "/example.evens.Evens/Count", &emptypb.Empty{}, &n); err != nil {
+		t.Errorf("Count on the broker's connection: %v", err)
+	}
+	if err := main.Invoke(context.Background(), "/example.evens.Evens/Count", &emptypb.Empty{}, &n); status.Code(err) != codes.Unimplemented {
+		t.Errorf("Count on go-plugin's connection: %v, want Unimplemented", err)
 	}
 	e.Stop()
 	s := e.Snapshot()

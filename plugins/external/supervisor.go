@@ -57,9 +57,9 @@ type supervisor struct {
 	mu     sync.Mutex
 	client *plugin.Client
 	rpc    api.StagePluginClient
-	conn   *grpc.ClientConn // go-plugin's connection: the plugin's own services go through it
+	conn   *grpc.ClientConn // the broker's connection to the plugin's own services; nil when it has none
 	pid    int
-	dir    string // the socket's directory, 0700
+	dir    string // the plugin's sockets' directory, 0700
 	caps   *api.CapabilitiesReply
 	state  atomic.Value // string
 	// What the plugin's stage asked to make packets with (Setup.Pool): spare
@@ -156,9 +156,31 @@ func (sv *supervisor) launch() error {
 		gid, _ := strconv.Atoi(u.Gid)
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
+	// A directory of the launch's own, the plugin's, for its sockets: memif's,
+	// and go-plugin's and its broker's (which a killed plugin cannot remove
+	// itself). kill removes it.
+	dir, err := os.MkdirTemp("", "linerate-plugin-")
+	if err == nil && uid >= 0 {
+		err = os.Chown(dir, uid, -1)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
+	cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+dir)
+	var client *plugin.Client
+	var conn *grpc.ClientConn
+	fail := func(err error) error {
+		closeConn(conn)
+		if client != nil {
+			client.Kill()
+		}
+		os.RemoveAll(dir)
+		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
+	}
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  api.Handshake,
-		Plugins:          api.Plugins(nil, nil),
+		Plugins:          api.Plugins(nil, nil, nil),
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
@@ -168,31 +190,39 @@ func (sv *supervisor) launch() error {
 	if sv.cfg.SHA256 != "" {
 		sum, err := hexBytes(sv.cfg.SHA256)
 		if err != nil {
+			os.RemoveAll(dir)
 			return err
 		}
 		cc.SecureConfig = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
-	client := plugin.NewClient(cc)
+	client = plugin.NewClient(cc)
 	if err := startNoNewPrivs(client); err != nil {
-		client.Kill()
-		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
+		return fail(err)
 	}
 	proto, err := client.Client()
 	if err != nil {
-		client.Kill()
-		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
+		return fail(err)
 	}
 	raw, err := proto.Dispense(api.PluginName)
 	if err != nil {
-		client.Kill()
-		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
+		return fail(err)
 	}
-	rpc := raw.(api.StagePluginClient)
+	pc := raw.(*api.Client)
+	rpc := pc.StagePluginClient
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	caps, err := rpc.Capabilities(ctx, &api.CapabilitiesRequest{})
 	if err == nil && caps.ExtVersion != memif.ExtVersion {
 		err = fmt.Errorf("speaks descriptor extension %d, linerate %d", caps.ExtVersion, memif.ExtVersion)
+	}
+	if err == nil && len(caps.Services) > 0 {
+		// The plugin's own services: on the broker's connection it accepts
+		// on, beside go-plugin's (which carries StagePlugin alone).
+		if caps.BrokerId == 0 {
+			err = fmt.Errorf("serves %v but announces no broker connection", caps.Services)
+		} else if conn, err = pc.Broker.Dial(caps.BrokerId); err != nil {
+			err = fmt.Errorf("its services %v: the broker's connection %d: %w", caps.Services, caps.BrokerId, err)
+		}
 	}
 	var conf *api.ConfigureReply
 	if err == nil {
@@ -203,20 +233,7 @@ func (sv *supervisor) launch() error {
 		err = fmt.Errorf("asks for buffers of %d bytes to make packets in: 64..%d", conf.EmitDataRoom, maxEmitDataRoom)
 	}
 	if err != nil {
-		client.Kill()
-		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, grpcMessage(err))
-	}
-	dir, err := os.MkdirTemp("", "linerate-plugin-")
-	if err == nil && uid >= 0 {
-		err = os.Chown(dir, uid, -1)
-	}
-	if err != nil {
-		client.Kill()
-		return err
-	}
-	var conn *grpc.ClientConn
-	if g, ok := proto.(*plugin.GRPCClient); ok {
-		conn = g.Conn
+		return fail(grpcMessage(err))
 	}
 	sv.mu.Lock()
 	sv.client, sv.rpc, sv.caps, sv.dir, sv.conn = client, rpc, caps, dir, conn
@@ -225,6 +242,12 @@ func (sv *supervisor) launch() error {
 	sv.mu.Unlock()
 	sv.gen.Add(1)
 	return nil
+}
+
+func closeConn(c *grpc.ClientConn) {
+	if c != nil {
+		c.Close()
+	}
 }
 
 // startNoNewPrivs starts the plugin from a thread with no_new_privs set, which
@@ -442,9 +465,10 @@ func (sv *supervisor) hung() (int, bool) {
 // into buffers that are reused.
 func (sv *supervisor) kill() {
 	sv.mu.Lock()
-	client, pid, dir := sv.client, sv.pid, sv.dir
+	client, pid, dir, conn := sv.client, sv.pid, sv.dir, sv.conn
 	sv.client, sv.dir, sv.conn = nil, "", nil
 	sv.mu.Unlock()
+	closeConn(conn)
 	if pid > 0 {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 		_ = unix.Kill(pid, unix.SIGKILL)
@@ -554,7 +578,8 @@ func (w *slogWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// serves is the connection to the plugin when it serves service and runs.
+// serves is the broker's connection to the plugin when it serves service
+// and runs.
 func (sv *supervisor) serves(service string) grpc.ClientConnInterface {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -47,8 +48,9 @@ import (
 type Option func(*server)
 
 // Service serves a gRPC service of the plugin's own (generated code's
-// ServiceDesc, and its implementation) beside the stage: linerate's control
-// API forwards calls of it to the plugin, so a client reaches it at
+// ServiceDesc, and its implementation) beside the stage, on a connection of
+// go-plugin's GRPCBroker that linerate dials: linerate's control API
+// forwards calls of it to the plugin there, so a client reaches it at
 // linerate's address, as it reaches linerate's own services.
 func Service(desc *grpc.ServiceDesc, impl any) Option {
 	return func(s *server) { s.services = append(s.services, service{desc, impl}) }
@@ -66,15 +68,19 @@ func Serve(kind plugins.Kind, opts ...Option) {
 	for _, o := range opts {
 		o(srv)
 	}
-	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: api.Handshake,
-		Plugins: api.Plugins(srv, func(g *grpc.Server) {
+	var own func(*grpc.Server)
+	if len(srv.services) > 0 {
+		own = func(g *grpc.Server) {
 			for _, s := range srv.services {
 				g.RegisterService(s.desc, s.impl)
 			}
-		}),
-		GRPCServer: plugin.DefaultGRPCServer,
-		Logger:     hclog.New(&hclog.LoggerOptions{Output: os.Stderr, JSONFormat: true, Level: hclog.Info}),
+		}
+	}
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: api.Handshake,
+		Plugins:         api.Plugins(srv, own, srv.brokerID.Store),
+		GRPCServer:      plugin.DefaultGRPCServer,
+		Logger:          hclog.New(&hclog.LoggerOptions{Output: os.Stderr, JSONFormat: true, Level: hclog.Info}),
 	})
 	os.Exit(0)
 }
@@ -118,6 +124,7 @@ type server struct {
 	kind     plugins.Kind
 	log      *slog.Logger
 	services []service
+	brokerID atomic.Uint32 // where services are served: the broker's connection id
 
 	mu        sync.Mutex
 	instances []*instance
@@ -128,7 +135,8 @@ type server struct {
 }
 
 func (s *server) Capabilities(context.Context, *api.CapabilitiesRequest) (*api.CapabilitiesReply, error) {
-	r := &api.CapabilitiesReply{Kind: s.kind.Name, Summary: s.kind.Summary, ExtVersion: memif.ExtVersion}
+	r := &api.CapabilitiesReply{Kind: s.kind.Name, Summary: s.kind.Summary, ExtVersion: memif.ExtVersion,
+		BrokerId: s.brokerID.Load()}
 	for _, sv := range s.services {
 		r.Services = append(r.Services, sv.desc.ServiceName)
 	}

@@ -71,7 +71,10 @@ type CapabilitiesReply struct {
 	ExtVersion uint32 `protobuf:"varint,4,opt,name=ext_version,json=extVersion,proto3" json:"ext_version,omitempty"`
 	// The plugin's own gRPC services ("pkg.Service"), which linerate's control
 	// API forwards to it.
-	Services      []string `protobuf:"bytes,5,rep,name=services,proto3" json:"services,omitempty"`
+	Services []string `protobuf:"bytes,5,rep,name=services,proto3" json:"services,omitempty"`
+	// Where they are served: the id of go-plugin's GRPCBroker connection the
+	// plugin accepts on (linerate dials it). 0 when it serves none.
+	BrokerId      uint32 `protobuf:"varint,6,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -139,6 +142,13 @@ func (x *CapabilitiesReply) GetServices() []string {
 		return x.Services
 	}
 	return nil
+}
+
+func (x *CapabilitiesReply) GetBrokerId() uint32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
 }
 
 type Port struct {
@@ -589,14 +599,15 @@ var File_plugins_external_api_external_proto protoreflect.FileDescriptor
 const file_plugins_external_api_external_proto_rawDesc = "" +
 	"\n" +
 	"#plugins/external/api/external.proto\x12\x12linerate.plugin.v1\"\x15\n" +
-	"\x13CapabilitiesRequest\"\x98\x01\n" +
+	"\x13CapabilitiesRequest\"\xb5\x01\n" +
 	"\x11CapabilitiesReply\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\asummary\x18\x02 \x01(\tR\asummary\x12\x18\n" +
 	"\areasons\x18\x03 \x03(\tR\areasons\x12\x1f\n" +
 	"\vext_version\x18\x04 \x01(\rR\n" +
 	"extVersion\x12\x1a\n" +
-	"\bservices\x18\x05 \x03(\tR\bservices\"N\n" +
+	"\bservices\x18\x05 \x03(\tR\bservices\x12\x1b\n" +
+	"\tbroker_id\x18\x06 \x01(\rR\bbrokerId\"N\n" +
 	"\x04Port\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +

@@ -20,30 +20,50 @@ var Handshake = plugin.HandshakeConfig{
 const PluginName = "stage"
 
 // GRPCPlugin carries StagePlugin over go-plugin's gRPC: the plugin's side
-// serves Impl; linerate's side gets a StagePluginClient.
+// serves Impl; linerate's side gets a Client.
 type GRPCPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Impl StagePluginServer
-	// Extra registers the plugin's own services beside StagePlugin.
-	Extra func(*grpc.Server)
+	// Own registers the plugin's own services, nil when it has none. They are
+	// served apart from StagePlugin, on a connection of go-plugin's
+	// GRPCBroker: Brokered gets its id, which the plugin announces in
+	// CapabilitiesReply.broker_id.
+	Own      func(*grpc.Server)
+	Brokered func(id uint32)
 }
 
-// GRPCServer registers the plugin's services.
-func (p *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+// GRPCServer registers StagePlugin, and serves the plugin's own services
+// through the broker.
+func (p *GRPCPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
 	RegisterStagePluginServer(s, p.Impl)
-	if p.Extra != nil {
-		p.Extra(s)
+	if p.Own != nil {
+		id := broker.NextId()
+		go broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
+			g := grpc.NewServer(opts...)
+			p.Own(g)
+			return g
+		})
+		if p.Brokered != nil {
+			p.Brokered(id)
+		}
 	}
 	return nil
 }
 
-// GRPCClient is linerate's client of the service.
-func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return NewStagePluginClient(c), nil
+// Client is linerate's side: StagePlugin, and the broker that reaches the
+// plugin's own services (Dial with the id Capabilities announced).
+type Client struct {
+	StagePluginClient
+	Broker *plugin.GRPCBroker
 }
 
-// Plugins is the plugin set both sides name; extra registers the plugin's
-// own services (nil on linerate's side).
-func Plugins(impl StagePluginServer, extra func(*grpc.Server)) map[string]plugin.Plugin {
-	return map[string]plugin.Plugin{PluginName: &GRPCPlugin{Impl: impl, Extra: extra}}
+// GRPCClient is linerate's client of the service.
+func (p *GRPCPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return &Client{StagePluginClient: NewStagePluginClient(c), Broker: broker}, nil
+}
+
+// Plugins is the plugin set both sides name: impl, own and brokered are the
+// plugin's (nil on linerate's side).
+func Plugins(impl StagePluginServer, own func(*grpc.Server), brokered func(uint32)) map[string]plugin.Plugin {
+	return map[string]plugin.Plugin{PluginName: &GRPCPlugin{Impl: impl, Own: own, Brokered: brokered}}
 }

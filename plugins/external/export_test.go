@@ -1,0 +1,34 @@
+package external
+
+import (
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+)
+
+// PluginConns is the running plugin of stage's go-plugin connection (which
+// carries StagePlugin) and the broker's connection to its own services.
+func PluginConns(stage string) (main, brokered *grpc.ClientConn) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	for _, sv := range supervisors {
+		if sv.name != stage {
+			continue
+		}
+		sv.mu.Lock()
+		client, conn := sv.client, sv.conn
+		sv.mu.Unlock()
+		if client == nil {
+			return nil, nil
+		}
+		proto, err := client.Client()
+		if err != nil {
+			return nil, nil
+		}
+		g, _ := proto.(*plugin.GRPCClient)
+		if g == nil {
+			return nil, conn
+		}
+		return g.Conn, conn
+	}
+	return nil, nil
+}
