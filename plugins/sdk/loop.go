@@ -29,6 +29,14 @@ type instance struct {
 
 	meta []byte // MaxBurst packets' metadata, off the Go heap
 	env  env
+	// spans are the connection's regions, for the check of each lent
+	// packet; lent is where the running burst's packets lie, as read once
+	// from their descriptors.
+	spans []regionSpan
+	lent  [packet.MaxBurst]struct {
+		start  uint32 // the buffer's first byte in its region
+		region uint16
+	}
 	// emit is the stage's Setup.Pool, the buffers linerate lends it to make
 	// packets in; nil when it asked for none.
 	emit *emitPool
@@ -105,7 +113,7 @@ func (in *instance) stop() {
 type env struct {
 	refused stats.Counter
 	base    uintptr // the metadata of the burst's packet 0
-	marked  [packet.MaxBurst]bool
+	marked  uint64  // bit i: the burst's packet i
 
 	pool  *emitPool
 	emits []emitRec   // the running burst's emits, in order
@@ -127,7 +135,7 @@ func (e *env) Mark(h packet.Handle) bool {
 	if uintptr(h) < e.base || i >= packet.MaxBurst {
 		return false
 	}
-	e.marked[i] = true
+	e.marked |= 1 << i
 	return true
 }
 
@@ -227,6 +235,7 @@ func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 		in.counters.Publish()
 	}()
 	rx, tx := c.C2S[0], c.S2C[0]
+	in.spans = spansOf(c.Regions)
 	var last uint16 // next C2S slot to read; the S2C slot of its result
 	var spareLast uint16
 	if in.emit != nil {
@@ -307,20 +316,22 @@ func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 func (in *instance) burst(ctx *plugins.Context, c *memif.Conn, rx, tx *memif.Ring, first, n uint16, b *packet.Burst) {
 	b.N = 0
 	bad := uint64(0) // packets whose descriptor names memory outside the regions: refused
+	in.env.marked = 0
+	pool := in.pool.ID()
 	for k := uint16(0); k < n; k++ {
 		d := rx.Load(first + k)
 		p := (*packet.Packet)(unsafe.Pointer(&in.meta[int(k)*packet.MetaSize]))
-		buf, head, ok := lentBuffer(c.Regions, d)
+		base, size, head, ok := lentBuffer(in.spans, d)
 		if !ok {
 			bad++
-			p.Init(0, 0, 0, in.pool.ID(), 0)
+			p.Init(0, 0, 0, pool, 0)
 		} else {
-			p.Init(uintptr(unsafe.Pointer(unsafe.SliceData(buf))), len(buf), head, in.pool.ID(), 0)
+			p.Init(base, size, head, pool, 0)
 			p.SetWindow(head, int(d.Length))
 		}
+		in.lent[k].start, in.lent[k].region = d.Offset-uint32(head), d.Region
 		b.H[b.N] = p.Handle()
 		b.N++
-		in.env.marked[k] = false
 	}
 	if bad == 0 {
 		in.stage.Process(ctx, b)
@@ -335,8 +346,6 @@ func (in *instance) burst(ctx *plugins.Context, c *memif.Conn, rx, tx *memif.Rin
 	for k := uint16(0); k < n; k++ {
 		// Packet k's own metadata, whatever the stage did to the burst's order.
 		p := (*packet.Packet)(unsafe.Pointer(&in.meta[int(k)*packet.MetaSize]))
-		d := rx.Load(first + k)
-		head := uint32(d.Metadata & 0xFFFF)
 		var word uint32
 		switch {
 		case bad != 0:
@@ -350,12 +359,12 @@ func (in *instance) burst(ctx *plugins.Context, c *memif.Conn, rx, tx *memif.Rin
 		default:
 			word = memif.ExtVerdict(memif.ExtContinue, 0)
 		}
-		if in.env.marked[k] {
+		if in.env.marked&(1<<k) != 0 {
 			word |= memif.ExtMarked
 		}
 		// The window afterwards, from the buffer's start in the region.
-		start := d.Offset - head
-		*tx.D(first + k) = memif.Desc{Region: d.Region, Offset: start + uint32(p.Offset()), Length: uint32(p.Len()), Metadata: word}
+		l := &in.lent[k]
+		*tx.D(first + k) = memif.Desc{Region: l.region, Offset: l.start + uint32(p.Offset()), Length: uint32(p.Len()), Metadata: word}
 	}
 	tx.SetTail(first + n)
 }
@@ -385,20 +394,37 @@ func (in *instance) produce(ctx *plugins.Context) bool {
 	return made
 }
 
+// regionSpan is where a region is mapped: what the check of every lent
+// packet reads, without the Region's indirections.
+type regionSpan struct {
+	base uintptr
+	size uint64 // 0: no such region
+}
+
+func spansOf(regions []*memif.Region) []regionSpan {
+	s := make([]regionSpan, len(regions))
+	for i, r := range regions {
+		if r != nil && len(r.Mem) > 0 {
+			s[i] = regionSpan{uintptr(unsafe.Pointer(&r.Mem[0])), uint64(len(r.Mem))}
+		}
+	}
+	return s
+}
+
 // lentBuffer is the whole buffer of a lent packet (headroom, data, tailroom,
-// from the descriptor extension) and its headroom, when it lies inside the
-// regions.
-func lentBuffer(regions []*memif.Region, d memif.Desc) (buf []byte, head int, ok bool) {
-	head, tail := int(d.Metadata&0xFFFF), int(d.Metadata>>16)
-	if d.Offset < uint32(head) {
-		return nil, 0, false
+// from the descriptor extension): its address and size, and the packet's
+// headroom, when it lies inside the regions.
+func lentBuffer(spans []regionSpan, d memif.Desc) (base uintptr, size, head int, ok bool) {
+	h, tail := uint64(d.Metadata&0xFFFF), uint64(d.Metadata>>16)
+	if int(d.Region) >= len(spans) || uint64(d.Offset) < h {
+		return 0, 0, 0, false
 	}
-	whole := memif.Desc{Region: d.Region, Offset: d.Offset - uint32(head), Length: uint32(head) + d.Length + uint32(tail)}
-	if whole.Length < d.Length || whole.Length == 0 { // wrapped, or no buffer at all
-		return nil, 0, false
+	s := spans[d.Region]
+	start, whole := uint64(d.Offset)-h, h+uint64(d.Length)+tail
+	if whole == 0 || start+whole > s.size { // no buffer at all, or past the region
+		return 0, 0, 0, false
 	}
-	buf, ok = memif.Buf(regions, whole)
-	return buf, head, ok
+	return s.base + uintptr(start), int(whole), int(h), true
 }
 
 // sleep waits on rx's eventfd, for up to d, unless a packet is there already;

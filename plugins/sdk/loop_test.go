@@ -20,17 +20,17 @@ func FuzzLentBuffer(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { r.Close() })
-	regions := []*memif.Region{r}
+	spans := spansOf([]*memif.Region{r, nil})
 	base := uintptr(unsafe.Pointer(&r.Mem[0]))
 	f.Fuzz(func(t *testing.T, region uint16, off, length, rooms uint32) {
 		d := memif.Desc{Region: region, Offset: off, Length: length, Metadata: rooms}
-		buf, head, ok := lentBuffer(regions, d)
+		addr, size, head, ok := lentBuffer(spans, d)
 		if !ok {
 			return
 		}
-		start := uintptr(unsafe.Pointer(unsafe.SliceData(buf))) - base
-		if region != 0 || start+uintptr(len(buf)) > 4096 || head+int(length) > len(buf) || start+uintptr(head) != uintptr(off) {
-			t.Fatalf("desc %+v: buffer at %d, %d bytes, headroom %d", d, start, len(buf), head)
+		start := addr - base
+		if region != 0 || addr < base || size <= 0 || start+uintptr(size) > 4096 || head+int(length) > size || start+uintptr(head) != uintptr(off) {
+			t.Fatalf("desc %+v: buffer at %d, %d bytes, headroom %d", d, start, size, head)
 		}
 	})
 }
