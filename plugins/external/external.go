@@ -376,7 +376,7 @@ func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, 
 	p := h.P()
 	pid := p.PoolID()
 	start := uint64(dataAddr(p) - in.l.base[pid] - uintptr(p.Offset()))
-	off, length, ok := window(d, in.l.regionOf[pid], start, p.Cap())
+	off, length, ok := window(d.Region, d.Offset, d.Length, in.l.regionOf[pid], start, p.Cap())
 	if !ok {
 		in.c.badWindow.Inc()
 		ctx.Env.Free(h)
@@ -473,7 +473,7 @@ func (in *instance) emit(ctx *plugins.Context, d memif.Desc, b *packet.Burst) {
 	in.freeIDs = append(in.freeIDs, id)
 	p := h.P()
 	pid := p.PoolID()
-	off, length, ok := window(d, in.l.regionOf[pid], uint64(bufAddr(p)-in.l.base[pid]), p.Cap())
+	off, length, ok := window(d.Region, d.Offset, d.Length, in.l.regionOf[pid], uint64(bufAddr(p)-in.l.base[pid]), p.Cap())
 	code := d.Metadata & 0xF
 	if !ok || code != memif.ExtForward && code != memif.ExtContinue {
 		in.c.badEmit.Inc()
@@ -508,14 +508,18 @@ func dataAddr(p *packet.Packet) uintptr {
 // bufAddr is the address of p's buffer's first byte.
 func bufAddr(p *packet.Packet) uintptr { return dataAddr(p) - uintptr(p.Offset()) }
 
-// window is the data window a result gives a packet lent from region, whose
-// buffer starts at start in the region and holds capacity bytes: ok only when
-// the result names the same region and a window inside that buffer.
-func window(d memif.Desc, region uint16, start uint64, capacity int) (off, length int, ok bool) {
-	if d.Region != region || uint64(d.Offset) < start || uint64(d.Offset)+uint64(d.Length) > start+uint64(capacity) {
+// window is the data window a result (or an emit) gives a packet lent from
+// region, whose buffer starts at start in the region and holds capacity
+// bytes: ok only when the descriptor's region is the same and its offset and
+// length a window inside that buffer. It takes the descriptor's fields, not
+// the descriptor: passing the struct made the compiler copy it whole from
+// where it had stored it field by field, a store-forwarding stall on every
+// result.
+func window(dRegion uint16, dOff, dLen uint32, region uint16, start uint64, capacity int) (off, length int, ok bool) {
+	if dRegion != region || uint64(dOff) < start || uint64(dOff)+uint64(dLen) > start+uint64(capacity) {
 		return 0, 0, false
 	}
-	return int(uint64(d.Offset) - start), int(d.Length), true
+	return int(uint64(dOff) - start), int(dLen), true
 }
 
 // reclaim takes back what a lost plugin had: its process is reaped, so no

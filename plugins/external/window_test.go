@@ -2,8 +2,6 @@ package external
 
 import (
 	"testing"
-
-	"github.com/linerate/linerate/appliance/memif"
 )
 
 // FuzzWindow: whatever a plugin writes in a result descriptor, the window
@@ -18,7 +16,7 @@ func FuzzWindow(f *testing.F) {
 		if capacity < 0 || start > 1<<40 {
 			return
 		}
-		off, length, ok := window(memif.Desc{Region: dregion, Offset: doff, Length: dlen}, region, start, capacity)
+		off, length, ok := window(dregion, doff, dlen, region, start, capacity)
 		if !ok {
 			return
 		}
