@@ -3,7 +3,8 @@
 #
 # First BenchmarkLend: the lcore's cost of lending a burst and taking it back
 # (with a minimal peer on the same thread) beside the same packets in process,
-# packets/s. Then bench/external runs the same pass-through stage in process
+# packets/s; and BenchmarkBurst, the plugin thread's side of a burst (read
+# from the ring, run, answered) beside the same stage called in process. Then bench/external runs the same pass-through stage in process
 # and out of process (the external stage, its plugin pinned to CPU 1), and
 # one gRPC call per burst through go-plugin, side by side; see its doc. The binary is built
 # into bin/, a root-owned directory as the external stage asks of a plugin's.
@@ -21,5 +22,6 @@ build-plugins:
 
 bench-external:
 	$(GO) test -run XXX -bench BenchmarkLend -benchtime 200000x -count 3 ./plugins/external
+	$(GO) test -run XXX -bench BenchmarkBurst -benchtime 200000x -count 3 ./plugins/sdk
 	$(GO) build -o $(BIN)/bench-external ./bench/external
 	./$(BIN)/bench-external $(BENCH_EXTERNAL_FLAGS)
