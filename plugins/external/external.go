@@ -565,7 +565,7 @@ func (in *instance) Held() int { return int(in.head-in.done) + in.pendingEmits()
 // the last instance to stop ends the plugin.
 func (in *instance) Stop(ctx *plugins.Context) {
 	if in.head != in.done || in.spares() > 0 {
-		in.sv.end() // stopped and reaped before anything lent is reused
+		in.sv.end(in.head == in.done) // stopped and reaped before anything lent is reused
 	}
 	for in.done != in.head {
 		h := in.lent[in.done&in.mask]

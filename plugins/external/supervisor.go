@@ -507,10 +507,12 @@ func (sv *supervisor) pollStats() {
 	}
 }
 
-// end stops the watch, asks the plugin to stop, and ends it: once, from the
-// first instance that stops with something lent, or from close. After it the
-// plugin is reaped and never restarted, so what it had can be reused.
-func (sv *supervisor) end() {
+// end stops the watch, asks the plugin to stop (when graceful: a plugin
+// with packets lent and unanswered may hang, and is not waited for), and
+// ends it: once, from the first instance that stops with something lent, or
+// from close. After it the plugin is reaped and never restarted, so what it
+// had can be reused.
+func (sv *supervisor) end(graceful bool) {
 	sv.endOnce.Do(func() {
 		close(sv.stop)
 		sv.startOnce.Do(func() { close(sv.done) })
@@ -518,7 +520,7 @@ func (sv *supervisor) end() {
 		sv.mu.Lock()
 		rpc := sv.rpc
 		sv.mu.Unlock()
-		if rpc != nil && sv.state.Load() == StateUp {
+		if rpc != nil && graceful && sv.state.Load() == StateUp {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_, _ = rpc.Stop(ctx, &api.StopRequest{})
 			cancel()
@@ -533,7 +535,7 @@ func (sv *supervisor) close() {
 	if sv.state.Load() == StateStopped {
 		return
 	}
-	sv.end()
+	sv.end(true)
 	for i := range sv.next {
 		if l := sv.next[i].Swap(nil); l != nil {
 			l.close()
