@@ -37,6 +37,11 @@ package memif
 // 1) as a ring holds, so neither S2C ring can overflow.
 const ExtVersion = 2
 
+// ExtMinVersion is the oldest extension the host still speaks: a plugin of
+// version 1 has neither spare nor emit rings (it makes no packets), and its
+// link has one ring each way.
+const ExtMinVersion = 1
+
 // Verdict codes of the S2C verdict word's low 4 bits.
 const (
 	ExtContinue = 0 // on to the stage after the external stage

@@ -82,6 +82,12 @@ func BenchmarkLend(b *testing.B) {
 // lendRig is an instance with a live link to an in-process memif server,
 // whose view of the rings it returns.
 func lendRig(b testing.TB, pool *packet.Slab) (*instance, *memif.Conn) {
+	return lendRigOf(b, pool, true)
+}
+
+// lendRigOf is lendRig, with the spare and emit rings or (a plugin of
+// extension version 1) without.
+func lendRigOf(b testing.TB, pool *packet.Slab, emits bool) (*instance, *memif.Conn) {
 	sock := filepath.Join(b.TempDir(), "m.sock")
 	ln, err := memif.Listen(sock)
 	if err != nil {
@@ -90,7 +96,11 @@ func lendRig(b testing.TB, pool *packet.Slab) (*instance, *memif.Conn) {
 	b.Cleanup(func() { ln.Close() })
 	accepted := make(chan *memif.Conn, 1)
 	go func() {
-		c, err := ln.Accept(memif.ServerConfig{MaxC2S: 2, MaxS2C: 2, PollC2S: true})
+		max := 1
+		if emits {
+			max = 2
+		}
+		c, err := ln.Accept(memif.ServerConfig{MaxC2S: max, MaxS2C: max, PollC2S: true})
 		if err != nil {
 			b.Error(err)
 		}
@@ -102,12 +112,11 @@ func lendRig(b testing.TB, pool *packet.Slab) (*instance, *memif.Conn) {
 		b.Fatal(err)
 	}
 	fd, mem, _, _ := pool.SharedMemory()
-	l := &link{rings: rings, gen: 1}
+	l := &link{rings: rings, gen: 1, emits: emits}
 	l.regionOf[pool.ID()] = 1
 	l.base[pool.ID()] = uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 	c, err := memif.Dial(memif.ClientConfig{Socket: sock, Regions: []*memif.Region{rings, {Mem: mem, FD: fd}},
-		Rings: []memif.RingSpec{{Kind: memif.C2S, Log2: 10}, {Kind: memif.C2S, Index: 1, Offset: rb, Log2: 10},
-			{Kind: memif.S2C, Offset: 2 * rb, Log2: 10}, {Kind: memif.S2C, Index: 1, Offset: 3 * rb, Log2: 10}}})
+		Rings: ringSpecs(rb, emits)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -132,3 +141,11 @@ func lendRig(b testing.TB, pool *packet.Slab) (*instance, *memif.Conn) {
 }
 
 var _ plugins.Stage = (*instance)(nil)
+
+func ringSpecs(rb uint32, emits bool) []memif.RingSpec {
+	if !emits {
+		return []memif.RingSpec{{Kind: memif.C2S, Log2: 10}, {Kind: memif.S2C, Offset: 2 * rb, Log2: 10}}
+	}
+	return []memif.RingSpec{{Kind: memif.C2S, Log2: 10}, {Kind: memif.C2S, Index: 1, Offset: rb, Log2: 10},
+		{Kind: memif.S2C, Offset: 2 * rb, Log2: 10}, {Kind: memif.S2C, Index: 1, Offset: 3 * rb, Log2: 10}}
+}

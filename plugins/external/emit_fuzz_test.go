@@ -106,3 +106,48 @@ func FuzzEmits(f *testing.F) {
 		}
 	})
 }
+
+// TestExtVersion1Link: a plugin of extension version 1 (built against an
+// earlier release: no spare or emit rings, one ring each way) still runs,
+// as docs/compatibility.md promises: packets are lent and taken back, and
+// an instance that would lend spares (a restarted plugin that is older than
+// the one configured) touches no ring its link does not have.
+func TestExtVersion1Link(t *testing.T) {
+	h := stagetest.NewHarness(t, 0)
+	pool, err := packet.NewSlab(packet.SlabConfig{Name: "ext-v1", Buffers: 256, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	in, peer := lendRigOf(t, pool, false)
+	if len(peer.C2S) != 1 || len(peer.S2C) != 1 {
+		t.Fatalf("%d C2S and %d S2C rings", len(peer.C2S), len(peer.S2C))
+	}
+	in.emitPool = pool
+	in.spare = make([]packet.Handle, 8)
+	for id := 7; id >= 0; id-- {
+		in.freeIDs = append(in.freeIDs, uint16(id))
+	}
+	ctx := &h.Ctx
+	var bu, out packet.Burst
+	pool.Alloc(&bu, 16)
+	for _, hd := range bu.Handles() {
+		hd.P().Append(60)
+	}
+	in.Process(ctx, &bu)
+	rx, tx := peer.C2S[0], peer.S2C[0]
+	if rx.Head() != 16 {
+		t.Fatalf("lent %d of 16", rx.Head())
+	}
+	for k := uint16(0); k < 16; k++ {
+		d := rx.Load(k)
+		*tx.D(k) = memif.Desc{Region: d.Region, Offset: d.Offset, Length: d.Length}
+	}
+	rx.SetTail(16)
+	tx.SetTail(16)
+	in.Produce(ctx, &out)
+	if out.N != 16 || in.spares() != 0 || in.Held() != 0 {
+		t.Fatalf("%d of 16 back, %d spares lent, %d held", out.N, in.spares(), in.Held())
+	}
+	stagetest.Free(out.Handles()...)
+}

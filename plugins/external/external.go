@@ -253,7 +253,9 @@ func (in *instance) sync() {
 			// Every result and emit slot is free: the host's S2C slots
 			// carry no buffers.
 			l.conn.S2C[0].SetHead(uint16(len(in.lent)))
-			l.conn.S2C[1].SetHead(l.conn.S2C[1].Size())
+			if l.emits {
+				l.conn.S2C[1].SetHead(l.conn.S2C[1].Size())
+			}
 		}
 	}
 	if in.idx == 0 {
@@ -280,7 +282,7 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 		}
 		return
 	}
-	if len(in.freeIDs) > 0 && in.emitPool != nil {
+	if len(in.freeIDs) > 0 && in.emitting() {
 		// Spare buffers go before the packets they may be copied for.
 		in.lendSpares(ctx)
 	}
@@ -344,7 +346,7 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 	// Results first, then emits: the plugin publishes a burst's emits before
 	// its results, so every emit of a result seen here is seen too.
 	avail := min(r.Tail()-in.done, in.head-in.done)
-	if in.emitPool != nil {
+	if in.emitting() {
 		in.emits(ctx, b)
 		in.lendSpares(ctx)
 	}
@@ -406,6 +408,10 @@ func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, 
 		b.N++
 	}
 }
+
+// emitting reports whether the plugin makes packets and its link carries
+// them (a plugin of extension version 1 has no such rings).
+func (in *instance) emitting() bool { return in.emitPool != nil && in.l != nil && in.l.emits }
 
 // spares is how many spare buffers the plugin has.
 func (in *instance) spares() int { return len(in.spare) - len(in.freeIDs) }
@@ -494,7 +500,7 @@ func (in *instance) emit(ctx *plugins.Context, d memif.Desc, b *packet.Burst) {
 // pendingEmits is how many emits the plugin wrote that are not taken yet,
 // at most its spare buffers.
 func (in *instance) pendingEmits() int {
-	if in.l == nil || in.emitPool == nil {
+	if !in.emitting() {
 		return 0
 	}
 	return min(int(in.l.conn.S2C[1].Tail()-in.emitDone), in.spares())

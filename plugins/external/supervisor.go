@@ -58,14 +58,20 @@ type supervisor struct {
 	client *plugin.Client
 	rpc    api.StagePluginClient
 	conn   *grpc.ClientConn // the broker's connection to the plugin's own services; nil when it has none
-	pid    int
-	dir    string // the plugin's sockets' directory, 0700
-	caps   *api.CapabilitiesReply
-	state  atomic.Value // string
+	// brokered: conn is the broker's, ours to close (an earlier release's
+	// plugin serves its services on go-plugin's own connection).
+	brokered bool
+	pid      int
+	dir      string // the plugin's sockets' directory, 0700
+	caps     *api.CapabilitiesReply
+	state    atomic.Value // string
 	// What the plugin's stage asked to make packets with (Setup.Pool): spare
 	// buffers per instance, and their data room; 0 when it makes none.
 	emitBuffers, emitDataRoom int
-	stats                     atomic.Pointer[map[string]uint64]
+	// emitRings: the plugin speaks an extension with spare and emit rings
+	// (version 2 on); its links have them.
+	emitRings bool
+	stats     atomic.Pointer[map[string]uint64]
 
 	// gen is the plugin process's generation; dead the generation last lost
 	// (killed and reaped). An instance whose link is of a dead generation
@@ -91,6 +97,7 @@ type link struct {
 	regionOf [packet.MaxPools]uint16  // pool id → region index; 0: not shared
 	base     [packet.MaxPools]uintptr // pool id → its region's first byte
 	gen      uint64
+	emits    bool // it has the spare and emit rings (C2S 1, S2C 1)
 }
 
 func (l *link) close() {
@@ -170,8 +177,11 @@ func (sv *supervisor) launch() error {
 	cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+dir)
 	var client *plugin.Client
 	var conn *grpc.ClientConn
+	brokered := false
 	fail := func(err error) error {
-		closeConn(conn)
+		if brokered {
+			closeConn(conn)
+		}
 		if client != nil {
 			client.Kill()
 		}
@@ -212,16 +222,26 @@ func (sv *supervisor) launch() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	caps, err := rpc.Capabilities(ctx, &api.CapabilitiesRequest{})
-	if err == nil && caps.ExtVersion != memif.ExtVersion {
-		err = fmt.Errorf("speaks descriptor extension %d, linerate %d", caps.ExtVersion, memif.ExtVersion)
+	if err == nil && (caps.ExtVersion < memif.ExtMinVersion || caps.ExtVersion > memif.ExtVersion) {
+		err = fmt.Errorf("speaks descriptor extension %d, linerate %d..%d", caps.ExtVersion, memif.ExtMinVersion, memif.ExtVersion)
 	}
 	if err == nil && len(caps.Services) > 0 {
 		// The plugin's own services: on the broker's connection it accepts
-		// on, beside go-plugin's (which carries StagePlugin alone).
-		if caps.BrokerId == 0 {
+		// on, beside go-plugin's (which carries StagePlugin alone). A plugin
+		// of an earlier release (extension version 1) served them on
+		// go-plugin's connection itself, and still may.
+		switch {
+		case caps.BrokerId != 0:
+			if conn, err = pc.Broker.Dial(caps.BrokerId); err != nil {
+				err = fmt.Errorf("its services %v: the broker's connection %d: %w", caps.Services, caps.BrokerId, err)
+			}
+			brokered = err == nil
+		case caps.ExtVersion == 1:
+			if g, ok := proto.(*plugin.GRPCClient); ok {
+				conn = g.Conn
+			}
+		default:
 			err = fmt.Errorf("serves %v but announces no broker connection", caps.Services)
-		} else if conn, err = pc.Broker.Dial(caps.BrokerId); err != nil {
-			err = fmt.Errorf("its services %v: the broker's connection %d: %w", caps.Services, caps.BrokerId, err)
 		}
 	}
 	var conf *api.ConfigureReply
@@ -236,8 +256,9 @@ func (sv *supervisor) launch() error {
 		return fail(grpcMessage(err))
 	}
 	sv.mu.Lock()
-	sv.client, sv.rpc, sv.caps, sv.dir, sv.conn = client, rpc, caps, dir, conn
+	sv.client, sv.rpc, sv.caps, sv.dir, sv.conn, sv.brokered = client, rpc, caps, dir, conn, brokered
 	sv.emitBuffers, sv.emitDataRoom = int(conf.EmitBuffers), int(conf.EmitDataRoom)
+	sv.emitRings = caps.ExtVersion >= 2
 	sv.pid = client.ReattachConfig().Pid
 	sv.mu.Unlock()
 	sv.gen.Add(1)
@@ -324,13 +345,13 @@ func (sv *supervisor) connect() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sv.mu.Lock()
-	rpc, gen := sv.rpc, sv.gen.Load()
+	rpc, gen, emits := sv.rpc, sv.gen.Load(), sv.emitRings
 	sv.mu.Unlock()
 	if _, err := rpc.Start(ctx, &api.StartRequest{Socket: sv.socket(), Cpu: int32(sv.cfg.CPU)}); err != nil {
 		return fmt.Errorf("plugin start: %w", err)
 	}
 	for i := 0; i < sv.instances; i++ {
-		l, err := sv.dial(i, gen)
+		l, err := sv.dial(i, gen, emits)
 		if err != nil {
 			return err
 		}
@@ -346,9 +367,10 @@ func (sv *supervisor) connect() error {
 const maxEmitDataRoom = 9216
 
 // dial makes instance i's link: region 0 its four rings (lent packets and
-// spare buffers to the plugin, results and emits back), then every shared
-// slab pool, so that any packet of those pools can be lent without a copy.
-func (sv *supervisor) dial(i int, gen uint64) (*link, error) {
+// spare buffers to the plugin, results and emits back; the first and third
+// alone for a plugin of extension version 1), then every shared slab pool,
+// so that any packet of those pools can be lent without a copy.
+func (sv *supervisor) dial(i int, gen uint64, emits bool) (*link, error) {
 	log2 := uint8(0)
 	for 1<<log2 < sv.cfg.RingSize {
 		log2++
@@ -358,7 +380,7 @@ func (sv *supervisor) dial(i int, gen uint64) (*link, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &link{rings: rings, gen: gen}
+	l := &link{rings: rings, gen: gen, emits: emits}
 	regions := []*memif.Region{rings}
 	for _, p := range packet.Pools() {
 		s, ok := p.(*packet.Slab)
@@ -373,11 +395,13 @@ func (sv *supervisor) dial(i int, gen uint64) (*link, error) {
 		l.base[s.ID()] = uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 		regions = append(regions, &memif.Region{Mem: mem, FD: fd})
 	}
+	specs := []memif.RingSpec{{Kind: memif.C2S, Log2: log2}, {Kind: memif.S2C, Offset: 2 * rb, Log2: log2}}
+	if emits {
+		specs = []memif.RingSpec{specs[0], {Kind: memif.C2S, Index: 1, Offset: rb, Log2: log2},
+			specs[1], {Kind: memif.S2C, Index: 1, Offset: 3 * rb, Log2: log2}}
+	}
 	c, err := memif.Dial(memif.ClientConfig{Socket: sv.socket(), ID: uint32(i), Name: "linerate:" + sv.name,
-		Regions: regions, Rings: []memif.RingSpec{{Kind: memif.C2S, Log2: log2},
-			{Kind: memif.C2S, Index: 1, Offset: rb, Log2: log2},
-			{Kind: memif.S2C, Offset: 2 * rb, Log2: log2},
-			{Kind: memif.S2C, Index: 1, Offset: 3 * rb, Log2: log2}}})
+		Regions: regions, Rings: specs})
 	if err != nil {
 		rings.Close()
 		return nil, err
@@ -465,10 +489,12 @@ func (sv *supervisor) hung() (int, bool) {
 // into buffers that are reused.
 func (sv *supervisor) kill() {
 	sv.mu.Lock()
-	client, pid, dir, conn := sv.client, sv.pid, sv.dir, sv.conn
-	sv.client, sv.dir, sv.conn = nil, "", nil
+	client, pid, dir, conn, brokered := sv.client, sv.pid, sv.dir, sv.conn, sv.brokered
+	sv.client, sv.dir, sv.conn, sv.brokered = nil, "", nil, false
 	sv.mu.Unlock()
-	closeConn(conn)
+	if brokered {
+		closeConn(conn)
+	}
 	if pid > 0 {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 		_ = unix.Kill(pid, unix.SIGKILL)
