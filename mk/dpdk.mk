@@ -6,7 +6,9 @@
 #   make test-dpdk   vet, staticcheck and every test with the tag (part of `make
 #                    test`); tests skip without a working EAL, and fail under CI=true
 #   make bench-dpdk  the C reference loop, (a) a Go loop through ports/dpdk and
-#                    (b) the engine, on one core: Mpps and the ratios (a)/C, (b)/C
+#                    (b) the engine, on one core: Mpps and the ratios (a)/C, (b)/C;
+#                    BENCH_DPDK_FLAGS=-generator: linerate test's generator against
+#                    a C loop sending the same frames (TestSameFrames checks they are)
 #
 # `make build` also builds bin/linerate-dpdk where libdpdk is installed; `make
 # run` needs no system package either way.
@@ -31,7 +33,7 @@ build-dpdk:
 test-dpdk: deps-deb
 	$(GO) vet -tags dpdk ./ports/dpdk/... ./bench/dpdk/... ./appliance/all/...
 	$(GO) tool staticcheck -tags dpdk ./ports/dpdk/... ./bench/dpdk/...
-	CI=$${CI:-true} $(GO) test -tags dpdk $(TESTFLAGS) ./ports/dpdk/...
+	CI=$${CI:-true} $(GO) test -tags dpdk $(TESTFLAGS) ./ports/dpdk/... ./bench/dpdk/...
 	CI=$${CI:-true} $(GO) test -tags dpdk $(TESTFLAGS) -run DPDK ./appliance/cmd/linerate/
 	CI=$${CI:-true} $(GO) test -tags 'dpdk lrcheck' $(TESTFLAGS) ./ports/dpdk/...
 

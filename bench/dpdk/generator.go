@@ -5,11 +5,14 @@ package main
 /*
 #include <stdint.h>
 #include <stdlib.h>
-uint64_t lr_bench_c_gen(uint16_t out, const char *pool, const uint8_t *frame, uint16_t len, double seconds, uint64_t *cpu_ns);
+uint64_t lr_bench_c_gen(uint16_t out, const char *pool, const uint8_t *frame, uint16_t len, int write_fields,
+			uint16_t fields, uint16_t csum, uint16_t sum, uint16_t flow, uint64_t count, double seconds,
+			uint64_t *cpu_ns);
 */
 import "C"
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,16 +21,66 @@ import (
 	"unsafe"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/ports/dpdk"
 )
 
 // The -generator comparison: linerate test's generator, flat out on a
-// net_null port, against a C loop that sends the same 64-byte frame from the
-// same mbuf pool on a net_null port of this process.
+// net_null port, against C loops on a net_null port of this process that send
+// the same frames from the same mbuf pool. The main reference writes what the
+// generator writes into every packet (flow id and sequence number, tx
+// timestamp, UDP checksum); the second copies one fixed frame, a floor under
+// what any generator does per packet. TestSameFrames holds both sides'
+// frames to each other on net_pcap.
 
-// runCGen runs lr_bench_c_gen on a registered thread pinned to cpu.
-func runCGen(out *dpdk.Port, frame []byte, cpu int, d time.Duration) result {
+// The generator's stream, as the engine's config gives it and benchFrame builds it.
+const (
+	genSrc, genDst       = "198.18.0.1", "198.18.1.1"
+	genSrcMAC, genDstMAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
+	genSrcPort, genDport = 10000, 20000
+	genSize              = 64 // with the FCS: 60 bytes of data
+)
+
+// cFrame is the C loop's template: the frame with the generator fields and the
+// UDP checksum zero, where those go, and the template's UDP sum (header,
+// payload and pseudo-header; not inverted).
+type cFrame struct {
+	data         []byte
+	fields, csum int
+	sum          uint16
+}
+
+// benchFrame builds the generator's 64-byte IPv4 frame by hand: Ethernet,
+// IPv4 (DF, TTL 64, id 0), UDP, the 16 bytes of generator fields, and the
+// "incr" pattern's bytes after them.
+func benchFrame() cFrame {
+	d := make([]byte, genSize-4)
+	copy(d[0:], []byte{2, 0, 0, 0, 0, 2})
+	copy(d[6:], []byte{2, 0, 0, 0, 0, 1})
+	binary.BigEndian.PutUint16(d[12:], 0x0800)
+	ip := d[14:34]
+	ip[0], ip[6], ip[8], ip[9] = 0x45, 0x40, 64, 17
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(d)-14))
+	src, dst := []byte{198, 18, 0, 1}, []byte{198, 18, 1, 1}
+	copy(ip[12:], src)
+	copy(ip[16:], dst)
+	binary.BigEndian.PutUint16(ip[10:], ^packet.Checksum(ip, 0))
+	u := d[34:]
+	binary.BigEndian.PutUint16(u[0:], genSrcPort)
+	binary.BigEndian.PutUint16(u[2:], genDport)
+	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
+	for i := 8; i < len(u); i++ {
+		u[i] = byte(i - 8) // the pattern runs under the fields, which are then zeroed
+	}
+	clear(u[8:24])
+	return cFrame{data: d, fields: 42, csum: 40, sum: packet.Checksum(u, packet.PseudoHeaderChecksum(17, src, dst, uint32(len(u))))}
+}
+
+// runCGen runs lr_bench_c_gen on a registered thread pinned to cpu, writing
+// the generator fields or not, for count packets (0: as many as d allows, after
+// a warm-up of 0.2 s).
+func runCGen(out *dpdk.Port, f cFrame, fields bool, count uint64, cpu int, d time.Duration) result {
 	res := make(chan result)
 	go func() {
 		runtime.LockOSThread()
@@ -39,28 +92,38 @@ func runCGen(out *dpdk.Port, frame []byte, cpu int, d time.Duration) result {
 		defer dpdk.UnregisterThread()
 		pool := C.CString(out.DPDKPool().Name())
 		defer C.free(unsafe.Pointer(pool))
-		f := C.CBytes(frame)
-		defer C.free(f)
+		fr := C.CBytes(f.data)
+		defer C.free(fr)
 		var cpuNs C.uint64_t
-		C.lr_bench_c_gen(C.uint16_t(out.PortID()), pool, (*C.uint8_t)(f), C.uint16_t(len(frame)), 0.2, &cpuNs)
+		write := C.int(0)
+		if fields {
+			write = 1
+		}
+		run := func(count uint64, secs float64) C.uint64_t {
+			return C.lr_bench_c_gen(C.uint16_t(out.PortID()), pool, (*C.uint8_t)(fr), C.uint16_t(len(f.data)), write,
+				C.uint16_t(f.fields), C.uint16_t(f.csum), C.uint16_t(f.sum), 0, C.uint64_t(count), C.double(secs), &cpuNs)
+		}
+		if count == 0 {
+			run(0, 0.2)
+		}
 		start := time.Now()
-		n := C.lr_bench_c_gen(C.uint16_t(out.PortID()), pool, (*C.uint8_t)(f), C.uint16_t(len(frame)), C.double(d.Seconds()), &cpuNs)
+		n := run(count, d.Seconds())
 		res <- result{packets: uint64(n), wall: time.Since(start).Seconds(), cpu: float64(cpuNs) / 1e9}
 	}()
 	return <-res
 }
 
-// runEngineGen runs the engine with a generator and a forward stage to a
-// net_null port on one busy pinned lcore. pool is the generator's pool: ""
-// for its own (the port copies each packet into an mbuf at tx), or
-// "port:n0", the port's mbuf pool.
-func runEngineGen(cpu int, pool string, d time.Duration) (result, error) {
-	seq := engineSeq.Add(1)
+// genConfig is the engine config of the generator comparison: a generator and
+// a forward stage to the dpdk port n0 on device, on one busy lcore pinned to
+// cpu. pool is the generator's pool: "" for its own (the port copies each
+// packet into an mbuf at tx), or "port:n0", the port's mbuf pool. count 0
+// sends flat out.
+func genConfig(device, pool string, cpu int, count uint64) string {
 	poolKey := ""
 	if pool != "" {
 		poolKey = fmt.Sprintf("pool = %q\n", pool)
 	}
-	toml := fmt.Sprintf(`version = 1
+	return fmt.Sprintf(`version = 1
 [engine]
 poll = "busy"
 [control]
@@ -71,21 +134,33 @@ pool_cache = 256
 [[ports]]
 name = "n0"
 driver = "dpdk"
-device = "net_null%d"
+device = %q
 [[pipelines]]
 name = "gen"
 lcores = [%d]
 [[pipelines.stages]]
 kind = "generator"
 ip_version = 4
-src = "198.18.0.1"
-dst = "198.18.1.1"
-sizes = [64]
+src = %q
+dst = %q
+src_mac = %q
+dst_mac = %q
+udp_src_port = %d
+udp_dst_port = %d
+sizes = [%d]
+count = %d
 %s[[pipelines.stages]]
 kind = "forward"
 port = "n0"
-`, poolSize, 2*seq+300, cpu, poolKey)
-	cfg, err := config.Parse("bench-gen.toml", []byte(toml))
+`, poolSize, device, cpu, genSrc, genDst, genSrcMAC, genDstMAC, genSrcPort, genDport, genSize, count, poolKey)
+}
+
+// runEngineGen runs the generator flat out on a net_null port and measures its
+// transmit rate after a warm-up. The CPU time is the busiest thread's: the
+// lcore.
+func runEngineGen(cpu int, pool string, d time.Duration) (result, error) {
+	seq := engineSeq.Add(1)
+	cfg, err := config.Parse("bench-gen.toml", []byte(genConfig(fmt.Sprintf("net_null%d", 2*seq+300), pool, cpu, 0)))
 	if err != nil {
 		return result{}, err
 	}
@@ -120,32 +195,58 @@ port = "n0"
 	return result{packets: p1 - p0, wall: t1.Sub(t0).Seconds(), cpu: busiest}, nil
 }
 
+// genRound is one round of the comparison.
+type genRound struct{ cFields, cFixed, mbuf, own result }
+
+// runGenRound runs the four in an order that turns with the round, so that
+// none is always first after another's warm caches or a neighbour's burst.
+func runGenRound(out *dpdk.Port, f cFrame, cpu, round int, d time.Duration) (genRound, error) {
+	var r genRound
+	steps := []func() error{
+		func() error { r.cFields = runCGen(out, f, true, 0, cpu, d); return nil },
+		func() (err error) { r.mbuf, err = runEngineGen(cpu, "port:n0", d); return err },
+		func() error { r.cFixed = runCGen(out, f, false, 0, cpu, d); return nil },
+		func() (err error) { r.own, err = runEngineGen(cpu, "", d); return err },
+	}
+	for i := range steps {
+		if err := steps[(i+round)%len(steps)](); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
 // benchGenerator runs the comparison in rounds and prints it.
 func benchGenerator(out *dpdk.Port, cpu, rounds int, d time.Duration) {
-	frame := make([]byte, 60)
-	copy(frame, []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45})
-	c, own, mb := &series{name: "C: alloc, copy, tx_burst"}, &series{name: "generator, its own pool"}, &series{name: "generator, the mbuf pool"}
-	var rOwn, rMb []float64
+	f := benchFrame()
+	cf := &series{name: "C: same frames, fields"}
+	cx := &series{name: "C: one fixed frame"}
+	mb := &series{name: "generator, port's mbuf pool"}
+	own := &series{name: "generator, engine's pool"}
+	var rMb, rOwn, rFixed []float64
 	for r := 0; r < rounds; r++ {
-		cm := runCGen(out, frame, cpu, d)
-		om, err := runEngineGen(cpu, "", d)
+		g, err := runGenRound(out, f, cpu, r, d)
 		if err != nil {
-			fail("engine: %v", err)
+			fail("generator: %v", err)
 		}
-		mm, err := runEngineGen(cpu, "port:n0", d)
-		if err != nil {
-			fail("engine, mbuf pool: %v", err)
-		}
-		c.add(cm)
-		own.add(om)
-		mb.add(mm)
-		rOwn, rMb = append(rOwn, om.perCore()/cm.perCore()), append(rMb, mm.perCore()/cm.perCore())
-		fmt.Printf("round %d: C %v  generator %v  generator, mbuf pool %v\n", r+1, cm, om, mm)
+		cf.add(g.cFields)
+		cx.add(g.cFixed)
+		mb.add(g.mbuf)
+		own.add(g.own)
+		rMb = append(rMb, g.mbuf.perCore()/g.cFields.perCore())
+		rOwn = append(rOwn, g.own.perCore()/g.cFields.perCore())
+		rFixed = append(rFixed, g.mbuf.perCore()/g.cFixed.perCore())
+		fmt.Printf("round %d: C fields %.2f  C fixed %.2f  mbuf pool %.2f  engine's pool %.2f Mpps/core: %.2fx\n",
+			r+1, g.cFields.perCore(), g.cFixed.perCore(), g.mbuf.perCore(), g.own.perCore(), rMb[r])
 	}
-	fmt.Printf("\nlinerate test's generator on net_null, 64-byte frames, one core (CPU %d), %d rounds of %s\n\n", cpu, rounds, d)
+	fmt.Printf("\nlinerate test's generator on net_null, %d-byte frames, one core (CPU %d), %d rounds of %s\n\n",
+		genSize, cpu, rounds, d)
 	fmt.Printf("  %-30s %14s %14s %9s\n", "", "Mpps per core", "Mpps (wall)", "core use")
-	for _, s := range []*series{c, own, mb} {
+	for _, s := range []*series{cf, cx, mb, own} {
 		s.print()
 	}
-	fmt.Printf("\n  generator/C = %.2f with its own pool, %.2f with the mbuf pool   (goal ≥ 0.9)\n", median(rOwn), median(rMb))
+	fmt.Printf("\n  generator/C, medians of the rounds' ratios (goal >= 0.9):\n")
+	fmt.Printf("    port's mbuf pool / C same frames = %.2f\n", median(rMb))
+	fmt.Printf("    engine's pool    / C same frames = %.2f\n", median(rOwn))
+	fmt.Printf("    port's mbuf pool / C fixed frame = %.2f\n", median(rFixed))
 }

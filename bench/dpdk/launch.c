@@ -98,32 +98,78 @@ uint64_t lr_bench_c_sync(uint16_t in, uint16_t out, const char *pool, double sec
 	return packets;
 }
 
-// lr_bench_c_gen is the C reference for the generator: mbufs from pool, the
-// frame copied into each, tx_burst in bursts of 64 on out, what the port did
-// not take freed. It returns packets sent and the thread's CPU time in ns.
-uint64_t lr_bench_c_gen(uint16_t out, const char *pool, const uint8_t *frame, uint16_t len, double seconds, uint64_t *cpu_ns)
+#include <rte_byteorder.h>
+#include <rte_memcpy.h>
+
+// fold16 folds a ones'-complement sum into 16 bits.
+static inline uint16_t fold16(uint64_t s)
+{
+	s = (s >> 32) + (s & 0xffffffff);
+	s = (s >> 16) + (s & 0xffff);
+	s = (s >> 16) + (s & 0xffff);
+	return (uint16_t)((s >> 16) + (s & 0xffff));
+}
+
+// word_sum is the ones'-complement sum of the four big-endian 16-bit words of v.
+static inline uint64_t word_sum(uint64_t v) { return (v >> 48) + ((v >> 32) & 0xffff) + ((v >> 16) & 0xffff) + (v & 0xffff); }
+
+// lr_bench_c_gen is the C reference for the generator, as a good C generator
+// (MoonGen's or TRex's field engine) would write it: 64 mbufs from pool, the
+// template frame copied into each with rte_memcpy, and, with write_fields,
+// per packet the flow id and sequence number, the tx timestamp and the UDP
+// checksum, at offsets fields (16 bytes, big-endian: flow << 48 | seq, then
+// CLOCK_MONOTONIC ns) and csum; then one rte_eth_tx_burst. The clock is read
+// once per burst, as all its packets go out in one tx_burst. The checksum is
+// updated from the template's sum (sum: UDP header and payload with the fields
+// and the checksum zero, plus the pseudo-header) by the fields' words, RFC
+// 1624 style, not recomputed; a computed zero is sent as 0xFFFF (RFC 768).
+// Without write_fields every packet is the template as it is. It stops after
+// count packets (0: no limit) or seconds, and returns packets sent and the
+// thread's CPU time in ns.
+uint64_t lr_bench_c_gen(uint16_t out, const char *pool, const uint8_t *frame, uint16_t len, int write_fields,
+			uint16_t fields, uint16_t csum, uint16_t sum, uint16_t flow, uint64_t count, double seconds,
+			uint64_t *cpu_ns)
 {
 	struct rte_mempool *mp = rte_mempool_lookup(pool);
 	if (mp == NULL)
 		return 0;
 	struct rte_mbuf *pkts[64];
-	struct timespec c0, c1;
+	struct timespec c0, c1, ts;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	uint64_t end = rte_rdtsc() + (uint64_t)(seconds * (double)rte_get_tsc_hz());
-	uint64_t packets = 0;
-	for (unsigned iter = 0;; iter++) {
+	uint64_t packets = 0, seq = 0;
+	for (unsigned iter = 0; count == 0 || packets < count; iter++) {
 		if ((iter & 1023) == 0 && rte_rdtsc() >= end)
 			break;
-		if (rte_pktmbuf_alloc_bulk(mp, pkts, 64) != 0)
+		unsigned n = 64;
+		if (count != 0 && count - packets < n)
+			n = (unsigned)(count - packets);
+		if (rte_pktmbuf_alloc_bulk(mp, pkts, n) != 0)
 			continue;
-		for (int i = 0; i < 64; i++) {
-			memcpy(rte_pktmbuf_mtod(pkts[i], void *), frame, len);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		uint64_t base = (uint64_t)sum + word_sum(now);
+		uint64_t now_be = rte_cpu_to_be_64(now);
+		for (unsigned i = 0; i < n; i++) {
+			uint8_t *d = rte_pktmbuf_mtod(pkts[i], uint8_t *);
+			rte_memcpy(d, frame, len);
 			pkts[i]->data_len = len;
 			pkts[i]->pkt_len = len;
+			if (!write_fields)
+				continue;
+			uint64_t v = (uint64_t)flow << 48 | (seq++ & 0xffffffffffffull);
+			uint64_t v_be = rte_cpu_to_be_64(v);
+			memcpy(d + fields, &v_be, 8);
+			memcpy(d + fields + 8, &now_be, 8);
+			uint16_t c = (uint16_t)~fold16(base + word_sum(v));
+			if (c == 0)
+				c = 0xffff;
+			uint16_t c_be = rte_cpu_to_be_16(c);
+			memcpy(d + csum, &c_be, 2);
 		}
-		uint16_t sent = rte_eth_tx_burst(out, 0, pkts, 64);
-		if (sent < 64)
-			rte_pktmbuf_free_bulk(pkts + sent, 64 - sent);
+		uint16_t sent = rte_eth_tx_burst(out, 0, pkts, (uint16_t)n);
+		if (sent < n)
+			rte_pktmbuf_free_bulk(pkts + sent, n - sent);
 		packets += sent;
 	}
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);

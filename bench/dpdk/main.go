@@ -24,6 +24,10 @@
 // (see ports/dpdk/eal.go): the (a) loop on a Go thread registered with
 // rte_thread_register, and the same loop in an exported Go function started on
 // an EAL worker with rte_eal_remote_launch.
+//
+// With -generator it compares linerate test's generator with C loops sending
+// the same frames instead (generator.go); -cpuprofile writes a pprof profile
+// of the run.
 package main
 
 import (
@@ -35,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,7 +67,18 @@ func main() {
 	cpuFlag := flag.Int("cpu", -1, "the one CPU every loop runs on (default: the last this process may use)")
 	lcoreModel := flag.Bool("lcore-model", false, "also compare rte_thread_register with rte_eal_remote_launch")
 	generator := flag.Bool("generator", false, "instead, compare linerate test's generator with a C loop sending the same frames")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (go tool pprof)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail("%v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail("%v", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	cpus := cpuset.Allowed()
 	cpu := cpus[len(cpus)-1]

@@ -1,0 +1,286 @@
+//go:build dpdk
+
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+	"golang.org/x/sys/unix"
+
+	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/cpuset"
+	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/ports/dpdk"
+)
+
+var ealErr error
+
+// One EAL per test binary, as the benchmark has one per process.
+func TestMain(m *testing.M) {
+	cpus := cpuset.Allowed()
+	ealErr = dpdk.Start([]string{"-l", strconv.Itoa(cpus[0]), "--no-huge", "--in-memory", "--no-pci", "--no-telemetry",
+		"-m", "1024", "--log-level", "warning"}, dpdk.EAL{PoolSize: poolSize, PoolCache: 256})
+	code := m.Run()
+	if ealErr == nil {
+		dpdk.Cleanup()
+	}
+	os.Exit(code)
+}
+
+func requireEAL(t *testing.T) {
+	t.Helper()
+	testenv.Require(t, fmt.Sprintf("a DPDK EAL (%v)", ealErr), ealErr == nil)
+}
+
+func benchCPU() int {
+	cpus := cpuset.Allowed()
+	return cpus[len(cpus)-1]
+}
+
+// monoNow is CLOCK_MONOTONIC in ns, the clock both sides stamp with.
+func monoNow(t *testing.T) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return ts.Nano()
+}
+
+// emptyPcap writes a pcap with no packets, for net_pcap's rx side.
+func emptyPcap(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "empty.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pcapgo.NewWriter(f).WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func readFrames(t *testing.T, path string) [][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var out [][]byte
+	for {
+		data, _, err := r.ReadPacketData()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, data)
+	}
+}
+
+// TestSameFrames: the C reference and the generator send the same frames.
+// Each sends 1000 packets to a net_pcap port; the two captures must agree
+// byte for byte apart from the generator fields and the UDP checksum, whose
+// values must be valid on both sides: flow 0 and sequence numbers 0, 1, 2 …,
+// timestamps on CLOCK_MONOTONIC within the run and never going back, and
+// IPv4 and UDP checksums that tshark and gopacket's decoding accept.
+func TestSameFrames(t *testing.T) {
+	requireEAL(t)
+	const n = 1000
+	empty := emptyPcap(t)
+	dir := t.TempDir()
+	cpu := benchCPU()
+	f := benchFrame()
+
+	cPcap := filepath.Join(dir, "c.pcap")
+	port, err := dpdk.Open(dpdk.Options{Name: "c", Device: fmt.Sprintf("net_pcap40,rx_pcap=%s,tx_pcap=%s", empty, cPcap)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0 := monoNow(t)
+	r := runCGen(port, f, true, n, cpu, 20*time.Second)
+	c1 := monoNow(t)
+	if err := port.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r.packets != n {
+		t.Fatalf("the C loop sent %d packets, want %d", r.packets, n)
+	}
+
+	gPcap := filepath.Join(dir, "gen.pcap")
+	g0 := monoNow(t)
+	runEngineCount(t, fmt.Sprintf("net_pcap41,rx_pcap=%s,tx_pcap=%s", empty, gPcap), cpu, n)
+	g1 := monoNow(t)
+
+	cf, gf := readFrames(t, cPcap), readFrames(t, gPcap)
+	if len(cf) != n || len(gf) != n {
+		t.Fatalf("captured %d frames from C and %d from the generator, want %d each", len(cf), len(gf), n)
+	}
+	check := func(side string, frames [][]byte, t0, t1 int64) {
+		t.Helper()
+		last := int64(0)
+		for i, d := range frames {
+			v := binary.BigEndian.Uint64(d[f.fields:])
+			if flow, seq := v>>48, v&(1<<48-1); flow != 0 || seq != uint64(i) {
+				t.Fatalf("%s frame %d: flow %d sequence %d, want flow 0 sequence %d", side, i, flow, seq, i)
+			}
+			ts := int64(binary.BigEndian.Uint64(d[f.fields+8:]))
+			if ts < t0 || ts > t1 || ts < last {
+				t.Fatalf("%s frame %d: timestamp %d outside [%d, %d] or before the last (%d)", side, i, ts, t0, t1, last)
+			}
+			last = ts
+			if !udpChecksumOK(d) {
+				t.Fatalf("%s frame %d: UDP checksum %#04x does not check", side, i, binary.BigEndian.Uint16(d[f.csum:]))
+			}
+			p := gopacket.NewPacket(d, layers.LayerTypeEthernet, gopacket.Default)
+			if p.ErrorLayer() != nil || p.Layer(layers.LayerTypeUDP) == nil {
+				t.Fatalf("%s frame %d does not decode as Ethernet/IPv4/UDP: %v", side, i, p)
+			}
+		}
+	}
+	check("C", cf, c0, c1)
+	check("generator", gf, g0, g1)
+	for i := range cf {
+		a, b := masked(cf[i], f), masked(gf[i], f)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("frame %d differs beyond the fields and checksum:\nC:         %x\ngenerator: %x", i, a, b)
+		}
+	}
+	if !bytes.Equal(masked(cf[0], f), masked(f.data, f)) {
+		t.Fatalf("the frames are not benchFrame's")
+	}
+	for _, path := range []string{cPcap, gPcap} {
+		tsharkChecksums(t, path, n)
+	}
+}
+
+// masked is d with the generator fields and the UDP checksum zeroed.
+func masked(d []byte, f cFrame) []byte {
+	m := bytes.Clone(d)
+	clear(m[f.fields : f.fields+16])
+	clear(m[f.csum : f.csum+2])
+	return m
+}
+
+// udpChecksumOK checks an IPv4 UDP frame's checksum the long way: the sum of
+// the pseudo-header and the whole datagram, checksum included, is all ones.
+func udpChecksumOK(d []byte) bool {
+	ip := d[14:]
+	u := ip[20:]
+	var s uint32
+	for i := 12; i < 20; i += 2 {
+		s += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	s += 17 + uint32(len(u))
+	for i := 0; i+1 < len(u); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(u[i:]))
+	}
+	if len(u)%2 == 1 {
+		s += uint32(u[len(u)-1]) << 8
+	}
+	for s > 0xffff {
+		s = s>>16 + s&0xffff
+	}
+	return binary.BigEndian.Uint16(u[6:]) != 0 && s == 0xffff
+}
+
+// tsharkChecksums has tshark verify every frame's IPv4 and UDP checksums.
+func tsharkChecksums(t *testing.T, path string, n int) {
+	t.Helper()
+	tshark := testenv.RequireCmd(t, "tshark")
+	out, err := exec.Command(tshark, "-n", "-r", path, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
+		"-T", "fields", "-e", "ip.checksum.status", "-e", "udp.checksum.status").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	good := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.Fields(l)[0] == "1" && strings.Fields(l)[1] == "1" { // 1: good
+			good++
+		}
+	}
+	if good != n {
+		t.Fatalf("%s: tshark finds %d of %d frames with good IPv4 and UDP checksums:\n%.2000s", path, good, n, out)
+	}
+}
+
+// runEngineCount runs the benchmark's generator config for count packets from
+// the port's mbuf pool onto device, and waits until the port sent them.
+func runEngineCount(t *testing.T, device string, cpu, count int) {
+	t.Helper()
+	cfg, err := config.Parse("bench-gen.toml", []byte(genConfig(device, "port:n0", cpu, uint64(count))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := appliance.New(cfg, appliance.Options{Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		_ = e.Close()
+		t.Fatal(err)
+	}
+	sent := func() uint64 {
+		for _, p := range e.Snapshot().Ports {
+			if p.Name == "n0" {
+				return p.TxPackets
+			}
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(30 * time.Second); sent() < uint64(count) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.Stop()
+	got := sent()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got != uint64(count) {
+		t.Fatalf("the generator's port sent %d packets, want %d", got, count)
+	}
+}
+
+// TestBenchGenerator runs one short round of the benchmark, as make bench-dpdk
+// BENCH_DPDK_FLAGS=-generator does: all four loops send, and every rate is a
+// number. How large they are is the benchmark's to say, not a test's.
+func TestBenchGenerator(t *testing.T) {
+	requireEAL(t)
+	out, err := dpdk.Open(dpdk.Options{Name: "out", Device: "net_null42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	g, err := runGenRound(out, benchFrame(), benchCPU(), 1, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]result{"C, fields": g.cFields, "C, fixed": g.cFixed, "mbuf pool": g.mbuf, "engine's pool": g.own} {
+		if r.packets == 0 || r.cpu <= 0 || r.wall <= 0 {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+}
