@@ -121,7 +121,7 @@ func TestSameFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	c0 := monoNow(t)
-	r := runCGen(port, f, true, n, cpu, 20*time.Second)
+	r := runCGen(port, f, genFields, n, cpu, 20*time.Second)
 	c1 := monoNow(t)
 	if err := port.Close(); err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func runEngineCount(t *testing.T, device string, cpu, count int) {
 }
 
 // TestBenchGenerator runs one short round of the benchmark, as make bench-dpdk
-// BENCH_DPDK_FLAGS=-generator does: all four loops send, and every rate is a
+// BENCH_DPDK_FLAGS=-generator does: all five loops send, and every rate is a
 // number. How large they are is the benchmark's to say, not a test's.
 func TestBenchGenerator(t *testing.T) {
 	requireEAL(t)
@@ -278,7 +278,8 @@ func TestBenchGenerator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, r := range map[string]result{"C, fields": g.cFields, "C, fixed": g.cFixed, "mbuf pool": g.mbuf, "engine's pool": g.own} {
+	for name, r := range map[string]result{"C": g.cFields, "C, one pass": g.cOnePass, "C, fixed": g.cFixed,
+		"mbuf pool": g.mbuf, "engine's pool": g.own} {
 		if r.packets == 0 || r.cpu <= 0 || r.wall <= 0 {
 			t.Errorf("%s: %+v", name, r)
 		}
