@@ -68,9 +68,10 @@ type template struct {
 	ipSum   uint16 // IPv4 header checksum field
 	fields  bool   // the frame has room for the generator fields
 	payload int    // offset of the payload
-	// small holds frames of at most 64 bytes, zero-padded: one fixed-size copy,
-	// inlined as two vector moves, instead of a memmove call.
-	small *[64]byte
+	// small holds frames of at most 64 bytes, zero-padded, as eight words:
+	// copy64 writes them with eight stores, where a [64]byte assignment or
+	// copy is a call to memmove.
+	small *[8]uint64
 }
 
 // flowDelta is what changes per flow: the low 16 bits of the source address and
@@ -238,8 +239,12 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 					binary.BigEndian.PutUint16(ft.data[ft.l4+6:], c)
 				}
 				if len(ft.data) <= 64 {
-					ft.small = new([64]byte)
-					copy(ft.small[:], ft.data)
+					var b [64]byte
+					copy(b[:], ft.data)
+					ft.small = new([8]uint64)
+					for i := range ft.small {
+						ft.small[i] = binary.LittleEndian.Uint64(b[8*i:])
+					}
 				}
 				g.perFlow = append(g.perFlow, ft)
 			}
@@ -440,44 +445,46 @@ func (g *generator) Produce(ctx *plugins.Context, b *packet.Burst) {
 }
 
 // fillFast is fill for the common lab and benchmark shape — one size of at most
-// 64 bytes, templates finished per flow, checksum on — as
-// one loop over the burst with the generator's state in locals, and the
-// timestamp's share of the UDP checksum summed once per burst.
+// 64 bytes, templates finished per flow, checksum on — as one loop over the
+// burst with the generator's state in locals. With one size, the length and
+// the offsets are every flow's, read once; per packet only the flow's
+// template, sum and sequence number change. The timestamp's share of the UDP
+// checksum is summed once per burst, and a packet's checksum is the
+// template's sum plus its fields' words (RFC 1624), not a sum over its bytes.
 func (g *generator) fillFast(hs []packet.Handle, now int64) uint64 {
+	per := g.perFlow
+	n, fields, pl, cs := len(per[0].data), per[0].fields, per[0].payload, per[0].l4+6
 	nowSum := wordSum(0, uint64(now))
 	mine, nf, seqs := g.mine, g.nextF, g.seq
-	var bytes uint64
 	for _, h := range hs {
 		p := h.P()
 		f := mine[nf]
 		if nf++; nf == len(mine) {
 			nf = 0
 		}
-		t := &g.perFlow[f]
-		n := len(t.data)
+		t := &per[f]
 		d := p.DataTail()[:64]
-		*(*[64]byte)(d) = *t.small
+		copy64(d, t.small)
 		p.SetWindow(p.Offset(), n)
 		p.SetFlag(packet.FlagLocal)
 		p.RxTime = now
-		bytes += uint64(n)
-		if !t.fields {
+		if !fields {
 			continue // the template is the whole frame, checksum included
 		}
 		seq := seqs[f]
 		seqs[f] = seq + 1
 		v := uint64(f)<<48 | seq&(1<<48-1)
-		pl := d[t.payload : t.payload+GenFieldsLen]
-		binary.BigEndian.PutUint64(pl[0:], v)
-		binary.BigEndian.PutUint64(pl[8:], uint64(now))
+		fl := d[pl : pl+GenFieldsLen]
+		binary.BigEndian.PutUint64(fl[0:], v)
+		binary.BigEndian.PutUint64(fl[8:], uint64(now))
 		c := ^packet.ChecksumCombine(packet.ChecksumCombine(t.udpSum, nowSum), wordSum(v, 0))
 		if c == 0 {
 			c = 0xFFFF // RFC 768: a computed zero is sent as all ones
 		}
-		binary.BigEndian.PutUint16(d[t.l4+6:], c)
+		binary.BigEndian.PutUint16(d[cs:cs+2], c)
 	}
 	g.nextF = nf
-	return bytes
+	return uint64(n) * uint64(len(hs))
 }
 
 // fill writes one packet from the next template and flow.
@@ -502,7 +509,7 @@ func (g *generator) fill(p *packet.Packet, now int64) int {
 	d, _ := p.Append(len(t.data))
 	if t.small != nil && p.Tailroom() >= 64-len(d) {
 		// The 64-byte copy runs into the tailroom, which holds nothing.
-		*(*[64]byte)(p.DataTail()[:64]) = *t.small
+		copy64(p.DataTail()[:64], t.small)
 	} else {
 		copy(d, t.data)
 	}
@@ -528,6 +535,19 @@ func (g *generator) fill(p *packet.Packet, now int64) int {
 		binary.BigEndian.PutUint16(d[t.l4+6:], c)
 	}
 	return len(d)
+}
+
+// copy64 writes the 64 bytes of w into d.
+func copy64(d []byte, w *[8]uint64) {
+	_ = d[63]
+	binary.LittleEndian.PutUint64(d[0:], w[0])
+	binary.LittleEndian.PutUint64(d[8:], w[1])
+	binary.LittleEndian.PutUint64(d[16:], w[2])
+	binary.LittleEndian.PutUint64(d[24:], w[3])
+	binary.LittleEndian.PutUint64(d[32:], w[4])
+	binary.LittleEndian.PutUint64(d[40:], w[5])
+	binary.LittleEndian.PutUint64(d[48:], w[6])
+	binary.LittleEndian.PutUint64(d[56:], w[7])
 }
 
 // wordSum is the ones'-complement sum of the big-endian 16-bit words of two
