@@ -181,3 +181,77 @@ func TestAFPacketMTU(t *testing.T) {
 		}
 	}
 }
+
+// TestTxFrontAFPacket: net_af_packet takes chains and frees what it sent
+// inside rte_eth_tx_burst. A window that starts in front of the mbuf's buffer
+// leaves as a chain, the kernel at the other end of the veth receives the
+// packet's bytes, and every mbuf goes back to the pool exactly once: a sent
+// chain, whose head the PMD has freed, is not taken for a copy whose original
+// is still to be freed.
+func TestTxFrontAFPacket(t *testing.T) {
+	requireEAL(t)
+	host, app := netns.New(t), netns.New(t)
+	netns.Veth(t, host, "fh", app, "fp")
+	var port *Port
+	if err := app.Do(func() (err error) {
+		port, err = Open(Options{Name: "afp", Device: vdev("net_af_packet") + ",iface=fp"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer port.Close()
+	var fd int
+	if err := host.Do(func() error {
+		ifi, err := net.InterfaceByName("fh")
+		if err != nil {
+			return err
+		}
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return err
+		}
+		tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+
+	pool := port.DPDKPool()
+	avail := pool.Available()
+	data := bytes.Repeat([]byte("payload!"), 100)
+	front := bytes.Repeat([]byte{0xF0}, 250) // more than DPDK's 128 of headroom
+	h := frame(t, pool, data)
+	d, err := h.P().Prepend(len(front))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(d, front)
+	want := append(append([]byte(nil), front...), data...)
+	var b packet.Burst
+	b.Push(h)
+	if port.TxBurst(0, &b) != 1 {
+		t.Fatal("tx refused")
+	}
+	if x := port.Stats().Extra; x["tx_chained"] != 1 || x["tx_copied"] != 0 {
+		t.Errorf("chained %d, copied %d; want 1, 0", x["tx_chained"], x["tx_copied"])
+	}
+	if got := pool.Available(); got != avail {
+		t.Errorf("pool: %d available, %d before", got, avail)
+	}
+	buf := make([]byte, 2048)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == nil && bytes.Equal(buf[:n], want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the kernel did not receive the packet (last: %d bytes, %v)", n, err)
+		}
+	}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }

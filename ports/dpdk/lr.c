@@ -176,12 +176,19 @@ static struct rte_mbuf *lr_tx_window(uint16_t port, struct rte_mbuf *mb, const s
 	return h;
 }
 
-/* lr_txb is a burst being built for rte_eth_tx_burst: what to send (m), the
- * packets' own mbufs (orig) and any made on the slow path (made). */
+/* lr_txb is a burst being built for rte_eth_tx_burst: what to send (m), and,
+ * for the packets the slow path made an mbuf for, where they are in m, their
+ * own mbuf (orig), the one made (made) and whether that heads a chain or is a
+ * copy. The fast path writes one pointer a packet. Whether it is a chain is
+ * known before the send: once the PMD has sent a chain it may have freed it,
+ * and a freed head's next is NULL, which read after the send made a sent
+ * chain look like a copy whose original is to be freed. */
 struct lr_txb {
-	struct rte_mbuf *m[LR_MAX_BURST], *orig[LR_MAX_BURST], *made[LR_MAX_BURST];
-	uint16_t cnt, dropped;
-	int slow;
+	struct rte_mbuf *m[LR_MAX_BURST];
+	struct rte_mbuf *orig[LR_MAX_BURST], *made[LR_MAX_BURST];
+	uint16_t at[LR_MAX_BURST];
+	uint8_t chain[LR_MAX_BURST];
+	uint16_t cnt, dropped, slow;
 };
 
 /* lr_txb_add adds packet p to the burst. A packet whose slow path finds no
@@ -191,7 +198,8 @@ struct lr_txb {
 static inline int lr_txb_add(uint16_t port, struct lr_txb *b, const struct lr_meta *p)
 {
 	struct rte_mbuf *mb = LR_MBUF(p);
-	struct rte_mbuf *t = lr_tx_window(port, mb, p, &b->made[b->cnt]);
+	struct rte_mbuf *made;
+	struct rte_mbuf *t = lr_tx_window(port, mb, p, &made);
 	if (unlikely(t == NULL)) {
 		if (b->cnt > 0)
 			return 0;
@@ -200,8 +208,12 @@ static inline int lr_txb_add(uint16_t port, struct lr_txb *b, const struct lr_me
 		b->dropped++;
 		return 1;
 	}
-	b->slow |= b->made[b->cnt] != NULL;
-	b->orig[b->cnt] = mb;
+	if (unlikely(made != NULL)) {
+		b->at[b->slow] = b->cnt;
+		b->orig[b->slow] = mb;
+		b->chain[b->slow] = made->next == mb;
+		b->made[b->slow++] = made;
+	}
 	b->m[b->cnt++] = t;
 	return 1;
 }
@@ -212,19 +224,15 @@ static inline int lr_txb_add(uint16_t port, struct lr_txb *b, const struct lr_me
 static uint16_t lr_txb_send(uint16_t port, uint16_t queue, struct lr_txb *b)
 {
 	uint16_t sent = rte_eth_tx_burst(port, queue, b->m, b->cnt);
-	if (likely(!b->slow))
-		return sent;
-	for (uint16_t i = 0; i < b->cnt; i++) {
-		struct rte_mbuf *made = b->made[i];
-		if (made == NULL)
-			continue;
-		int chain = made->next == b->orig[i];
-		if (i < sent) {
+	for (uint16_t k = 0; k < b->slow; k++) {
+		struct rte_mbuf *made = b->made[k], *orig = b->orig[k];
+		int chain = b->chain[k];
+		if (b->at[k] < sent) {
 			if (chain) {
 				__atomic_fetch_add(&lr_txports[port].chained, 1, __ATOMIC_RELAXED);
 			} else {
 				__atomic_fetch_add(&lr_txports[port].copied, 1, __ATOMIC_RELAXED);
-				rte_pktmbuf_free(b->orig[i]);
+				rte_pktmbuf_free(orig);
 			}
 		} else {
 			if (chain) {
