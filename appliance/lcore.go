@@ -228,7 +228,13 @@ func (lc *lcore) step(now int64, draining bool) int {
 		lc.busy.Inc()
 		lc.packets.Add(uint64(moved))
 	}
-	lc.publish()
+	// Each counter that changed is published with an atomic store, an XCHG
+	// on amd64: a dozen of them cost a busy loop about 100 ns, 7% of the
+	// generator's time on net_null. A loop that moved packets publishes every
+	// publishEvery loops; an idle one, and a manual engine's, at once.
+	if moved == 0 || lc.loops.Local()%publishEvery == 0 || lc.e.opt.Manual {
+		lc.publish()
+	}
 	lc.idle.Store(moved == 0 && held == 0 && buffered == 0)
 	lc.epoch.Add(1)
 	return moved
@@ -246,6 +252,10 @@ func (lc *lcore) shutdown() {
 	lc.stopped.Store(true)
 	lc.epoch.Add(1)
 }
+
+// publishEvery is how many busy loops may pass between two publications of
+// the lcore's counters: a few microseconds.
+const publishEvery = 8
 
 // backoff is the adaptive poll mode: spin while traffic flows, then sleep in
 // growing steps up to maxSleep so an idle lcore leaves its CPU to others.
