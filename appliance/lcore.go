@@ -49,6 +49,7 @@ type lcore struct {
 	// Bursts handed to ports and stages through interfaces would escape to the
 	// heap if they were locals: they live here instead.
 	txb   packet.Burst
+	copyb packet.Burst // copyToPool's fresh buffers
 	txLen [packet.MaxBurst]uint32
 }
 

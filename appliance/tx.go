@@ -97,11 +97,7 @@ func (lc *lcore) flush(t *txBuffer, now int64) {
 		switch {
 		case len(hs) == 0:
 		case foreign:
-			if q := lc.copyToPool(hs[0], t.port); q != 0 {
-				hs[0] = q
-			} else {
-				hs = hs[1:]
-			}
+			hs = lc.copyToPool(hs, t.port)
 		case t.port.handleTx == nil && n == packet.MaxBurst:
 			// A whole burst went: the next one.
 		case !retried:
@@ -169,25 +165,45 @@ func (t *txBuffer) countTx(lens []uint32) {
 	t.txPackets.Add(uint64(len(lens)))
 }
 
-// copyToPool copies a packet into a buffer of the port's own pool, for ports that
-// can transmit nothing else. It returns 0 when the pool is empty.
-func (lc *lcore) copyToPool(h packet.Handle, pe *portEntry) packet.Handle {
-	q, ok := pe.pool.AllocOne()
-	if !ok {
-		lc.countDrop(packet.ReasonNoBuffer, 1)
-		lc.free(h)
-		return 0
+// copyToPool copies the packets at the front of hs that come from the first
+// one's pool (up to a burst of them) into buffers of the port's own pool, for
+// ports that can transmit nothing else, and returns hs with the copies in
+// their place. The run's buffers come in one allocation: a packet at a time,
+// each copy cost a call into the pool and, through a port like DPDK's that
+// stops at each foreign packet, a transmit call of its own. A packet that gets
+// no buffer is dropped as no_buffer, one too big for it as too_big.
+func (lc *lcore) copyToPool(hs []packet.Handle, pe *portEntry) []packet.Handle {
+	from := hs[0].P().PoolID()
+	n := 1
+	for n < len(hs) && n < packet.MaxBurst && hs[n].P().PoolID() == from {
+		n++
 	}
-	src := h.P()
-	if err := q.P().CopyFrom(src, pe.pool.Headroom()); err != nil {
-		pe.pool.FreeOne(q)
-		lc.countDrop(packet.ReasonTooBig, 1)
+	b := &lc.copyb
+	b.N = 0
+	got := pe.pool.Alloc(b, n)
+	kept := 0
+	for i, h := range hs[:n] {
+		if i >= got {
+			lc.countDrop(packet.ReasonNoBuffer, 1)
+			lc.free(h)
+			continue
+		}
+		q := b.H[i]
+		if err := q.P().CopyFrom(h.P(), pe.pool.Headroom()); err != nil {
+			pe.pool.FreeOne(q)
+			lc.countDrop(packet.ReasonTooBig, 1)
+			lc.free(h)
+			continue
+		}
+		lc.copies.Inc()
 		lc.free(h)
-		return 0
+		hs[kept] = q
+		kept++
 	}
-	lc.copies.Inc()
-	lc.free(h)
-	return q
+	if kept == n {
+		return hs
+	}
+	return append(hs[:kept], hs[n:]...)
 }
 
 // flushAll transmits every tx buffer, with one tx timestamp read just before.
