@@ -29,6 +29,18 @@ type Pool interface {
 	Stats() PoolStats
 }
 
+// SizedAllocator is a pool that hands out packets whose window already holds
+// a given number of bytes, as a port's rx does, instead of empty ones. A DPDK
+// pool writes the mbuf's lengths in the pass that resets it, so the packet
+// leaves without its window written back at tx. A generator of one frame
+// size uses it.
+type SizedAllocator interface {
+	// AllocSized appends up to n fresh packets of length bytes, their content
+	// undefined, to b and returns how many it added: none when length is
+	// negative or over DataRoom.
+	AllocSized(b *Burst, n, length int) int
+}
+
 // PoolStats are a pool's counters.
 type PoolStats struct {
 	Name      string

@@ -211,14 +211,17 @@ func udpChecksumOK(d []byte) bool {
 func tsharkChecksums(t *testing.T, path string, n int) {
 	t.Helper()
 	tshark := testenv.RequireCmd(t, "tshark")
-	out, err := exec.Command(tshark, "-n", "-r", path, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
-		"-T", "fields", "-e", "ip.checksum.status", "-e", "udp.checksum.status").CombinedOutput()
+	cmd := exec.Command(tshark, "-n", "-r", path, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
+		"-T", "fields", "-e", "ip.checksum.status", "-e", "udp.checksum.status")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("tshark: %v\n%s", err, out)
+		t.Fatalf("tshark: %v\n%s", err, stderr.Bytes())
 	}
 	good := 0
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if strings.Fields(l)[0] == "1" && strings.Fields(l)[1] == "1" { // 1: good
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "1" && f[1] == "1" { // 1: good
 			good++
 		}
 	}

@@ -91,7 +91,8 @@ type generator struct {
 	flows     []flowDelta
 	seq       []uint64
 	pool      packet.Pool
-	rate      float64 // packets per ns; 0 = flat out
+	sized     packet.SizedAllocator // pool's, for fillFast: packets come with their length
+	rate      float64               // packets per ns; 0 = flat out
 	tokens    float64
 	last      int64
 	count     uint64 // 0 = unlimited
@@ -251,6 +252,9 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 		}
 	}
 	g.fast = g.perFlow != nil && len(g.tmpl) == 1 && g.perFlow[0].small != nil && g.csum && pool.DataRoom() >= 64
+	if g.fast {
+		g.sized, _ = pool.(packet.SizedAllocator)
+	}
 	return g, nil
 }
 
@@ -423,13 +427,18 @@ func (g *generator) Produce(ctx *plugins.Context, b *packet.Burst) {
 		return
 	}
 	start := b.N
-	got := g.pool.Alloc(b, n)
+	var got int
+	if g.sized != nil {
+		got = g.sized.AllocSized(b, n, len(g.perFlow[0].data))
+	} else {
+		got = g.pool.Alloc(b, n)
+	}
 	if got < n {
 		g.cNoBuf.Add(uint64(n - got))
 	}
 	var bytes uint64
 	if g.fast {
-		bytes = g.fillFast(b.H[start:b.N], now)
+		bytes = g.fillFast(b.H[start:b.N], now, g.sized == nil)
 	} else {
 		for i := start; i < b.N; i++ {
 			bytes += uint64(g.fill(b.H[i].P(), now))
@@ -451,7 +460,9 @@ func (g *generator) Produce(ctx *plugins.Context, b *packet.Burst) {
 // template, sum and sequence number change. The timestamp's share of the UDP
 // checksum is summed once per burst, and a packet's checksum is the
 // template's sum plus its fields' words (RFC 1624), not a sum over its bytes.
-func (g *generator) fillFast(hs []packet.Handle, now int64) uint64 {
+// With setWindow it gives each packet its length; else the pool did
+// (packet.SizedAllocator).
+func (g *generator) fillFast(hs []packet.Handle, now int64, setWindow bool) uint64 {
 	per := g.perFlow
 	n, fields, pl, cs := len(per[0].data), per[0].fields, per[0].payload, per[0].l4+6
 	nowSum := wordSum(0, uint64(now))
@@ -465,7 +476,9 @@ func (g *generator) fillFast(hs []packet.Handle, now int64) uint64 {
 		t := &per[f]
 		d := p.DataTail()[:64]
 		copy64(d, t.small)
-		p.SetWindow(p.Offset(), n)
+		if setWindow {
+			p.SetWindow(p.Offset(), n)
+		}
 		p.SetFlag(packet.FlagLocal)
 		p.RxTime = now
 		if !fields {

@@ -92,7 +92,7 @@ uint16_t lr_tx_handles(uint16_t port, uint16_t queue, const uintptr_t *h, uint16
 void lr_tx_setup(uint16_t port, uint64_t tx_offloads);
 void lr_tx_counters(uint16_t port, uint64_t *out);
 uint64_t lr_tx_offload_multiseg(void);
-unsigned lr_alloc(struct rte_mempool *mp, uintptr_t *out, unsigned n);
+unsigned lr_alloc(struct rte_mempool *mp, uintptr_t *out, unsigned n, uint16_t len);
 void lr_free(const uintptr_t *h, unsigned n);
 
 // Device setup, wrapped so Go never touches structs with bitfields or unions.

@@ -127,13 +127,26 @@ func (p *Pool) Stats() packet.PoolStats {
 // uintptr_t holds no pointers.
 func handles(h *packet.Handle) *C.uintptr_t { return (*C.uintptr_t)(unsafe.Pointer(h)) }
 
+var _ packet.SizedAllocator = (*Pool)(nil)
+
 // Alloc appends up to n fresh packets to b: one cgo call for the lot.
-func (p *Pool) Alloc(b *packet.Burst, n int) int {
+func (p *Pool) Alloc(b *packet.Burst, n int) int { return p.alloc(b, n, 0) }
+
+// AllocSized appends up to n fresh packets of length bytes to b, the mbufs'
+// lengths written as they are reset: one cgo call for the lot.
+func (p *Pool) AllocSized(b *packet.Burst, n, length int) int {
+	if length < 0 || length > p.dataRoom {
+		return 0
+	}
+	return p.alloc(b, n, length)
+}
+
+func (p *Pool) alloc(b *packet.Burst, n, length int) int {
 	n = min(n, b.Room())
 	if n <= 0 {
 		return 0
 	}
-	got := int(C.lr_alloc(p.mp, handles(&b.H[b.N]), C.unsigned(n)))
+	got := int(C.lr_alloc(p.mp, handles(&b.H[b.N]), C.unsigned(n), C.uint16_t(length)))
 	packet.OwnBurst(b.H[b.N:b.N+got], packet.OpRecv, packet.NoOwner, -1)
 	b.N += got
 	if got < n {
@@ -145,7 +158,7 @@ func (p *Pool) Alloc(b *packet.Burst, n int) int {
 // AllocOne takes one fresh packet.
 func (p *Pool) AllocOne() (packet.Handle, bool) {
 	var h packet.Handle
-	if C.lr_alloc(p.mp, handles(&h), 1) == 0 {
+	if C.lr_alloc(p.mp, handles(&h), 1, 0) == 0 {
 		p.allocFail.Add(1)
 		return 0, false
 	}
