@@ -1,8 +1,10 @@
 # linerate test (tester/).
 #
 # make bench-tester: the generator's tx rate on afpacket (a veth pair the
-# program makes, root) against a C loop that sends the same frames through a
-# TPACKET_V3 tx ring on the same interface, in rounds, per CPU second of the
+# program makes, root) against a C loop that sends the same frames (sequence
+# number, timestamp and UDP checksum written into each, as the generator does;
+# TestSameFrames checks) through a TPACKET_V3 tx ring on the same interface,
+# and a C loop of one fixed frame, in rounds, per CPU second of the
 # sending thread; then the search time of MLRsearch against binary search on a
 # simulated device at the same final duration and precision.
 # BENCH_TESTER_FLAGS passes flags to the program (-rounds 5, -duration 2s, -size 64).

@@ -12,7 +12,6 @@ uint64_t lr_bench_c_gen(uint16_t out, const char *pool, const uint8_t *frame, ui
 import "C"
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,7 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/linerate/linerate/appliance"
-	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/bench/internal/genframe"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/ports/dpdk"
 )
@@ -36,48 +35,8 @@ import (
 // fields. TestSameFrames holds the frames of C and the generator to each
 // other on net_pcap.
 
-// The generator's stream, as the engine's config gives it and benchFrame builds it.
-const (
-	genSrc, genDst       = "198.18.0.1", "198.18.1.1"
-	genSrcMAC, genDstMAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
-	genSrcPort, genDport = 10000, 20000
-	genSize              = 64 // with the FCS: 60 bytes of data
-)
-
-// cFrame is the C loop's template: the frame with the generator fields and the
-// UDP checksum zero, where those go, and the template's UDP sum (header,
-// payload and pseudo-header; not inverted).
-type cFrame struct {
-	data         []byte
-	fields, csum int
-	sum          uint16
-}
-
-// benchFrame builds the generator's 64-byte IPv4 frame by hand: Ethernet,
-// IPv4 (DF, TTL 64, id 0), UDP, the 16 bytes of generator fields, and the
-// "incr" pattern's bytes after them.
-func benchFrame() cFrame {
-	d := make([]byte, genSize-4)
-	copy(d[0:], []byte{2, 0, 0, 0, 0, 2})
-	copy(d[6:], []byte{2, 0, 0, 0, 0, 1})
-	binary.BigEndian.PutUint16(d[12:], 0x0800)
-	ip := d[14:34]
-	ip[0], ip[6], ip[8], ip[9] = 0x45, 0x40, 64, 17
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(d)-14))
-	src, dst := []byte{198, 18, 0, 1}, []byte{198, 18, 1, 1}
-	copy(ip[12:], src)
-	copy(ip[16:], dst)
-	binary.BigEndian.PutUint16(ip[10:], ^packet.Checksum(ip, 0))
-	u := d[34:]
-	binary.BigEndian.PutUint16(u[0:], genSrcPort)
-	binary.BigEndian.PutUint16(u[2:], genDport)
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	for i := 8; i < len(u); i++ {
-		u[i] = byte(i - 8) // the pattern runs under the fields, which are then zeroed
-	}
-	clear(u[8:24])
-	return cFrame{data: d, fields: 42, csum: 40, sum: packet.Checksum(u, packet.PseudoHeaderChecksum(17, src, dst, uint32(len(u))))}
-}
+// genSize is the frame size of the comparison, with the FCS.
+const genSize = 64
 
 // The modes of lr_bench_c_gen (launch.c).
 const (
@@ -87,7 +46,7 @@ const (
 
 // runCGen runs lr_bench_c_gen in mode on a registered thread pinned to cpu,
 // for count packets (0: as many as d allows, after a warm-up of 0.2 s).
-func runCGen(out *dpdk.Port, f cFrame, mode int, count uint64, cpu int, d time.Duration) result {
+func runCGen(out *dpdk.Port, f genframe.Frame, mode int, count uint64, cpu int, d time.Duration) result {
 	res := make(chan result)
 	go func() {
 		runtime.LockOSThread()
@@ -99,12 +58,12 @@ func runCGen(out *dpdk.Port, f cFrame, mode int, count uint64, cpu int, d time.D
 		defer dpdk.UnregisterThread()
 		pool := C.CString(out.DPDKPool().Name())
 		defer C.free(unsafe.Pointer(pool))
-		fr := C.CBytes(f.data)
+		fr := C.CBytes(f.Data)
 		defer C.free(fr)
 		var cpuNs C.uint64_t
 		run := func(count uint64, secs float64) C.uint64_t {
-			return C.lr_bench_c_gen(C.uint16_t(out.PortID()), pool, (*C.uint8_t)(fr), C.uint16_t(len(f.data)), C.int(mode),
-				C.uint16_t(f.fields), C.uint16_t(f.csum), C.uint16_t(f.sum), 0, C.uint64_t(count), C.double(secs), &cpuNs)
+			return C.lr_bench_c_gen(C.uint16_t(out.PortID()), pool, (*C.uint8_t)(fr), C.uint16_t(len(f.Data)), C.int(mode),
+				C.uint16_t(f.Fields), C.uint16_t(f.Csum), C.uint16_t(f.Sum), 0, C.uint64_t(count), C.double(secs), &cpuNs)
 		}
 		if count == 0 {
 			run(0, 0.2)
@@ -155,7 +114,8 @@ count = %d
 %s[[pipelines.stages]]
 kind = "forward"
 port = "n0"
-`, poolSize, device, cpu, genSrc, genDst, genSrcMAC, genDstMAC, genSrcPort, genDport, genSize, count, poolKey)
+`, poolSize, device, cpu, genframe.Src, genframe.Dst, genframe.SrcMAC, genframe.DstMAC, genframe.SrcPort, genframe.DstPort,
+		genSize, count, poolKey)
 }
 
 // runEngineGen runs the generator flat out on a net_null port and measures its
@@ -203,7 +163,7 @@ type genRound struct{ cFields, cOnePass, cFixed, mbuf, own result }
 
 // runGenRound runs the five in an order that turns with the round, so that
 // none is always first after another's warm caches or a neighbour's burst.
-func runGenRound(out *dpdk.Port, f cFrame, cpu, round int, d time.Duration) (genRound, error) {
+func runGenRound(out *dpdk.Port, f genframe.Frame, cpu, round int, d time.Duration) (genRound, error) {
 	var r genRound
 	steps := []func() error{
 		func() error { r.cFields = runCGen(out, f, genFields, 0, cpu, d); return nil },
@@ -222,7 +182,7 @@ func runGenRound(out *dpdk.Port, f cFrame, cpu, round int, d time.Duration) (gen
 
 // benchGenerator runs the comparison in rounds and prints it.
 func benchGenerator(out *dpdk.Port, cpu, rounds int, d time.Duration) {
-	f := benchFrame()
+	f := genframe.IPv4(genSize - 4)
 	cf := &series{name: "C: alloc_bulk, fill, tx"}
 	c1 := &series{name: "C: the same in one pass"}
 	cx := &series{name: "C: one fixed frame"}

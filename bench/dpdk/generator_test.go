@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/cpuset"
+	"github.com/linerate/linerate/bench/internal/genframe"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/ports/dpdk"
@@ -102,18 +102,19 @@ func readFrames(t *testing.T, path string) [][]byte {
 }
 
 // TestSameFrames: the C reference and the generator send the same frames.
-// Each sends 1000 packets to a net_pcap port; the two captures must agree
-// byte for byte apart from the generator fields and the UDP checksum, whose
-// values must be valid on both sides: flow 0 and sequence numbers 0, 1, 2 …,
-// timestamps on CLOCK_MONOTONIC within the run and never going back, and
-// IPv4 and UDP checksums that tshark and gopacket's decoding accept.
+// Each sends 1000 packets to a net_pcap port; both captures must be
+// genframe's frame byte for byte apart from the generator's fields and the
+// UDP checksum, whose values must be valid on both sides: flow 0 and
+// sequence numbers 0, 1, 2 …, timestamps on CLOCK_MONOTONIC within the run
+// and never going back, and IPv4 and UDP checksums that tshark accepts (and
+// gopacket decodes the generator's).
 func TestSameFrames(t *testing.T) {
 	requireEAL(t)
 	const n = 1000
 	empty := emptyPcap(t)
 	dir := t.TempDir()
 	cpu := benchCPU()
-	f := benchFrame()
+	f := genframe.IPv4(genSize - 4)
 
 	cPcap := filepath.Join(dir, "c.pcap")
 	port, err := dpdk.Open(dpdk.Options{Name: "c", Device: fmt.Sprintf("net_pcap40,rx_pcap=%s,tx_pcap=%s", empty, cPcap)})
@@ -139,72 +140,20 @@ func TestSameFrames(t *testing.T) {
 	if len(cf) != n || len(gf) != n {
 		t.Fatalf("captured %d frames from C and %d from the generator, want %d each", len(cf), len(gf), n)
 	}
-	check := func(side string, frames [][]byte, t0, t1 int64) {
-		t.Helper()
-		last := int64(0)
-		for i, d := range frames {
-			v := binary.BigEndian.Uint64(d[f.fields:])
-			if flow, seq := v>>48, v&(1<<48-1); flow != 0 || seq != uint64(i) {
-				t.Fatalf("%s frame %d: flow %d sequence %d, want flow 0 sequence %d", side, i, flow, seq, i)
-			}
-			ts := int64(binary.BigEndian.Uint64(d[f.fields+8:]))
-			if ts < t0 || ts > t1 || ts < last {
-				t.Fatalf("%s frame %d: timestamp %d outside [%d, %d] or before the last (%d)", side, i, ts, t0, t1, last)
-			}
-			last = ts
-			if !udpChecksumOK(d) {
-				t.Fatalf("%s frame %d: UDP checksum %#04x does not check", side, i, binary.BigEndian.Uint16(d[f.csum:]))
-			}
-			p := gopacket.NewPacket(d, layers.LayerTypeEthernet, gopacket.Default)
-			if p.ErrorLayer() != nil || p.Layer(layers.LayerTypeUDP) == nil {
-				t.Fatalf("%s frame %d does not decode as Ethernet/IPv4/UDP: %v", side, i, p)
-			}
-		}
+	if err := f.Check(cf, c0, c1, false); err != nil {
+		t.Fatalf("C: %v", err)
 	}
-	check("C", cf, c0, c1)
-	check("generator", gf, g0, g1)
-	for i := range cf {
-		a, b := masked(cf[i], f), masked(gf[i], f)
-		if !bytes.Equal(a, b) {
-			t.Fatalf("frame %d differs beyond the fields and checksum:\nC:         %x\ngenerator: %x", i, a, b)
-		}
+	if err := f.Check(gf, g0, g1, false); err != nil {
+		t.Fatalf("generator: %v", err)
 	}
-	if !bytes.Equal(masked(cf[0], f), masked(f.data, f)) {
-		t.Fatalf("the frames are not benchFrame's")
+	for i, d := range gf {
+		if p := gopacket.NewPacket(d, layers.LayerTypeEthernet, gopacket.Default); p.ErrorLayer() != nil || p.Layer(layers.LayerTypeUDP) == nil {
+			t.Fatalf("generator frame %d does not decode as Ethernet/IPv4/UDP: %v", i, p)
+		}
 	}
 	for _, path := range []string{cPcap, gPcap} {
 		tsharkChecksums(t, path, n)
 	}
-}
-
-// masked is d with the generator fields and the UDP checksum zeroed.
-func masked(d []byte, f cFrame) []byte {
-	m := bytes.Clone(d)
-	clear(m[f.fields : f.fields+16])
-	clear(m[f.csum : f.csum+2])
-	return m
-}
-
-// udpChecksumOK checks an IPv4 UDP frame's checksum the long way: the sum of
-// the pseudo-header and the whole datagram, checksum included, is all ones.
-func udpChecksumOK(d []byte) bool {
-	ip := d[14:]
-	u := ip[20:]
-	var s uint32
-	for i := 12; i < 20; i += 2 {
-		s += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	s += 17 + uint32(len(u))
-	for i := 0; i+1 < len(u); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(u[i:]))
-	}
-	if len(u)%2 == 1 {
-		s += uint32(u[len(u)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return binary.BigEndian.Uint16(u[6:]) != 0 && s == 0xffff
 }
 
 // tsharkChecksums has tshark verify every frame's IPv4 and UDP checksums.
@@ -277,7 +226,7 @@ func TestBenchGenerator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	g, err := runGenRound(out, benchFrame(), benchCPU(), 1, 100*time.Millisecond)
+	g, err := runGenRound(out, genframe.IPv4(genSize-4), benchCPU(), 1, 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,30 @@ static uint64_t now_ns(clockid_t c) {
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-// lr_cloop sends frame (len bytes) on ifname for seconds and returns the
-// frames the ring took; *cpu_ns is the thread's CPU time. Negative: -errno.
-int64_t lr_cloop(const char *ifname, const uint8_t *frame, int len, double seconds, uint64_t *cpu_ns) {
+// fold16 folds a ones'-complement sum into 16 bits.
+static inline uint16_t fold16(uint64_t s) {
+	s = (s >> 32) + (s & 0xffffffff);
+	s = (s >> 16) + (s & 0xffff);
+	s = (s >> 16) + (s & 0xffff);
+	return (uint16_t)((s >> 16) + (s & 0xffff));
+}
+
+// word_sum is the ones'-complement sum of the four big-endian 16-bit words of v.
+static inline uint64_t word_sum(uint64_t v) {
+	return (v >> 48) + ((v >> 32) & 0xffff) + ((v >> 16) & 0xffff) + (v & 0xffff);
+}
+
+// lr_cloop sends frame (len bytes) on ifname for seconds, or until it has sent
+// count frames (0: no limit), and returns the frames the ring took; *cpu_ns is
+// the thread's CPU time. Negative: -errno. With fields > 0 it writes what the
+// generator writes into each frame, as a good C generator would: at fields,
+// the flow id (0) and sequence number and the tx timestamp (CLOCK_MONOTONIC,
+// read once a kick of up to 64 frames), big-endian, and at csum the UDP
+// checksum, updated from the template's sum (sum: the UDP header and payload
+// with the fields and checksum zero, plus the pseudo-header) by the fields'
+// words, a computed zero sent as 0xFFFF.
+int64_t lr_cloop(const char *ifname, const uint8_t *frame, int len, int fields, int csum, uint16_t sum,
+		 int64_t count, double seconds, uint64_t *cpu_ns) {
 	const int block = 1 << 20, blocks = 8, fsize = 2048, hdr = 48;
 	const int per = block / fsize, frames = per * blocks;
 	int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -53,18 +74,33 @@ int64_t lr_cloop(const char *ifname, const uint8_t *frame, int len, double secon
 		return -e;
 	}
 	int64_t sent = 0;
+	uint64_t seq = 0;
 	int head = 0;
 	uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
 	uint64_t end = now_ns(CLOCK_MONOTONIC) + (uint64_t)(seconds * 1e9);
-	while (now_ns(CLOCK_MONOTONIC) < end) {
-		int queued = 0;
-		for (int i = 0; i < 64; i++) {
+	for (uint64_t now; (now = now_ns(CLOCK_MONOTONIC)) < end && (count == 0 || sent < count);) {
+		int queued = 0, kick = 64;
+		if (count != 0 && count - sent < kick)
+			kick = (int)(count - sent);
+		uint64_t base = (uint64_t)sum + word_sum(now), now_be = __builtin_bswap64(now);
+		for (int i = 0; i < kick; i++) {
 			uint8_t *s = ring + (size_t)(head / per) * block + (size_t)(head % per) * fsize;
 			struct tpacket3_hdr *h = (struct tpacket3_hdr *)s;
 			uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
 			if (st & (TP_STATUS_SEND_REQUEST | TP_STATUS_SENDING))
 				break;
-			memcpy(s + hdr, frame, (size_t)len);
+			uint8_t *d = s + hdr;
+			memcpy(d, frame, (size_t)len);
+			if (fields > 0) {
+				uint64_t v = seq++ & 0xffffffffffffull, v_be = __builtin_bswap64(v);
+				memcpy(d + fields, &v_be, 8);
+				memcpy(d + fields + 8, &now_be, 8);
+				uint16_t c = (uint16_t)~fold16(base + word_sum(v));
+				if (c == 0)
+					c = 0xffff;
+				d[csum] = (uint8_t)(c >> 8);
+				d[csum + 1] = (uint8_t)c;
+			}
 			h->tp_len = h->tp_snaplen = (uint32_t)len;
 			h->tp_next_offset = 0;
 			__atomic_store_n(&h->tp_status, TP_STATUS_SEND_REQUEST, __ATOMIC_RELEASE);

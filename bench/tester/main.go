@@ -1,7 +1,11 @@
 // Command tester measures linerate test's generator, the engine with a
 // generator and a forward stage sending 64-byte frames flat out on an afpacket
-// port, against a C loop that sends the same frame through a TPACKET_V3 tx
-// ring on the same interface (cloop.c), in the same process. Runs alternate
+// port, against a C loop that sends the same frames through a TPACKET_V3 tx
+// ring on the same interface (cloop.c), in the same process: the generator's
+// frame, with the flow and sequence number, the tx timestamp and the UDP
+// checksum written into each as the generator does (TestSameFrames checks
+// that the two send the same frames). A second C line copies one fixed frame
+// without those fields. Runs alternate
 // in rounds, so a neighbour on a shared machine disturbs both alike; each
 // figure is the median over rounds, per second of wall time and per second of
 // the process's CPU time, and the ratio is the median of the rounds' ratios
@@ -13,7 +17,8 @@ package main
 /*
 #include <stdint.h>
 #include <stdlib.h>
-int64_t lr_cloop(const char *ifname, const uint8_t *frame, int len, double seconds, uint64_t *cpu_ns);
+int64_t lr_cloop(const char *ifname, const uint8_t *frame, int len, int fields, int csum, uint16_t sum,
+		 int64_t count, double seconds, uint64_t *cpu_ns);
 */
 import "C"
 
@@ -34,6 +39,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/bench/internal/genframe"
 	"github.com/linerate/linerate/config"
 
 	_ "github.com/linerate/linerate/plugins/builtin"
@@ -47,6 +53,10 @@ func main() {
 	d := flag.Duration("duration", 2*time.Second, "duration of each run")
 	size := flag.Int("size", 64, "frame size with FCS")
 	flag.Parse()
+	if *size < 62 || *size > 1518 {
+		fmt.Fprintln(os.Stderr, "-size: 62 to 1518 bytes (the generator's fields need 62)")
+		os.Exit(2)
+	}
 	ifA, ifB := fmt.Sprintf("lrtb%d", os.Getpid()%10000), fmt.Sprintf("lrtc%d", os.Getpid()%10000)
 	if out, err := exec.Command("ip", "link", "add", ifA, "type", "veth", "peer", "name", ifB).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "ip link add (root needed): %v: %s\n", err, out)
@@ -64,31 +74,39 @@ func main() {
 		}
 	}
 	time.Sleep(200 * time.Millisecond)
-	frame := udp4Frame(*size - 4)
-	var cs, gs []result
-	var ratios []float64
+	f := genframe.IPv4(*size - 4)
+	var cs, cx, gs []result
+	var ratios, ratiosFixed []float64
 	for r := 0; r < *rounds; r++ {
-		c, err := runC(ifA, frame, *d)
+		c, err := runC(ifA, f, true, 0, *d)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "C loop:", err)
 			return
 		}
-		g, err := runGo(ifA, *size, *d)
+		g, err := runGo(ifA, *size, 0, *d)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "engine:", err)
 			return
 		}
-		cs, gs = append(cs, c), append(gs, g)
-		ratios = append(ratios, g.ppsCPU/c.ppsCPU)
-		fmt.Printf("round %d: C %.3f Mpps (%.3f per CPU s), generator %.3f Mpps (%.3f per CPU s): %.2f×\n",
-			r+1, c.pps/1e6, c.ppsCPU/1e6, g.pps/1e6, g.ppsCPU/1e6, g.ppsCPU/c.ppsCPU)
+		x, err := runC(ifA, f, false, 0, *d)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "C loop:", err)
+			return
+		}
+		cs, cx, gs = append(cs, c), append(cx, x), append(gs, g)
+		ratios, ratiosFixed = append(ratios, g.ppsCPU/c.ppsCPU), append(ratiosFixed, g.ppsCPU/x.ppsCPU)
+		fmt.Printf("round %d: C %.3f Mpps (%.3f per CPU s), fixed frame %.3f (%.3f), generator %.3f Mpps (%.3f per CPU s): %.2f×\n",
+			r+1, c.pps/1e6, c.ppsCPU/1e6, x.pps/1e6, x.ppsCPU/1e6, g.pps/1e6, g.ppsCPU/1e6, g.ppsCPU/c.ppsCPU)
 	}
-	mc, mg := median(cs), median(gs)
+	mc, mx, mg := median(cs), median(cx), median(gs)
 	fmt.Printf("\n%d-byte frames on afpacket (veth), %d rounds of %v, medians:\n", *size, *rounds, *d)
-	fmt.Printf("  C loop (TPACKET_V3 tx ring)   %7.3f Mpps  %7.3f Mpps per CPU second\n", mc.pps/1e6, mc.ppsCPU/1e6)
-	fmt.Printf("  linerate generator → forward  %7.3f Mpps  %7.3f Mpps per CPU second\n", mg.pps/1e6, mg.ppsCPU/1e6)
+	fmt.Printf("  C loop, the same frames        %7.3f Mpps  %7.3f Mpps per CPU second\n", mc.pps/1e6, mc.ppsCPU/1e6)
+	fmt.Printf("  C loop, one fixed frame        %7.3f Mpps  %7.3f Mpps per CPU second\n", mx.pps/1e6, mx.ppsCPU/1e6)
+	fmt.Printf("  linerate generator → forward   %7.3f Mpps  %7.3f Mpps per CPU second\n", mg.pps/1e6, mg.ppsCPU/1e6)
 	slices.Sort(ratios)
-	fmt.Printf("  generator / C (per CPU second, median of rounds): %.2f× (goal ≥ 0.9×)\n", ratios[len(ratios)/2])
+	slices.Sort(ratiosFixed)
+	fmt.Printf("  generator / C, the same frames (per CPU second, median of rounds): %.2f× (goal ≥ 0.9×)\n", ratios[len(ratios)/2])
+	fmt.Printf("  generator / C, one fixed frame: %.2f×\n", ratiosFixed[len(ratiosFixed)/2])
 }
 
 func median(rs []result) result {
@@ -134,31 +152,46 @@ func lcoreCPU(a, b map[string]time.Duration) time.Duration {
 	return m
 }
 
-func runC(ifname string, frame []byte, d time.Duration) (result, error) {
+// runC runs the C loop on a locked thread of its own: with fields, writing
+// the generator's fields into f's frame; count frames (0: for d).
+func runC(ifname string, f genframe.Frame, fields bool, count int64, d time.Duration) (result, error) {
 	done := make(chan result, 1)
 	var err error
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		name := C.CString(ifname)
-		defer C.free(unsafe.Pointer(name))
-		var cpu C.uint64_t
-		wall := time.Now()
-		n := C.lr_cloop(name, (*C.uint8_t)(unsafe.Pointer(&frame[0])), C.int(len(frame)), C.double(d.Seconds()), &cpu)
-		el := time.Since(wall)
-		if n < 0 {
-			err = unix.Errno(-n)
-			done <- result{}
-			return
-		}
-		done <- result{pps: float64(n) / el.Seconds(), ppsCPU: float64(n) / time.Duration(cpu).Seconds()}
+		done <- cloop(ifname, f, fields, count, d, &err)
 	}()
 	r := <-done
 	return r, err
 }
 
-func runGo(ifname string, size int, d time.Duration) (result, error) {
-	cfg, err := config.Parse("bench.toml", []byte(fmt.Sprintf(`
+// cloop runs lr_cloop on the calling (locked) thread.
+func cloop(ifname string, f genframe.Frame, fields bool, count int64, d time.Duration, err *error) result {
+	name := C.CString(ifname)
+	defer C.free(unsafe.Pointer(name))
+	data := C.CBytes(f.Data)
+	defer C.free(data)
+	at := 0
+	if fields {
+		at = f.Fields
+	}
+	var cpu C.uint64_t
+	wall := time.Now()
+	n := C.lr_cloop(name, (*C.uint8_t)(data), C.int(len(f.Data)), C.int(at), C.int(f.Csum), C.uint16_t(f.Sum),
+		C.int64_t(count), C.double(d.Seconds()), &cpu)
+	el := time.Since(wall)
+	if n < 0 {
+		*err = unix.Errno(-n)
+		return result{}
+	}
+	return result{pps: float64(n) / el.Seconds(), ppsCPU: float64(n) / time.Duration(cpu).Seconds()}
+}
+
+// genConfig is the engine config of the Go side: the generator, with count
+// packets (0: no limit), and a forward stage to an afpacket port on ifname.
+func genConfig(ifname string, size, count int) string {
+	return fmt.Sprintf(`
 version = 1
 [engine]
 pin = false
@@ -174,13 +207,22 @@ name = "gen"
 [[pipelines.stages]]
 kind = "generator"
 ip_version = 4
-src = "198.18.0.1"
-dst = "198.18.1.1"
+src = %q
+dst = %q
+src_mac = %q
+dst_mac = %q
+udp_src_port = %d
+udp_dst_port = %d
 sizes = [%d]
+count = %d
 [[pipelines.stages]]
 kind = "forward"
 port = "tx"
-`, ifname, size)))
+`, ifname, genframe.Src, genframe.Dst, genframe.SrcMAC, genframe.DstMAC, genframe.SrcPort, genframe.DstPort, size, count)
+}
+
+func runGo(ifname string, size, count int, d time.Duration) (result, error) {
+	cfg, err := config.Parse("bench.toml", []byte(genConfig(ifname, size, count)))
 	if err != nil {
 		return result{}, err
 	}
@@ -206,26 +248,4 @@ port = "tx"
 	n, cpu, el := tx()-n0, lcoreCPU(cpu0, threadCPU()), time.Since(wall)
 	e.Stop()
 	return result{pps: float64(n) / el.Seconds(), ppsCPU: float64(n) / cpu.Seconds()}, nil
-}
-
-// udp4Frame is an Ethernet, IPv4 and UDP frame of n bytes (without FCS).
-func udp4Frame(n int) []byte {
-	f := make([]byte, n)
-	copy(f[0:], []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00})
-	ip := f[14:]
-	ip[0], ip[8], ip[9] = 0x45, 64, 17
-	ip[2], ip[3] = byte((n-14)>>8), byte(n-14)
-	copy(ip[12:], []byte{198, 18, 0, 1, 198, 18, 1, 1})
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(ip[i])<<8 | uint32(ip[i+1])
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	ip[10], ip[11] = byte(^sum>>8), byte(^sum)
-	u := ip[20:]
-	u[0], u[1], u[2], u[3] = 0x27, 0x10, 0x4e, 0x20
-	u[4], u[5] = byte((n-34)>>8), byte(n-34)
-	return f
 }
