@@ -18,10 +18,12 @@ bench-stamp:
 	$(GO) test -run XXX -bench 'Benchmark(Reflector|Collector|Sender)' -benchtime 2s ./plugins/stamp
 
 # make bench-xdp-stamp: the XDP reflector and collector in prog.Run
-# (BPF_PROG_TEST_RUN) beside an XDP_TX MAC-swap program, alternating in one
-# run; prints each one's ns/pkt and the ratios to the MAC swap. Root. Part
-# of make bench-xdp.
+# (BPF_PROG_TEST_RUN) beside an XDP_TX MAC-swap program and the MAC swap
+# with the reflector's two clock reads, alternating in one run; prints each
+# one's ns/pkt and the ratios. Then the parts' costs (BenchmarkXDPCosts:
+# clock reads, map operations, checksums, the ring buffer). Root. Part of
+# make bench-xdp.
 .PHONY: bench-xdp-stamp bench-xdp
 bench-xdp: bench-xdp-stamp
 bench-xdp-stamp:
-	$(GO) test -run XXX -bench BenchmarkXDPPrograms -benchtime 200000x -count 3 ./plugins/stamp
+	$(GO) test -run XXX -bench 'BenchmarkXDP(Programs|Costs)' -benchtime 200000x -count 3 ./plugins/stamp

@@ -2,9 +2,12 @@ package stamp
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/plugins/stamp/bpf"
@@ -16,7 +19,72 @@ import (
 // reports each one's ns/pkt and the ratios to the MAC swap (goal: at most
 // 2). The reflector and the MAC swap each restore the request first (see
 // bench.c); restore_ns is that alone, and the net ratio leaves it out.
+//
+// Beside them: macswap_clock2, the MAC swap with the reflector's two clock
+// reads (T2 first, T3 last), the floor of an honest reflector on this
+// machine's clock; and macswap_bare, a MAC swap without the restore.
 func BenchmarkXDPPrograms(b *testing.B) {
+	bn, frame := loadXDPBench(b)
+	// The collector, with a reply of a session it has.
+	cp := newXDPCollectorPair(b, nil)
+	var reply []byte
+	for _, f := range cp.replies(b) {
+		if pay, _ := payloadOf(b, f); len(pay) == BaseLen {
+			reply = f
+			break
+		}
+	}
+	// The collector's ring holds 4096 records: runs of at most 4000, drained
+	// between them (outside the kernel's timing).
+	collect := func(n int) float64 {
+		var sum float64
+		for done := 0; done < n; {
+			k := min(4000, n-done)
+			sum += runXDP(b, cp.prog.Program, reply, k) * float64(k)
+			if _, err := cp.prog.Poll(0, func(*bpf.Event) {}); err != nil {
+				b.Fatal(err)
+			}
+			done += k
+		}
+		return sum / float64(n)
+	}
+	const rounds = 7
+	var restore, reflect, swap, swap2, bare, coll []float64
+	n := max(b.N, 1000)
+	b.ResetTimer()
+	for range rounds {
+		restore = append(restore, runXDP(b, bn.Restore, frame, n))
+		reflect = append(reflect, runXDP(b, bn.Reflect, frame, n))
+		swap = append(swap, runXDP(b, bn.MacSwap, frame, n))
+		coll = append(coll, collect(n))
+		swap2 = append(swap2, runXDP(b, bn.MacSwapClock2, frame, n))
+		bare = append(bare, runXDP(b, bn.MacSwapBare, frame, n))
+	}
+	b.StopTimer()
+	c, err := bn.Reflector.Counters()
+	if err != nil || c[0] != uint64(rounds*n) {
+		b.Fatalf("the reflector reflected %v of %d: %v", c, rounds*n, err)
+	}
+	rs, rf, sw, co := median(restore), median(reflect), median(swap), median(coll)
+	sw2, bs := median(swap2), median(bare)
+	b.ReportMetric(rf, "reflector_ns/pkt")
+	b.ReportMetric(co, "collector_ns/pkt")
+	b.ReportMetric(sw, "macswap_ns/pkt")
+	b.ReportMetric(sw2, "macswap_clock2_ns/pkt")
+	b.ReportMetric(bs, "macswap_bare_ns/pkt")
+	b.ReportMetric(rs, "restore_ns/pkt")
+	b.ReportMetric(rf/sw, "reflector/macswap")
+	b.ReportMetric(co/sw, "collector/macswap")
+	b.ReportMetric(rf/sw2, "reflector/macswap_clock2")
+	b.ReportMetric(1e9/rf, "reflector_pkts/s")
+	b.ReportMetric(1e9/co, "collector_pkts/s")
+}
+
+// loadXDPBench loads bench.c's programs with a stateful session's request
+// as the frame they restore, the reflector's maps configured as the Go
+// stage configures them: no allow list, no rate limit (what reflecting
+// costs).
+func loadXDPBench(b *testing.B) (*bpf.Bench, []byte) {
 	testenv.RequireRoot(b)
 	h := newHarness(b)
 	// A stateful session, no allow list, no rate limit: what reflecting
@@ -35,70 +103,83 @@ mode = "stateful"
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer bn.Close()
+	b.Cleanup(func() { bn.Close() })
 	if err := bn.Reflector.Configure(r.xdpConfig()); err != nil {
 		b.Fatal(err)
 	}
 	if err := r.syncXDP(bn.Reflector, r.reg.rf.Load()); err != nil {
 		b.Fatal(err)
 	}
-	// The collector, with a reply of a session it has.
-	cp := newXDPCollectorPair(b, nil)
-	var reply []byte
-	for _, f := range cp.replies(b) {
-		if pay, _ := payloadOf(b, f); len(pay) == BaseLen {
-			reply = f
-			break
-		}
+	return bn, frame
+}
+
+func runXDP(b *testing.B, p *ebpf.Program, in []byte, n int) float64 {
+	b.Helper()
+	_, d, err := p.Benchmark(in, n, nil)
+	if err != nil {
+		b.Fatal(err)
 	}
-	run := func(p *ebpf.Program, in []byte, n int) float64 {
-		b.Helper()
-		_, d, err := p.Benchmark(in, n, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return float64(d.Nanoseconds())
+	return float64(d.Nanoseconds())
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// BenchmarkXDPCosts measures the parts of the reflector and collector in
+// prog.Run: each part's program (bench.c) restores the request, does its
+// part and sends the frame back; alternating with bench_restore over rounds,
+// the difference of the medians is the part's cost (per operation where the
+// program does it 8 times). make bench-xdp-stamp runs it; plugins/stamp's
+// README has the breakdown.
+func BenchmarkXDPCosts(b *testing.B) {
+	bn, frame := loadXDPBench(b)
+	const rounds = 7
+	n := max(b.N, 1000)
+	var restore, ring []float64
+	costs := make([][]float64, len(bn.Costs))
+	rd, err := ringbuf.NewReader(bn.Ring)
+	if err != nil {
+		b.Fatal(err)
 	}
-	// The collector's ring holds 4096 records: runs of at most 4000, drained
-	// between them (outside the kernel's timing).
-	collect := func(n int) float64 {
+	defer rd.Close()
+	rd.SetDeadline(time.Unix(1, 0)) // never wait
+	var rec ringbuf.Record
+	// The ring holds 1 MiB: runs of at most 10000 records of 72 bytes,
+	// drained between them (outside the kernel's timing).
+	ringRun := func(n int) float64 {
 		var sum float64
 		for done := 0; done < n; {
-			k := min(4000, n-done)
-			sum += run(cp.prog.Program, reply, k) * float64(k)
-			if _, err := cp.prog.Poll(0, func(*bpf.Event) {}); err != nil {
-				b.Fatal(err)
+			k := min(10000, n-done)
+			sum += runXDP(b, bn.RingBuf, frame, k) * float64(k)
+			for got := 0; got < k; got++ {
+				if err := rd.ReadInto(&rec); err != nil {
+					b.Fatalf("record %d of %d: %v", got, k, err)
+				}
 			}
 			done += k
 		}
 		return sum / float64(n)
 	}
-	const rounds = 7
-	var restore, reflect, swap, coll []float64
-	n := max(b.N, 1000)
 	b.ResetTimer()
 	for range rounds {
-		restore = append(restore, run(bn.Restore, frame, n))
-		reflect = append(reflect, run(bn.Reflect, frame, n))
-		swap = append(swap, run(bn.MacSwap, frame, n))
-		coll = append(coll, collect(n))
+		restore = append(restore, runXDP(b, bn.Restore, frame, n))
+		for i, c := range bn.Costs {
+			costs[i] = append(costs[i], runXDP(b, c.Prog, frame, n))
+		}
+		ring = append(ring, ringRun(n))
 	}
 	b.StopTimer()
-	c, err := bn.Reflector.Counters()
-	if err != nil || c[0] != uint64(rounds*n) {
-		b.Fatalf("the reflector reflected %v of %d: %v", c, rounds*n, err)
-	}
-	med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
-	rs, rf, sw, co := med(restore), med(reflect), med(swap), med(coll)
-	b.ReportMetric(rf, "reflector_ns/pkt")
-	b.ReportMetric(co, "collector_ns/pkt")
-	b.ReportMetric(sw, "macswap_ns/pkt")
+	rs := median(restore)
 	b.ReportMetric(rs, "restore_ns/pkt")
-	b.ReportMetric(rf/sw, "reflector/macswap")
-	b.ReportMetric(co/sw, "collector/macswap")
-	if net := sw - rs; net > 0 {
-		b.ReportMetric((rf-rs)/net, "reflector/macswap_net")
+	b.ReportMetric(median(ring)-rs, "ringbuf_ns")
+	for i, c := range bn.Costs {
+		d, name := median(costs[i])-rs, c.Name
+		if n, ok := strings.CutSuffix(name, "_x8"); ok {
+			d, name = d/8, n
+		}
+		b.ReportMetric(d, name+"_ns")
 	}
-	b.ReportMetric(1e9/rf, "reflector_pkts/s")
-	b.ReportMetric(1e9/co, "collector_pkts/s")
 }

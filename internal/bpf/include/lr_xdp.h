@@ -101,4 +101,47 @@ static __always_inline __u16 lr_get16(const __u8 *p)
 	return bpf_ntohs(v);
 }
 
+/* Word access to packet and map memory: one load or store of the width.
+ * Through a __u8 pointer, __builtin_memcpy compiles to a byte at a time (the
+ * BPF target knows nothing of the alignment), six or more instructions for a
+ * __u16. A word through lr_w* is one, unaligned where the packet is: the x86
+ * and arm64 JITs take that, and the verifier allows it on packets and map
+ * values (not on the stack) where the kernel has efficient unaligned access.
+ * may_alias: these words overlay bytes written through other types. */
+typedef __u16 __attribute__((may_alias)) lr_w16;
+typedef __u32 __attribute__((may_alias)) lr_w32;
+typedef __u64 __attribute__((may_alias)) lr_w64;
+
+/* lr_ld* and lr_st* read and write big-endian words at p, a word at a time. */
+static __always_inline __u16 lr_ld16(const void *p) { return bpf_ntohs(*(const lr_w16 *)p); }
+static __always_inline __u32 lr_ld32(const void *p) { return bpf_ntohl(*(const lr_w32 *)p); }
+static __always_inline __u64 lr_ld64(const void *p) { return bpf_be64_to_cpu(*(const lr_w64 *)p); }
+static __always_inline void lr_st16(void *p, __u16 v) { *(lr_w16 *)p = bpf_htons(v); }
+static __always_inline void lr_st32(void *p, __u32 v) { *(lr_w32 *)p = bpf_htonl(v); }
+static __always_inline void lr_st64(void *p, __u64 v) { *(lr_w64 *)p = bpf_cpu_to_be64(v); }
+
+/* lr_copy16 copies 16 bytes (an IPv6 address), two words. */
+static __always_inline void lr_copy16(void *d, const void *s)
+{
+	((lr_w64 *)d)[0] = ((const lr_w64 *)s)[0];
+	((lr_w64 *)d)[1] = ((const lr_w64 *)s)[1];
+}
+
+/* lr_add64 is a one's complement add of 64-bit words, the carry folded in. */
+static __always_inline __u64 lr_add64(__u64 a, __u64 b)
+{
+	a += b;
+	return a + (a < b);
+}
+
+/* lr_csum_fold64 folds a 64-bit one's complement sum to 16 bits. */
+static __always_inline __u16 lr_csum_fold64(__u64 s)
+{
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)s;
+}
+
 #endif

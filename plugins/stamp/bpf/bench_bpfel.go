@@ -74,20 +74,39 @@ type benchRfSrh struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	benchMapBenchFrame          = "bench_frame"
-	benchMapStampRfAddrs        = "stamp_rf_addrs"
-	benchMapStampRfAllow        = "stamp_rf_allow"
-	benchMapStampRfConfig       = "stamp_rf_config"
-	benchMapStampRfCounters     = "stamp_rf_counters"
-	benchMapStampRfLimit        = "stamp_rf_limit"
-	benchMapStampRfScratch      = "stamp_rf_scratch"
-	benchMapStampRfSessions     = "stamp_rf_sessions"
-	benchMapStampRfSrhs         = "stamp_rf_srhs"
-	benchProgBenchMacswap       = "bench_macswap"
-	benchProgBenchReflect       = "bench_reflect"
-	benchProgBenchRestore       = "bench_restore"
-	benchProgStampReflectorSlot = "stamp_reflector_slot"
-	benchProgStampReflectorXdp  = "stamp_reflector_xdp"
+	benchMapBenchFrame              = "bench_frame"
+	benchMapBenchRing               = "bench_ring"
+	benchMapStampRfAddrs            = "stamp_rf_addrs"
+	benchMapStampRfAllow            = "stamp_rf_allow"
+	benchMapStampRfConfig           = "stamp_rf_config"
+	benchMapStampRfCounters         = "stamp_rf_counters"
+	benchMapStampRfLimit            = "stamp_rf_limit"
+	benchMapStampRfScratch          = "stamp_rf_scratch"
+	benchMapStampRfSessions         = "stamp_rf_sessions"
+	benchMapStampRfSrhs             = "stamp_rf_srhs"
+	benchProgBenchCostArrayX8       = "bench_cost_array_x8"
+	benchProgBenchCostAtomicX8      = "bench_cost_atomic_x8"
+	benchProgBenchCostCsumBytes     = "bench_cost_csum_bytes"
+	benchProgBenchCostCsumIncr      = "bench_cost_csum_incr"
+	benchProgBenchCostCsumWords     = "bench_cost_csum_words"
+	benchProgBenchCostDivX8         = "bench_cost_div_x8"
+	benchProgBenchCostHashX8        = "bench_cost_hash_x8"
+	benchProgBenchCostJiffiesX8     = "bench_cost_jiffies_x8"
+	benchProgBenchCostKtimeBootX8   = "bench_cost_ktime_boot_x8"
+	benchProgBenchCostKtimeCoarseX8 = "bench_cost_ktime_coarse_x8"
+	benchProgBenchCostKtimeNsX8     = "bench_cost_ktime_ns_x8"
+	benchProgBenchCostKtimeTaiX8    = "bench_cost_ktime_tai_x8"
+	benchProgBenchCostPercpuX8      = "bench_cost_percpu_x8"
+	benchProgBenchCostRingbuf       = "bench_cost_ringbuf"
+	benchProgBenchCostWritesBytes   = "bench_cost_writes_bytes"
+	benchProgBenchCostWritesWords   = "bench_cost_writes_words"
+	benchProgBenchMacswap           = "bench_macswap"
+	benchProgBenchMacswapBare       = "bench_macswap_bare"
+	benchProgBenchMacswapClock2     = "bench_macswap_clock2"
+	benchProgBenchReflect           = "bench_reflect"
+	benchProgBenchRestore           = "bench_restore"
+	benchProgStampReflectorSlot     = "stamp_reflector_slot"
+	benchProgStampReflectorXdp      = "stamp_reflector_xdp"
 )
 
 // loadBench returns the embedded CollectionSpec for bench.
@@ -132,11 +151,29 @@ type benchSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type benchProgramSpecs struct {
-	BenchMacswap       *ebpf.ProgramSpec `ebpf:"bench_macswap"`
-	BenchReflect       *ebpf.ProgramSpec `ebpf:"bench_reflect"`
-	BenchRestore       *ebpf.ProgramSpec `ebpf:"bench_restore"`
-	StampReflectorSlot *ebpf.ProgramSpec `ebpf:"stamp_reflector_slot"`
-	StampReflectorXdp  *ebpf.ProgramSpec `ebpf:"stamp_reflector_xdp"`
+	BenchCostArrayX8       *ebpf.ProgramSpec `ebpf:"bench_cost_array_x8"`
+	BenchCostAtomicX8      *ebpf.ProgramSpec `ebpf:"bench_cost_atomic_x8"`
+	BenchCostCsumBytes     *ebpf.ProgramSpec `ebpf:"bench_cost_csum_bytes"`
+	BenchCostCsumIncr      *ebpf.ProgramSpec `ebpf:"bench_cost_csum_incr"`
+	BenchCostCsumWords     *ebpf.ProgramSpec `ebpf:"bench_cost_csum_words"`
+	BenchCostDivX8         *ebpf.ProgramSpec `ebpf:"bench_cost_div_x8"`
+	BenchCostHashX8        *ebpf.ProgramSpec `ebpf:"bench_cost_hash_x8"`
+	BenchCostJiffiesX8     *ebpf.ProgramSpec `ebpf:"bench_cost_jiffies_x8"`
+	BenchCostKtimeBootX8   *ebpf.ProgramSpec `ebpf:"bench_cost_ktime_boot_x8"`
+	BenchCostKtimeCoarseX8 *ebpf.ProgramSpec `ebpf:"bench_cost_ktime_coarse_x8"`
+	BenchCostKtimeNsX8     *ebpf.ProgramSpec `ebpf:"bench_cost_ktime_ns_x8"`
+	BenchCostKtimeTaiX8    *ebpf.ProgramSpec `ebpf:"bench_cost_ktime_tai_x8"`
+	BenchCostPercpuX8      *ebpf.ProgramSpec `ebpf:"bench_cost_percpu_x8"`
+	BenchCostRingbuf       *ebpf.ProgramSpec `ebpf:"bench_cost_ringbuf"`
+	BenchCostWritesBytes   *ebpf.ProgramSpec `ebpf:"bench_cost_writes_bytes"`
+	BenchCostWritesWords   *ebpf.ProgramSpec `ebpf:"bench_cost_writes_words"`
+	BenchMacswap           *ebpf.ProgramSpec `ebpf:"bench_macswap"`
+	BenchMacswapBare       *ebpf.ProgramSpec `ebpf:"bench_macswap_bare"`
+	BenchMacswapClock2     *ebpf.ProgramSpec `ebpf:"bench_macswap_clock2"`
+	BenchReflect           *ebpf.ProgramSpec `ebpf:"bench_reflect"`
+	BenchRestore           *ebpf.ProgramSpec `ebpf:"bench_restore"`
+	StampReflectorSlot     *ebpf.ProgramSpec `ebpf:"stamp_reflector_slot"`
+	StampReflectorXdp      *ebpf.ProgramSpec `ebpf:"stamp_reflector_xdp"`
 }
 
 // benchMapSpecs contains maps before they are loaded into the kernel.
@@ -144,6 +181,7 @@ type benchProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type benchMapSpecs struct {
 	BenchFrame      *ebpf.MapSpec `ebpf:"bench_frame"`
+	BenchRing       *ebpf.MapSpec `ebpf:"bench_ring"`
 	StampRfAddrs    *ebpf.MapSpec `ebpf:"stamp_rf_addrs"`
 	StampRfAllow    *ebpf.MapSpec `ebpf:"stamp_rf_allow"`
 	StampRfConfig   *ebpf.MapSpec `ebpf:"stamp_rf_config"`
@@ -181,6 +219,7 @@ func (o *benchObjects) Close() error {
 // It can be passed to loadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type benchMaps struct {
 	BenchFrame      *ebpf.Map `ebpf:"bench_frame"`
+	BenchRing       *ebpf.Map `ebpf:"bench_ring"`
 	StampRfAddrs    *ebpf.Map `ebpf:"stamp_rf_addrs"`
 	StampRfAllow    *ebpf.Map `ebpf:"stamp_rf_allow"`
 	StampRfConfig   *ebpf.Map `ebpf:"stamp_rf_config"`
@@ -194,6 +233,7 @@ type benchMaps struct {
 func (m *benchMaps) Close() error {
 	return _BenchClose(
 		m.BenchFrame,
+		m.BenchRing,
 		m.StampRfAddrs,
 		m.StampRfAllow,
 		m.StampRfConfig,
@@ -215,16 +255,52 @@ type benchVariables struct {
 //
 // It can be passed to loadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type benchPrograms struct {
-	BenchMacswap       *ebpf.Program `ebpf:"bench_macswap"`
-	BenchReflect       *ebpf.Program `ebpf:"bench_reflect"`
-	BenchRestore       *ebpf.Program `ebpf:"bench_restore"`
-	StampReflectorSlot *ebpf.Program `ebpf:"stamp_reflector_slot"`
-	StampReflectorXdp  *ebpf.Program `ebpf:"stamp_reflector_xdp"`
+	BenchCostArrayX8       *ebpf.Program `ebpf:"bench_cost_array_x8"`
+	BenchCostAtomicX8      *ebpf.Program `ebpf:"bench_cost_atomic_x8"`
+	BenchCostCsumBytes     *ebpf.Program `ebpf:"bench_cost_csum_bytes"`
+	BenchCostCsumIncr      *ebpf.Program `ebpf:"bench_cost_csum_incr"`
+	BenchCostCsumWords     *ebpf.Program `ebpf:"bench_cost_csum_words"`
+	BenchCostDivX8         *ebpf.Program `ebpf:"bench_cost_div_x8"`
+	BenchCostHashX8        *ebpf.Program `ebpf:"bench_cost_hash_x8"`
+	BenchCostJiffiesX8     *ebpf.Program `ebpf:"bench_cost_jiffies_x8"`
+	BenchCostKtimeBootX8   *ebpf.Program `ebpf:"bench_cost_ktime_boot_x8"`
+	BenchCostKtimeCoarseX8 *ebpf.Program `ebpf:"bench_cost_ktime_coarse_x8"`
+	BenchCostKtimeNsX8     *ebpf.Program `ebpf:"bench_cost_ktime_ns_x8"`
+	BenchCostKtimeTaiX8    *ebpf.Program `ebpf:"bench_cost_ktime_tai_x8"`
+	BenchCostPercpuX8      *ebpf.Program `ebpf:"bench_cost_percpu_x8"`
+	BenchCostRingbuf       *ebpf.Program `ebpf:"bench_cost_ringbuf"`
+	BenchCostWritesBytes   *ebpf.Program `ebpf:"bench_cost_writes_bytes"`
+	BenchCostWritesWords   *ebpf.Program `ebpf:"bench_cost_writes_words"`
+	BenchMacswap           *ebpf.Program `ebpf:"bench_macswap"`
+	BenchMacswapBare       *ebpf.Program `ebpf:"bench_macswap_bare"`
+	BenchMacswapClock2     *ebpf.Program `ebpf:"bench_macswap_clock2"`
+	BenchReflect           *ebpf.Program `ebpf:"bench_reflect"`
+	BenchRestore           *ebpf.Program `ebpf:"bench_restore"`
+	StampReflectorSlot     *ebpf.Program `ebpf:"stamp_reflector_slot"`
+	StampReflectorXdp      *ebpf.Program `ebpf:"stamp_reflector_xdp"`
 }
 
 func (p *benchPrograms) Close() error {
 	return _BenchClose(
+		p.BenchCostArrayX8,
+		p.BenchCostAtomicX8,
+		p.BenchCostCsumBytes,
+		p.BenchCostCsumIncr,
+		p.BenchCostCsumWords,
+		p.BenchCostDivX8,
+		p.BenchCostHashX8,
+		p.BenchCostJiffiesX8,
+		p.BenchCostKtimeBootX8,
+		p.BenchCostKtimeCoarseX8,
+		p.BenchCostKtimeNsX8,
+		p.BenchCostKtimeTaiX8,
+		p.BenchCostPercpuX8,
+		p.BenchCostRingbuf,
+		p.BenchCostWritesBytes,
+		p.BenchCostWritesWords,
 		p.BenchMacswap,
+		p.BenchMacswapBare,
+		p.BenchMacswapClock2,
 		p.BenchReflect,
 		p.BenchRestore,
 		p.StampReflectorSlot,
