@@ -46,9 +46,6 @@ type benchRfScratch struct {
 	Dst  [16]uint8
 	Rsrc [16]uint8
 	K    benchLpmKey
-	Sts  [8]uint8
-	Smac [6]uint8
-	Dmac [6]uint8
 }
 
 type benchRfSession struct {

@@ -151,7 +151,6 @@ struct {
 struct rf_scratch {
 	__u8 src[16], dst[16], rsrc[16];
 	struct lpm_key k;
-	__u8 sts[8], smac[6], dmac[6];
 };
 
 struct {
@@ -180,35 +179,26 @@ static __always_inline int to_go(void)
 	return LR_OFFLOAD_USER;
 }
 
+/* The addresses are in map memory (the scratch, a session): compared a word
+ * at a time (lr_xdp.h). */
 static __always_inline int is_zero16(const __u8 *a)
 {
-	__u64 x, y;
-	__builtin_memcpy(&x, a, 8);
-	__builtin_memcpy(&y, a + 8, 8);
-	return (x | y) == 0;
+	return (*(const lr_w64 *)a | *(const lr_w64 *)(a + 8)) == 0;
 }
 
 static __always_inline int eq16(const __u8 *a, const __u8 *b)
 {
-	__u64 a0, a1, b0, b1;
-	__builtin_memcpy(&a0, a, 8);
-	__builtin_memcpy(&a1, a + 8, 8);
-	__builtin_memcpy(&b0, b, 8);
-	__builtin_memcpy(&b1, b + 8, 8);
-	return a0 == b0 && a1 == b1;
+	return *(const lr_w64 *)a == *(const lr_w64 *)b && *(const lr_w64 *)(a + 8) == *(const lr_w64 *)(b + 8);
 }
 
 static __always_inline int bcast4(const struct rf_config *c, const __u8 *a)
 {
-	__u32 x;
-	__builtin_memcpy(&x, a, 4);
+	__u32 x = *(const lr_w32 *)a;
 #pragma unroll
 	for (int i = 0; i < RF_MAX_BCAST; i++) {
-		__u32 b;
 		if (i >= c->n_bcast)
 			break;
-		__builtin_memcpy(&b, c->bcast[i], 4);
-		if (b == x)
+		if (*(const lr_w32 *)c->bcast[i] == x)
 			return 1;
 	}
 	return 0;
@@ -236,9 +226,7 @@ static __always_inline int refuse(const struct rf_config *c, const __u8 *eth, co
 	if (src[0] == 0xff || is_zero16(src))
 		return C_BAD_SOURCE;
 	{
-		__u64 hi, lo;
-		__builtin_memcpy(&hi, src, 8);
-		__builtin_memcpy(&lo, src + 8, 8);
+		__u64 hi = *(const lr_w64 *)src, lo = *(const lr_w64 *)(src + 8);
 		if (hi == 0 && lo == bpf_cpu_to_be64(1))
 			return C_BAD_SOURCE; /* ::1 */
 		/* IPv4 mapped: the IPv4 rules. */
@@ -282,6 +270,10 @@ static __always_inline __u64 wire_time(const struct rf_config *c, __u64 tai, int
  * known to be untagged and the L3 header of its base size. */
 #define UDP_LEN (8 + 44)
 
+/* Every access to the packet and the maps below is a word at a time
+ * (lr_ld*, lr_st*, lr_w*: lr_xdp.h), and the reply's checksums are summed
+ * from 64-bit words: a byte at a time, they cost as much as a clock read
+ * (plugins/stamp/README.md has the parts' costs). */
 static __always_inline int stamp_reflector(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -293,7 +285,7 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 
 	if ((void *)(eth + ETH_HLEN_) > end)
 		return LR_OFFLOAD_NEXT;
-	__u16 proto = lr_get16(eth + 12);
+	__u16 proto = lr_ld16(eth + 12);
 	struct rf_scratch *x = bpf_map_lookup_elem(&stamp_rf_scratch, &zero);
 	if (!x)
 		return LR_OFFLOAD_NEXT;
@@ -308,15 +300,17 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 			return LR_OFFLOAD_NEXT;
 		if (l3[0] >> 4 != 4 || l3[9] != IPPROTO_UDP_)
 			return LR_OFFLOAD_NEXT;
-		if ((l3[0] & 15) != 5 || (lr_get16(l3 + 6) & 0x3fff) != 0)
+		if ((l3[0] & 15) != 5 || (lr_ld16(l3 + 6) & 0x3fff) != 0)
 			return LR_OFFLOAD_NEXT; /* options or a fragment: the Go stage, if it is STAMP */
 		l3len = 20;
-		iplen = lr_get16(l3 + 2);
-		__builtin_memset(src, 0, 16);
-		__builtin_memset(dst, 0, 16);
-		src[10] = src[11] = dst[10] = dst[11] = 0xff;
-		__builtin_memcpy(src + 12, l3 + 12, 4);
-		__builtin_memcpy(dst + 12, l3 + 16, 4);
+		iplen = lr_ld16(l3 + 2);
+		/* IPv4 mapped: ::ffff:a.b.c.d */
+		*(lr_w64 *)src = 0;
+		*(lr_w64 *)dst = 0;
+		*(lr_w32 *)(src + 8) = bpf_htonl(0xffff);
+		*(lr_w32 *)(dst + 8) = bpf_htonl(0xffff);
+		*(lr_w32 *)(src + 12) = *(lr_w32 *)(l3 + 12);
+		*(lr_w32 *)(dst + 12) = *(lr_w32 *)(l3 + 16);
 	} else if (proto == ETH_P_IPV6_) {
 		v4 = 0;
 		if ((void *)(l3 + 40 + 8) > end)
@@ -326,9 +320,9 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 		if (l3[6] != IPPROTO_UDP_)
 			return LR_OFFLOAD_NEXT; /* extension headers: the Go stage, if it is STAMP */
 		l3len = 40;
-		iplen = 40 + lr_get16(l3 + 4);
-		__builtin_memcpy(src, l3 + 8, 16);
-		__builtin_memcpy(dst, l3 + 24, 16);
+		iplen = 40 + lr_ld16(l3 + 4);
+		lr_copy16(src, l3 + 8);
+		lr_copy16(dst, l3 + 24);
 	} else {
 		return LR_OFFLOAD_NEXT;
 	}
@@ -336,7 +330,7 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	struct rf_config *c = bpf_map_lookup_elem(&stamp_rf_config, &zero);
 	if (!c || c->port == 0)
 		return LR_OFFLOAD_NEXT;
-	if (lr_get16(udp + 2) != c->port)
+	if (lr_ld16(udp + 2) != c->port)
 		return LR_OFFLOAD_NEXT;
 	if (c->flags & RF_ADDRS) {
 		if (!bpf_map_lookup_elem(&stamp_rf_addrs, dst))
@@ -345,7 +339,7 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	total = (__u32)((long)end - (long)data);
 	if (ETH_HLEN_ + iplen > total || iplen < l3len + 8)
 		return to_go();
-	__u32 ulen = lr_get16(udp + 4);
+	__u32 ulen = lr_ld16(udp + 4);
 	if (ulen != iplen - l3len)
 		return to_go(); /* the Go stage's parser decides */
 	if (ulen < UDP_LEN)
@@ -355,21 +349,17 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	__u8 *pay = udp + 8;
 	if ((void *)(pay + 44) > end)
 		return LR_OFFLOAD_NEXT;
-	__u16 ssid = lr_get16(pay + 14);
+	__u16 ssid = lr_ld16(pay + 14);
 	/* SSID 0 in a base-sized packet: the unauthenticated session 0. A
 	 * Receive Timestamp: a reflected packet, never answered here. */
-	{
-		__u64 rx;
-		__builtin_memcpy(&rx, pay + 16, 8);
-		if (rx != 0)
-			return to_go();
-	}
+	if (*(lr_w64 *)(pay + 16) != 0)
+		return to_go();
 	int r = refuse(c, eth, src, dst, v4);
 	if (r)
 		return drop(r);
 	if (c->flags & RF_ALLOW) {
 		x->k.prefixlen = 128;
-		__builtin_memcpy(x->k.addr, src, 16);
+		lr_copy16(x->k.addr, src);
 		if (!bpf_map_lookup_elem(&stamp_rf_allow, &x->k))
 			return drop(C_NOT_ALLOWED);
 	}
@@ -397,22 +387,24 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	if ((c->flags & RF_LIMIT) && !allow_rate(c, src, t2))
 		return drop(C_RATE_LIMITED);
 
-	/* What the reply copies, read before anything moves. */
-	__u32 sseq = lr_get32(pay);
-	__u8 *sts = x->sts, *smac = x->smac, *dmac = x->dmac;
-	__builtin_memcpy(sts, pay + 4, 8);
-	__u16 serr = lr_get16(pay + 12);
+	/* What the reply copies, read before anything moves, in registers:
+	 * the sender's sequence, timestamp and error estimate as they are on
+	 * the wire, the MACs, the hop limit and traffic class. */
+	__u32 sseq_w = *(lr_w32 *)pay;
+	__u64 sts_w = *(lr_w64 *)(pay + 4);
+	__u16 serr_w = *(lr_w16 *)(pay + 12);
+	__u16 serr = bpf_ntohs(serr_w);
+	__u32 dmac0 = *(lr_w32 *)eth, smac1 = *(lr_w32 *)(eth + 8);
+	__u16 dmac1 = *(lr_w16 *)(eth + 4), smac0 = *(lr_w16 *)(eth + 6);
 	__u8 ttl, tc;
 	if (v4) {
 		ttl = l3[8];
 		tc = l3[1];
 	} else {
 		ttl = l3[7];
-		tc = (__u8)(lr_get16(l3) >> 4);
+		tc = (__u8)(lr_ld16(l3) >> 4);
 	}
-	__builtin_memcpy(smac, eth + 6, 6);
-	__builtin_memcpy(dmac, eth, 6);
-	__u16 sport = lr_get16(udp);
+	__u16 sport_w = *(lr_w16 *)udp;
 	int format = c->format;
 	if (s && s->format >= 0)
 		format = s->format;
@@ -421,9 +413,9 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	format &= 1;
 	/* The session's counts move before the return path is checked, as in
 	 * the Go stage: a reply that cannot go still took its sequence. */
-	__u32 rseq = sseq;
+	__u32 rseq_w = sseq_w;
 	if (s && (s->flags & S_STATEFUL))
-		rseq = __sync_fetch_and_add(&s->seq, 1);
+		rseq_w = bpf_htonl(__sync_fetch_and_add(&s->seq, 1));
 
 	/* The return path: the session's, with the sender in Segment List[0],
 	 * or the one that already ends at the sender (none for a single
@@ -453,9 +445,9 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 		return drop(C_BAD_PATH);
 	__u8 *rsrc = x->rsrc;
 	if (s && (s->flags & S_SOURCE))
-		__builtin_memcpy(rsrc, s->source, 16);
+		lr_copy16(rsrc, s->source);
 	else
-		__builtin_memcpy(rsrc, dst, 16);
+		lr_copy16(rsrc, dst);
 
 	/* Trailing bytes after the IP packet (Ethernet padding) go. */
 	if (total > ETH_HLEN_ + iplen) {
@@ -479,54 +471,47 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 
 	/* Ethernet. */
 	if (c->flags & RF_SWAP_MAC) {
-		__builtin_memcpy(eth, smac, 6);
-		__builtin_memcpy(eth + 6, dmac, 6);
+		*(lr_w16 *)eth = smac0;
+		*(lr_w32 *)(eth + 2) = smac1;
+		*(lr_w32 *)(eth + 6) = dmac0;
+		*(lr_w16 *)(eth + 10) = dmac1;
 	} else if (srh_len) {
-		__builtin_memcpy(eth, dmac, 6);
-		__builtin_memcpy(eth + 6, smac, 6);
+		*(lr_w32 *)eth = dmac0;
+		*(lr_w16 *)(eth + 4) = dmac1;
+		*(lr_w16 *)(eth + 6) = smac0;
+		*(lr_w32 *)(eth + 8) = smac1;
 	}
-	lr_put16(eth + 12, v4 ? ETH_P_IP_ : ETH_P_IPV6_);
+	lr_st16(eth + 12, v4 ? ETH_P_IP_ : ETH_P_IPV6_);
 
 	/* The payload becomes a reflected packet (RFC 8762 §4.3): MBZ zeroed. */
-	__u16 ee = c->ee[format];
-	lr_put32(pay, rseq);
-	lr_put16(pay + 12, ee);
-	lr_put64(pay + 16, wire_time(c, t2, format));
-	lr_put32(pay + 24, sseq);
-	__builtin_memcpy(pay + 28, sts, 8);
-	lr_put16(pay + 36, serr);
-	__builtin_memset(pay + 38, 0, 2);
-	pay[40] = ttl;
-	__builtin_memset(pay + 41, 0, 3);
+	*(lr_w32 *)pay = rseq_w;
+	lr_st16(pay + 12, c->ee[format]);
+	lr_st64(pay + 16, wire_time(c, t2, format));
+	*(lr_w32 *)(pay + 24) = sseq_w;
+	*(lr_w64 *)(pay + 28) = sts_w;
+	*(lr_w16 *)(pay + 36) = serr_w;
+	*(lr_w16 *)(pay + 38) = 0;
+	*(lr_w32 *)(pay + 40) = ttl; /* the sender's TTL, then three MBZ octets */
 
 	tc &= ~3; /* the received DSCP, not its ECN marks */
-	__u32 sum = 0;
+	__u64 sum = 0; /* the UDP checksum's, of words as they are on the wire */
 	if (v4) {
-		l3[0] = 0x45;
-		l3[1] = tc;
-		lr_put16(l3 + 2, 20 + UDP_LEN);
-		lr_put32(l3 + 4, 0x4000);
-		l3[8] = c->hop_limit;
-		l3[9] = IPPROTO_UDP_;
-		l3[10] = l3[11] = 0;
-		__builtin_memcpy(l3 + 12, rsrc + 12, 4);
-		__builtin_memcpy(l3 + 16, src + 12, 4);
-		__u32 h = 0;
-#pragma unroll
-		for (int i = 0; i < 20; i += 2)
-			h += lr_get16(l3 + i);
-		lr_put16(l3 + 10, ~lr_csum_fold(h));
-#pragma unroll
-		for (int i = 12; i < 20; i += 2)
-			sum += lr_get16(l3 + i);
+		*(lr_w32 *)l3 = bpf_htonl(0x45 << 24 | (__u32)tc << 16 | (20 + UDP_LEN));
+		*(lr_w32 *)(l3 + 4) = bpf_htonl(0x4000);
+		*(lr_w32 *)(l3 + 8) = bpf_htonl((__u32)c->hop_limit << 24 | IPPROTO_UDP_ << 16);
+		*(lr_w32 *)(l3 + 12) = *(lr_w32 *)(rsrc + 12);
+		*(lr_w32 *)(l3 + 16) = *(lr_w32 *)(src + 12);
+		__u64 h = lr_add64(lr_add64(*(lr_w64 *)l3, *(lr_w64 *)(l3 + 8)), *(lr_w32 *)(l3 + 16));
+		*(lr_w16 *)(l3 + 10) = (__u16)~lr_csum_fold64(h);
+		sum = *(lr_w64 *)(l3 + 12);
 	} else {
-		lr_put32(l3, 6 << 28 | (__u32)tc << 20);
-		lr_put16(l3 + 4, srh_len + UDP_LEN);
+		*(lr_w32 *)l3 = bpf_htonl(6 << 28 | (__u32)tc << 20);
+		lr_st16(l3 + 4, srh_len + UDP_LEN);
 		l3[7] = c->hop_limit;
-		__builtin_memcpy(l3 + 8, rsrc, 16);
+		lr_copy16(l3 + 8, rsrc);
 		if (!srh_len) {
 			l3[6] = IPPROTO_UDP_;
-			__builtin_memcpy(l3 + 24, src, 16);
+			lr_copy16(l3 + 24, src);
 		} else {
 			__u8 *x = l3 + 40;
 			l3[6] = IPPROTO_ROUTING_;
@@ -536,12 +521,12 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 					break;
 				if ((void *)(x + i + 8) > end)
 					return XDP_ABORTED;
-				__builtin_memcpy(x + i, srh + i, 8);
+				*(lr_w64 *)(x + i) = *(const lr_w64 *)(srh + i);
 			}
 			if ((void *)(x + 24) > end)
 				return XDP_ABORTED;
 			if (slot0)
-				__builtin_memcpy(x + 8, src, 16);
+				lr_copy16(x + 8, src);
 			/* The first hop: Segment List[Segments Left]. */
 			__u32 sl = srh[3];
 			if (sl >= RF_MAX_SEGS || 8 + 16 * sl + 16 > srh_len)
@@ -549,27 +534,32 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 			__u8 *hop = x + 8 + 16 * sl;
 			if ((void *)(hop + 16) > end)
 				return XDP_ABORTED;
-			__builtin_memcpy(l3 + 24, hop, 16);
+			lr_copy16(l3 + 24, hop);
 		}
 		/* The pseudo-header's destination is the final one: the sender. */
-#pragma unroll
-		for (int i = 0; i < 16; i += 2)
-			sum += lr_get16(rsrc + i) + lr_get16(src + i);
+		sum = lr_add64(lr_add64(*(lr_w64 *)rsrc, *(lr_w64 *)(rsrc + 8)),
+			       lr_add64(*(lr_w64 *)src, *(lr_w64 *)(src + 8)));
 	}
 	/* UDP: ports swapped, the checksum over the reply. */
-	lr_put16(udp, c->port);
-	lr_put16(udp + 2, sport);
-	udp[6] = udp[7] = 0;
-	sum += IPPROTO_UDP_ + UDP_LEN;
-	/* T3: as late as the program can read it. */
-	lr_put64(pay + 4, wire_time(c, bpf_ktime_get_tai_ns(), format));
+	*(lr_w16 *)udp = bpf_htons(c->port);
+	*(lr_w16 *)(udp + 2) = sport_w;
+	*(lr_w16 *)(udp + 6) = 0;
+	/* The pseudo-header's protocol and length, then the reply but T3, a
+	 * word at a time: offsets from udp are even, so each word's 16-bit
+	 * lanes are the checksum's. */
+	sum = lr_add64(sum, bpf_htons(IPPROTO_UDP_ + UDP_LEN));
+	sum = lr_add64(sum, *(lr_w64 *)udp);
+	sum = lr_add64(sum, *(lr_w32 *)(udp + 8));
 #pragma unroll
-	for (int i = 0; i < UDP_LEN; i += 2)
-		sum += lr_get16(udp + i);
-	__u16 cs = ~lr_csum_fold(sum);
+	for (int i = 20; i < UDP_LEN; i += 8)
+		sum = lr_add64(sum, *(lr_w64 *)(udp + i));
+	/* T3: the reply is complete but for T3 and the checksum. */
+	__u64 t3 = bpf_cpu_to_be64(wire_time(c, bpf_ktime_get_tai_ns(), format));
+	*(lr_w64 *)(pay + 4) = t3;
+	__u16 cs = ~lr_csum_fold64(lr_add64(sum, t3));
 	if (cs == 0)
 		cs = 0xffff;
-	lr_put16(udp + 6, cs);
+	*(lr_w16 *)(udp + 6) = cs;
 	if (s)
 		__sync_fetch_and_add(&s->replied, 1);
 	count(C_REFLECTED);

@@ -41,9 +41,6 @@ type reflectorDevRfScratch struct {
 	Dst  [16]uint8
 	Rsrc [16]uint8
 	K    reflectorDevLpmKey
-	Sts  [8]uint8
-	Smac [6]uint8
-	Dmac [6]uint8
 }
 
 type reflectorDevRfSession struct {

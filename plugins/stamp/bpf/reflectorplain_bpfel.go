@@ -41,9 +41,6 @@ type reflectorPlainRfScratch struct {
 	Dst  [16]uint8
 	Rsrc [16]uint8
 	K    reflectorPlainLpmKey
-	Sts  [8]uint8
-	Smac [6]uint8
-	Dmac [6]uint8
 }
 
 type reflectorPlainRfSession struct {
