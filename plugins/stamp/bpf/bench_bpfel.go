@@ -21,7 +21,9 @@ type benchBenchFrame struct {
 type benchLpmKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
+	Family    uint8
 	Addr      [16]uint8
+	Pad       [3]uint8
 }
 
 type benchRfConfig struct {

@@ -86,9 +86,15 @@ enum {
 	C_MAX,
 };
 
+/* The allow trie's key: the family first, as the Go stage's netip.Prefix
+ * never holds an address of the other family (192.0.2.0/24 takes no IPv6
+ * source ::ffff:192.0.2.1, ::ffff:0:0/96 no IPv4 source); then the
+ * address, IPv4 mapped. prefixlen counts the family's 8 bits. */
 struct lpm_key {
 	__u32 prefixlen;
+	__u8 family; /* 4 or 6: the packet's IP version */
 	__u8 addr[16];
+	__u8 pad[3];
 };
 
 struct {
@@ -358,7 +364,8 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	if (r)
 		return drop(r);
 	if (c->flags & RF_ALLOW) {
-		x->k.prefixlen = 128;
+		x->k.prefixlen = 8 + 128;
+		x->k.family = v4 ? 4 : 6;
 		lr_copy16(x->k.addr, src);
 		if (!bpf_map_lookup_elem(&stamp_rf_allow, &x->k))
 			return drop(C_NOT_ALLOWED);

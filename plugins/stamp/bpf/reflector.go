@@ -210,9 +210,11 @@ func (r *Reflector) Configure(c ReflectorConfig) error {
 		return err
 	}
 	for _, p := range c.Allow {
-		k := reflectorPlainLpmKey{Prefixlen: uint32(p.Bits()), Addr: as16(p.Addr())}
+		// The family's 8 bits, then the address (reflector.c: lpm_key).
+		k := reflectorPlainLpmKey{Prefixlen: 8 + uint32(p.Bits()), Family: 6, Addr: as16(p.Addr())}
 		if p.Addr().Is4() {
 			k.Prefixlen += 96
+			k.Family = 4
 		}
 		if err := r.maps.StampRfAllow.Put(k, uint8(1)); err != nil {
 			return fmt.Errorf("XDP reflector allow: %w", err)

@@ -16,7 +16,9 @@ import (
 type reflectorDevLpmKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
+	Family    uint8
 	Addr      [16]uint8
+	Pad       [3]uint8
 }
 
 type reflectorDevRfConfig struct {
