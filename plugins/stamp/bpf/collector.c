@@ -112,14 +112,11 @@ static __always_inline void kcount(__u32 i)
 		*c += 1;
 }
 
+/* Packet and map memory a word at a time (lr_xdp.h): clang's memcpy
+ * through a __u8 pointer goes a byte at a time. */
 static __always_inline int eq16(const __u8 *a, const __u8 *b)
 {
-	__u64 a0, a1, b0, b1;
-	__builtin_memcpy(&a0, a, 8);
-	__builtin_memcpy(&a1, a + 8, 8);
-	__builtin_memcpy(&b0, b, 8);
-	__builtin_memcpy(&b1, b + 8, 8);
-	return a0 == b0 && a1 == b1;
+	return *(const lr_w64 *)a == *(const lr_w64 *)b && *(const lr_w64 *)(a + 8) == *(const lr_w64 *)(b + 8);
 }
 
 static __always_inline int stamp_collect(struct xdp_md *ctx)
@@ -134,22 +131,22 @@ static __always_inline int stamp_collect(struct xdp_md *ctx)
 
 	if ((void *)(eth + ETH_HLEN_) > end)
 		return LR_OFFLOAD_NEXT;
-	__u16 proto = lr_get16(eth + 12);
+	__u16 proto = lr_ld16(eth + 12);
 	if (proto == ETH_P_IP_) {
 		if ((void *)(l3 + 20 + 8) > end || l3[0] >> 4 != 4 || l3[9] != IPPROTO_UDP_)
 			return LR_OFFLOAD_NEXT;
-		if ((l3[0] & 15) != 5 || (lr_get16(l3 + 6) & 0x3fff) != 0)
+		if ((l3[0] & 15) != 5 || (lr_ld16(l3 + 6) & 0x3fff) != 0)
 			return LR_OFFLOAD_NEXT;
 		v4 = 1;
 		l3len = 20;
-		iplen = lr_get16(l3 + 2);
+		iplen = lr_ld16(l3 + 2);
 		hop = l3[8];
 	} else if (proto == ETH_P_IPV6_) {
 		if ((void *)(l3 + 40 + 8) > end || l3[0] >> 4 != 6 || l3[6] != IPPROTO_UDP_)
 			return LR_OFFLOAD_NEXT;
 		v4 = 0;
 		l3len = 40;
-		iplen = 40 + lr_get16(l3 + 4);
+		iplen = 40 + lr_ld16(l3 + 4);
 		hop = l3[7];
 	} else {
 		return LR_OFFLOAD_NEXT;
@@ -160,7 +157,7 @@ static __always_inline int stamp_collect(struct xdp_md *ctx)
 	struct co_config *c = bpf_map_lookup_elem(&stamp_co_config, &zero);
 	if (!c)
 		return LR_OFFLOAD_NEXT;
-	__u16 dport = lr_get16(udp + 2);
+	__u16 dport = lr_ld16(udp + 2);
 	if (c->port > 0 && dport != (__u16)c->port)
 		return LR_OFFLOAD_NEXT;
 	if (c->port < 0) {
@@ -170,7 +167,7 @@ static __always_inline int stamp_collect(struct xdp_md *ctx)
 			return LR_OFFLOAD_NEXT;
 	}
 	__u32 total = (__u32)((long)end - (long)data);
-	__u32 ulen = lr_get16(udp + 4);
+	__u32 ulen = lr_ld16(udp + 4);
 	if (ETH_HLEN_ + iplen > total || ulen != iplen - l3len) {
 		kcount(K_TO_GO);
 		return LR_OFFLOAD_USER;
@@ -186,13 +183,9 @@ static __always_inline int stamp_collect(struct xdp_md *ctx)
 	__u8 *pay = udp + 8;
 	if ((void *)(pay + 44) > end)
 		return LR_OFFLOAD_NEXT;
-	{
-		__u64 rx;
-		__builtin_memcpy(&rx, pay + 16, 8);
-		if (rx == 0)
-			return LR_OFFLOAD_NEXT; /* a test packet: a reflector's */
-	}
-	__u16 ssid = lr_get16(pay + 14);
+	if (*(lr_w64 *)(pay + 16) == 0)
+		return LR_OFFLOAD_NEXT; /* a test packet: a reflector's */
+	__u16 ssid = lr_ld16(pay + 14);
 	__u32 sidx = ssid;
 	struct co_session *s = bpf_map_lookup_elem(&stamp_co_sessions, &sidx);
 	if (!s || !(s->flags & CS_EXISTS)) {
@@ -209,13 +202,13 @@ static __always_inline int stamp_collect(struct xdp_md *ctx)
 	if (v4s != (int)v4)
 		return LR_OFFLOAD_NEXT;
 	if (v4) {
-		if (!(__builtin_memcmp(l3 + 16, s->src + 12, 4) == 0))
+		if (*(lr_w32 *)(l3 + 16) != *(lr_w32 *)(s->src + 12))
 			return LR_OFFLOAD_NEXT;
 	} else if (!eq16(l3 + 24, s->src)) {
 		return LR_OFFLOAD_NEXT;
 	}
 	if (c->check_src) {
-		if (v4 ? __builtin_memcmp(l3 + 12, s->reflector + 12, 4) != 0 : !eq16(l3 + 8, s->reflector)) {
+		if (v4 ? *(lr_w32 *)(l3 + 12) != *(lr_w32 *)(s->reflector + 12) : !eq16(l3 + 8, s->reflector)) {
 			kcount(K_WRONG_SOURCE);
 			return XDP_DROP;
 		}
@@ -238,7 +231,10 @@ static __always_inline int stamp_collect(struct xdp_md *ctx)
 	ev->t4 = lr_rx_time(ctx);
 	ev->ssid = ssid;
 	ev->hop = hop;
-	__builtin_memcpy(ev->pay, pay, 44);
+#pragma unroll
+	for (int i = 0; i < 40; i += 8)
+		*(lr_w64 *)(ev->pay + i) = *(lr_w64 *)(pay + i);
+	*(lr_w32 *)(ev->pay + 40) = *(lr_w32 *)(pay + 40);
 	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP); /* the owner polls */
 	kcount(K_RECORDS);
 	return XDP_DROP; /* consumed: the record is the packet's end */
