@@ -304,7 +304,7 @@ func (c *collector) askXDP(s *plugins.Setup, mode offload.Mode) error {
 	if x.req != nil {
 		return nil
 	}
-	spec, err := bpf.CollectorSpec()
+	spec, err := bpf.CollectorSpec(max(s.NumInstances, 1))
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,12 @@
 package stamp
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"reflect"
+	"runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -250,4 +254,165 @@ func collectorSeeds(tb testing.TB) [][]byte {
 		}
 	}
 	return out
+}
+
+// The collector's rings (collector.c: take, collector.go: Poll) over
+// several turns: a poll hands over every record the program wrote, in the
+// order it wrote them; a full ring leaves the next reply to the Go stage,
+// counted as ring_full, and takes again once polled; a poll of an empty
+// ring hands over nothing.
+func TestXDPCollectorRing(t *testing.T) {
+	cp := newXDPCollectorPair(t, nil)
+	var frame []byte
+	for _, f := range cp.replies(t) {
+		if pay, _ := payloadOf(t, f); len(pay) == BaseLen {
+			frame = f
+			break
+		}
+	}
+	if frame == nil {
+		t.Fatal("no base reply")
+	}
+	pay, _ := payloadOf(t, frame)
+	run := func(seq uint32) uint32 {
+		binary.BigEndian.PutUint32(pay, seq)
+		act, err := cp.prog.Program.Run(&ebpf.RunOptions{Data: frame})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return act
+	}
+	counters := func() (records, full uint64) {
+		c, err := cp.prog.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c[slices.Index(bpf.CollectorCounters, "records")], c[slices.Index(bpf.CollectorCounters, "ring_full")]
+	}
+	poll := func(from uint32, want int) {
+		t.Helper()
+		next := from
+		n, err := cp.prog.Poll(0, func(ev *bpf.Event) {
+			if got := binary.BigEndian.Uint32(ev.Pay[:]); got != next {
+				t.Fatalf("record of sequence %d, want %d", got, next)
+			}
+			next++
+		})
+		if err != nil || n != want {
+			t.Fatalf("polled %d records (%v), want %d", n, err, want)
+		}
+	}
+	seq := uint32(0)
+	for turn := range 3 {
+		from := seq
+		for range bpf.RingSlots {
+			if act := run(seq); act != 1 /* XDP_DROP: consumed */ {
+				t.Fatalf("turn %d, sequence %d: XDP action %d, want a record", turn, seq, act)
+			}
+			seq++
+		}
+		_, full0 := counters()
+		if act := run(seq); act != 2 /* XDP_PASS: up to Go */ {
+			t.Fatalf("a full ring: XDP action %d, want the reply left to Go", act)
+		}
+		if _, full := counters(); full != full0+1 {
+			t.Fatalf("a full ring counted %d ring_full, want %d", full, full0+1)
+		}
+		poll(from, bpf.RingSlots)
+		poll(seq, 0)
+	}
+	// Part of a ring, across the end of its slots.
+	for range 3 {
+		from := seq
+		for range bpf.RingSlots / 3 {
+			run(seq)
+			seq++
+		}
+		poll(from, bpf.RingSlots/3)
+	}
+	if records, _ := counters(); records != uint64(3*bpf.RingSlots+3*(bpf.RingSlots/3)) {
+		t.Fatalf("%d records counted, want %d", records, 3*bpf.RingSlots+3*(bpf.RingSlots/3))
+	}
+}
+
+// Two CPUs write one ring while its reader polls: every reply is a record
+// exactly once or left to Go (a full ring), and each writer's records come
+// in the order it wrote them.
+func TestXDPCollectorRingConcurrent(t *testing.T) {
+	cp := newXDPCollectorPair(t, nil)
+	var frame []byte
+	for _, f := range cp.replies(t) {
+		if pay, _ := payloadOf(t, f); len(pay) == BaseLen {
+			frame = f
+			break
+		}
+	}
+	if frame == nil {
+		t.Fatal("no base reply")
+	}
+	_, l := payloadOf(t, frame)
+	off := int(l.L4) + packet.UDPLen // the sequence number's
+	const writers, each = 2, 20000
+	left := make([][]uint32, writers) // by writer: what a full ring left to Go
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			f := slices.Clone(frame)
+			for i := range uint32(each) {
+				seq := uint32(w)<<24 | i
+				binary.BigEndian.PutUint32(f[off:], seq)
+				act, err := cp.prog.Program.Run(&ebpf.RunOptions{Data: f})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if act == 2 { // XDP_PASS: up to Go
+					left[w] = append(left[w], seq)
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	got := make([][]uint32, writers)
+	take := func(ev *bpf.Event) {
+		seq := binary.BigEndian.Uint32(ev.Pay[:])
+		got[seq>>24] = append(got[seq>>24], seq)
+	}
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		if _, err := cp.prog.Poll(0, take); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cp.prog.Poll(0, take); err != nil {
+		t.Fatal(err)
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for w := range writers {
+		all := append(slices.Clone(got[w]), left[w]...)
+		slices.Sort(all)
+		if len(all) != each || !slices.IsSorted(got[w]) {
+			t.Fatalf("writer %d: %d records and %d left to Go of %d, in order: %v", w, len(got[w]), len(left[w]), each,
+				slices.IsSorted(got[w]))
+		}
+		for i, s := range all {
+			if s != uint32(w)<<24|uint32(i) {
+				t.Fatalf("writer %d: sequence %d missing or twice", w, i)
+			}
+		}
+		t.Logf("writer %d: %d records, %d left to Go for a full ring", w, len(got[w]), len(left[w]))
+	}
 }

@@ -4,7 +4,7 @@
 /* stamp.collector in XDP: takes the base reflected packets (RFC 8762
  * §4.3.1, unauthenticated, without TLVs) of the sender sessions over IPv4
  * (no options) or IPv6 (no extension headers), stamps T4 as they arrive, and
- * hands the base packet with T4 through a BPF ring buffer to the collector
+ * hands the base packet with T4 through a ring (below) to the collector
  * instance that owns the session, which makes the record in Go
  * (plugins/stamp/collector.go: the same records, histograms and metrics).
  * The checks are the Go stage's: the ports replies come to, the session,
@@ -40,14 +40,37 @@ struct co_session {
 	__u8 reflector[16]; /* where they come from */
 };
 
-/* What the program hands to the owner instance: T4 and the base packet. */
-struct co_event {
+/* The rings: one per collector instance, CO_RING_SLOTS records each, in one
+ * mappable array (instance i's from i × CO_RING_SLOTS; Go sizes the array
+ * for the stage's instances). Any CPU writes an instance's ring, the
+ * instance's lcore alone reads it (collector.go: Poll). Not a BPF ring
+ * buffer: its reserve and submit take a spin lock and cost a quarter of the
+ * program (plugins/stamp/README.md). A writer takes a position with a
+ * compare-and-swap on the instance's head, if the reader's tail says the
+ * slot is free, writes the record, then the slot's turn: position p's
+ * record is in when its slot's turn is p / CO_RING_SLOTS + 1. The reader
+ * writes nothing but its tail, once a poll: the slots' cache lines are only
+ * read on its core. */
+#define CO_RING_SHIFT 12
+#define CO_RING_SLOTS (1 << CO_RING_SHIFT)
+#define CO_RING_TRIES 4 /* positions other CPUs took first: then it is busy */
+
+/* A record: T4 and the base packet, what the owner makes its record of. */
+struct co_slot {
+	__u64 turn;
 	__u64 t4;  /* CLOCK_TAI ns, or the driver's stamp */
 	__u16 ssid;
 	__u8 hop;  /* the reply's TTL or hop limit */
-	__u8 pad[5];
+	__u8 pad;
 	__u8 pay[44];
-	__u8 pad2[4];
+};
+
+/* An instance's next position and its reader's, a cache line of their
+ * own; mappable, the reader writes tail. */
+struct co_head {
+	__u64 pos;
+	__u64 tail;
+	__u64 pad[6];
 };
 
 enum {
@@ -85,18 +108,22 @@ struct {
 	__type(value, __u64);
 } stamp_co_ports SEC(".maps");
 
-struct co_ring {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 18);
-};
-
-/* One ring per collector instance: the owner's. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, CO_MAX_INSTANCES);
 	__type(key, __u32);
-	__array(values, struct co_ring);
-} stamp_co_rings SEC(".maps");
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(value, struct co_head);
+} stamp_co_heads SEC(".maps");
+
+/* One instance's ring here; Go makes it instances × CO_RING_SLOTS. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CO_RING_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct co_slot);
+} stamp_co_slots SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -117,6 +144,30 @@ static __always_inline void kcount(__u32 i)
 static __always_inline int eq16(const __u8 *a, const __u8 *b)
 {
 	return *(const lr_w64 *)a == *(const lr_w64 *)b && *(const lr_w64 *)(a + 8) == *(const lr_w64 *)(b + 8);
+}
+
+/* take is a free slot of owner's ring, with the turn that says its record
+ * is in; NULL when the ring is full (or other CPUs kept taking it). */
+static __always_inline struct co_slot *take(__u32 owner, __u64 *in)
+{
+	struct co_head *h = bpf_map_lookup_elem(&stamp_co_heads, &owner);
+	if (!h)
+		return 0;
+#pragma unroll
+	for (int i = 0; i < CO_RING_TRIES; i++) {
+		__u64 pos = *(volatile __u64 *)&h->pos;
+		__u32 k = owner * CO_RING_SLOTS + (__u32)(pos & (CO_RING_SLOTS - 1));
+		struct co_slot *sl = bpf_map_lookup_elem(&stamp_co_slots, &k);
+		if (!sl)
+			return 0;
+		if (pos - *(volatile __u64 *)&h->tail >= CO_RING_SLOTS)
+			return 0; /* the reader has not read the slot's last record: full */
+		if (__sync_val_compare_and_swap(&h->pos, pos, pos + 1) == pos) {
+			*in = (pos >> CO_RING_SHIFT) + 1;
+			return sl;
+		}
+	}
+	return 0;
 }
 
 static __always_inline int stamp_collect(struct xdp_md *ctx)
@@ -217,25 +268,22 @@ static __always_inline int stamp_collect(struct xdp_md *ctx)
 		kcount(K_TO_GO);
 		return LR_OFFLOAD_USER; /* the Go stage says why a reply lacks it */
 	}
-	__u32 owner = s->owner;
-	void *ring = bpf_map_lookup_elem(&stamp_co_rings, &owner);
-	if (!ring) {
-		kcount(K_TO_GO);
-		return LR_OFFLOAD_USER;
-	}
-	struct co_event *ev = bpf_ringbuf_reserve(ring, sizeof(*ev), 0);
+	__u64 t4 = lr_rx_time(ctx), in;
+	struct co_slot *ev = take(s->owner, &in);
 	if (!ev) {
 		kcount(K_RING_FULL);
 		return LR_OFFLOAD_USER; /* the Go stage takes it the slow way */
 	}
-	ev->t4 = lr_rx_time(ctx);
+	ev->t4 = t4;
 	ev->ssid = ssid;
 	ev->hop = hop;
 #pragma unroll
 	for (int i = 0; i < 40; i += 8)
 		*(lr_w64 *)(ev->pay + i) = *(lr_w64 *)(pay + i);
 	*(lr_w32 *)(ev->pay + 40) = *(lr_w32 *)(pay + 40);
-	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP); /* the owner polls */
+	/* In, for the owner, after the record: an exchange orders the stores
+	 * before it on every JIT (the owner polls; nothing to wake). */
+	__sync_lock_test_and_set(&ev->turn, in);
 	kcount(K_RECORDS);
 	return XDP_DROP; /* consumed: the record is the packet's end */
 }

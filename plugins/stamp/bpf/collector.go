@@ -4,12 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"time"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/linerate/linerate/appliance/offload"
+	"golang.org/x/sys/unix"
 )
 
 // MaxCollectorInstances is how many collector instances (lcores) the
@@ -40,8 +40,21 @@ type Event struct {
 	Pay  [44]byte
 }
 
-// eventLen is sizeof(struct co_event).
-const eventLen = 64
+// RingSlots is how many records an instance's ring holds (collector.c:
+// CO_RING_SLOTS): what the program hands over between two polls; more go to
+// the Go stage the slow way, counted as ring_full.
+const RingSlots = 1 << ringShift
+
+const ringShift = 12
+
+// slotLen is sizeof(struct co_slot), headLen sizeof(struct co_head): the
+// strides of the rings and of their heads, where a ring's tail is at 8.
+const slotLen, headLen = 64, 64
+
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(collectorPlainCoSlot{})-slotLen]
+	_ = [1]struct{}{}[unsafe.Sizeof(collectorPlainCoHead{})-headLen]
+)
 
 // CollectorCounters are the program's counters, in the order of its
 // per-CPU array: "records" (handed to Go through the rings), "to_go", drop
@@ -49,34 +62,49 @@ const eventLen = 64
 var CollectorCounters = []string{"records", "to_go", "stamp_short", "stamp_unknown_session", "stamp_wrong_source", "ring_full"}
 
 // CollectorSpec is the program's collection, for a port that links its
-// slot (CollectorSlot).
-func CollectorSpec() (*ebpf.CollectionSpec, error) { return loadCollectorPlain() }
+// slot (CollectorSlot), with rings for instances.
+func CollectorSpec(instances int) (*ebpf.CollectionSpec, error) {
+	spec, err := loadCollectorPlain()
+	if err != nil {
+		return nil, err
+	}
+	return spec, sizeRings(spec, instances)
+}
+
+// sizeRings makes the rings' array hold instances rings.
+func sizeRings(spec *ebpf.CollectionSpec, instances int) error {
+	if instances < 1 || instances > MaxCollectorInstances {
+		return fmt.Errorf("%d collector instances: the XDP collector has rings for 1..%d", instances, MaxCollectorInstances)
+	}
+	spec.Maps["stamp_co_slots"].MaxEntries = uint32(instances * RingSlots)
+	return nil
+}
 
 // CollectorSlot names the slot function in CollectorSpec.
 const CollectorSlot = "stamp_collect_slot"
 
-// Collector is the collector program's maps, its rings and their readers,
-// and the program when it was loaded on its own.
+// Collector is the collector program's maps, its rings, mapped, and the
+// program when it was loaded on its own.
 type Collector struct {
 	Program *ebpf.Program
 	objs    collectorPlainObjects
 	maps    *collectorPlainMaps
-	rings   []*ebpf.Map
-	readers []*ringbuf.Reader
-	recs    []ringbuf.Record // by instance: each polls its own ring
+	rings   []byte   // the rings' array, mapped: off the Go heap
+	heads   []byte   // the rings' heads and tails, mapped
+	next    []uint64 // by instance: the position its next record is at
 	evs     []Event
 	ids     map[uint16]bool // the sessions in the array
 	ports   [1024]uint64    // the ports bitmap as written
 }
 
 // CollectorMaps wraps the maps of a linked slot, by their names in
-// CollectorSpec, and makes a ring for each of instances.
+// CollectorSpec(instances), and maps the instances' rings.
 func CollectorMaps(m map[string]*ebpf.Map, instances int) (*Collector, error) {
 	c := &Collector{maps: &collectorPlainMaps{}}
 	for name, p := range map[string]**ebpf.Map{
 		"stamp_co_config": &c.maps.StampCoConfig, "stamp_co_sessions": &c.maps.StampCoSessions,
-		"stamp_co_ports": &c.maps.StampCoPorts, "stamp_co_rings": &c.maps.StampCoRings,
-		"stamp_co_counters": &c.maps.StampCoCounters,
+		"stamp_co_ports": &c.maps.StampCoPorts, "stamp_co_heads": &c.maps.StampCoHeads,
+		"stamp_co_slots": &c.maps.StampCoSlots, "stamp_co_counters": &c.maps.StampCoCounters,
 	} {
 		if *p = m[name]; *p == nil {
 			return nil, fmt.Errorf("the XDP collector's map %s is missing", name)
@@ -97,6 +125,9 @@ func LoadCollector(ifindex, instances int) (*Collector, error) {
 		return nil, err
 	}
 	delete(spec.Programs, CollectorSlot)
+	if err := sizeRings(spec, instances); err != nil {
+		return nil, err
+	}
 	offload.BindToDevice(spec, "stamp_collect_xdp", ifindex)
 	var objs struct {
 		Prog *ebpf.Program `ebpf:"stamp_collect_xdp"`
@@ -118,35 +149,38 @@ func (c *Collector) makeRings(n int) error {
 	if n < 1 || n > MaxCollectorInstances {
 		return fmt.Errorf("%d collector instances: the XDP collector has rings for 1..%d", n, MaxCollectorInstances)
 	}
+	m := c.maps.StampCoSlots
+	if int(m.MaxEntries()) < n*RingSlots {
+		return fmt.Errorf("the XDP collector's rings hold %d records, %d instances need %d (CollectorSpec)",
+			m.MaxEntries(), n, n*RingSlots)
+	}
+	heads, err := unix.Mmap(c.maps.StampCoHeads.FD(), 0, MaxCollectorInstances*headLen,
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("map the XDP collector's ring heads: %w", err)
+	}
+	mem, err := unix.Mmap(m.FD(), 0, n*RingSlots*slotLen, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Munmap(heads)
+		return fmt.Errorf("map the XDP collector's rings: %w", err)
+	}
+	c.heads, c.rings, c.next, c.evs = heads, mem, make([]uint64, n), make([]Event, n)
+	// A ring the program wrote before (the maps of a port that outlived an
+	// earlier stage) goes on from where its reader was.
 	for i := range n {
-		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.RingBuf, MaxEntries: 1 << 18})
-		if err != nil {
-			return fmt.Errorf("ring %d: %w", i, err)
-		}
-		c.rings = append(c.rings, m)
-		if err := c.maps.StampCoRings.Put(uint32(i), m); err != nil {
-			return fmt.Errorf("ring %d: %w", i, err)
-		}
-		r, err := ringbuf.NewReader(m)
-		if err != nil {
-			return fmt.Errorf("ring %d: %w", i, err)
-		}
-		r.SetDeadline(time.Unix(1, 0)) // never wait: Poll takes what is there
-		c.readers = append(c.readers, r)
-		c.recs = append(c.recs, ringbuf.Record{})
-		c.evs = append(c.evs, Event{})
+		c.next[i] = atomic.LoadUint64(c.tail(i))
 	}
 	return nil
 }
 
-// Close releases the rings and readers, and what LoadCollector loaded.
+// Close unmaps the rings and releases what LoadCollector loaded.
 func (c *Collector) Close() error {
 	var errs []error
-	for _, r := range c.readers {
-		errs = append(errs, r.Close())
-	}
-	for _, m := range c.rings {
-		errs = append(errs, m.Close())
+	for _, m := range []*[]byte{&c.rings, &c.heads} {
+		if *m != nil {
+			errs = append(errs, unix.Munmap(*m))
+			*m = nil
+		}
 	}
 	errs = append(errs, c.objs.Close())
 	return errors.Join(errs...)
@@ -174,7 +208,7 @@ func (c *Collector) SetSessions(ss []CollectorSession) error {
 	keep := map[uint16]bool{}
 	var ports [1024]uint64
 	for _, s := range ss {
-		if s.Owner < 0 || s.Owner >= len(c.rings) {
+		if s.Owner < 0 || s.Owner >= len(c.next) {
 			return fmt.Errorf("session %d: owner %d has no ring", s.SSID, s.Owner)
 		}
 		v := collectorPlainCoSession{Flags: csExists, Owner: uint8(s.Owner), SrcPort: s.SrcPort, Src: s.Src, Reflector: s.Reflector}
@@ -211,34 +245,37 @@ func (c *Collector) SetSessions(ss []CollectorSession) error {
 	return nil
 }
 
-// Poll hands the events waiting in instance's ring to f, without waiting:
-// a ring with nothing in it costs two atomic loads. It returns how many.
+// tail is where instance's reader tells the program what it has read.
+func (c *Collector) tail(instance int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&c.heads[instance*headLen+8]))
+}
+
+// Poll hands the records waiting in instance's ring to f, in the order
+// the program took their slots, at most a ring's worth, without waiting: an
+// empty ring costs one atomic load. Only instance's lcore polls its ring.
+// It returns how many.
 func (c *Collector) Poll(instance int, f func(*Event)) (int, error) {
-	r := c.readers[instance]
-	if r.AvailableBytes() == 0 {
-		return 0, nil
-	}
+	base := instance * RingSlots
+	pos, ev := c.next[instance], &c.evs[instance]
 	n := 0
-	ev, rec := &c.evs[instance], &c.recs[instance]
-	for {
-		err := r.ReadInto(rec)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return n, nil
+	for ; n < RingSlots; n++ {
+		i := (base + int(pos&(RingSlots-1))) * slotLen
+		b := c.rings[i : i+slotLen : i+slotLen]
+		if atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[0]))) != pos>>ringShift+1 {
+			break
 		}
-		if err != nil {
-			return n, err
-		}
-		b := rec.RawSample
-		if len(b) < eventLen {
-			continue
-		}
-		ev.T4 = binary.NativeEndian.Uint64(b[0:])
-		ev.SSID = binary.NativeEndian.Uint16(b[8:])
-		ev.Hop = b[10]
-		copy(ev.Pay[:], b[16:60])
+		ev.T4 = binary.NativeEndian.Uint64(b[8:])
+		ev.SSID = binary.NativeEndian.Uint16(b[16:])
+		ev.Hop = b[18]
+		copy(ev.Pay[:], b[20:64])
+		pos++
 		f(ev)
-		n++
 	}
+	if n > 0 {
+		c.next[instance] = pos
+		atomic.StoreUint64(c.tail(instance), pos) // the slots are the program's again
+	}
+	return n, nil
 }
 
 // Counters sums the per-CPU counters, in the order of CollectorCounters.

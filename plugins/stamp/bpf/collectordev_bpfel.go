@@ -20,6 +20,13 @@ type collectorDevCoConfig struct {
 	Pad      [3]uint8
 }
 
+type collectorDevCoHead struct {
+	_    structs.HostLayout
+	Pos  uint64
+	Tail uint64
+	Pad  [6]uint64
+}
+
 type collectorDevCoSession struct {
 	_         structs.HostLayout
 	Flags     uint8
@@ -29,15 +36,26 @@ type collectorDevCoSession struct {
 	Reflector [16]uint8
 }
 
+type collectorDevCoSlot struct {
+	_    structs.HostLayout
+	Turn uint64
+	T4   uint64
+	Ssid uint16
+	Hop  uint8
+	Pad  uint8
+	Pay  [44]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	collectorDevMapStampCoConfig     = "stamp_co_config"
 	collectorDevMapStampCoCounters   = "stamp_co_counters"
+	collectorDevMapStampCoHeads      = "stamp_co_heads"
 	collectorDevMapStampCoPorts      = "stamp_co_ports"
-	collectorDevMapStampCoRings      = "stamp_co_rings"
 	collectorDevMapStampCoSessions   = "stamp_co_sessions"
+	collectorDevMapStampCoSlots      = "stamp_co_slots"
 	collectorDevProgStampCollectSlot = "stamp_collect_slot"
 	collectorDevProgStampCollectXdp  = "stamp_collect_xdp"
 )
@@ -94,9 +112,10 @@ type collectorDevProgramSpecs struct {
 type collectorDevMapSpecs struct {
 	StampCoConfig   *ebpf.MapSpec `ebpf:"stamp_co_config"`
 	StampCoCounters *ebpf.MapSpec `ebpf:"stamp_co_counters"`
+	StampCoHeads    *ebpf.MapSpec `ebpf:"stamp_co_heads"`
 	StampCoPorts    *ebpf.MapSpec `ebpf:"stamp_co_ports"`
-	StampCoRings    *ebpf.MapSpec `ebpf:"stamp_co_rings"`
 	StampCoSessions *ebpf.MapSpec `ebpf:"stamp_co_sessions"`
+	StampCoSlots    *ebpf.MapSpec `ebpf:"stamp_co_slots"`
 }
 
 // collectorDevVariableSpecs contains global variables before they are loaded into the kernel.
@@ -127,18 +146,20 @@ func (o *collectorDevObjects) Close() error {
 type collectorDevMaps struct {
 	StampCoConfig   *ebpf.Map `ebpf:"stamp_co_config"`
 	StampCoCounters *ebpf.Map `ebpf:"stamp_co_counters"`
+	StampCoHeads    *ebpf.Map `ebpf:"stamp_co_heads"`
 	StampCoPorts    *ebpf.Map `ebpf:"stamp_co_ports"`
-	StampCoRings    *ebpf.Map `ebpf:"stamp_co_rings"`
 	StampCoSessions *ebpf.Map `ebpf:"stamp_co_sessions"`
+	StampCoSlots    *ebpf.Map `ebpf:"stamp_co_slots"`
 }
 
 func (m *collectorDevMaps) Close() error {
 	return _CollectorDevClose(
 		m.StampCoConfig,
 		m.StampCoCounters,
+		m.StampCoHeads,
 		m.StampCoPorts,
-		m.StampCoRings,
 		m.StampCoSessions,
+		m.StampCoSlots,
 	)
 }
 

@@ -20,6 +20,13 @@ type collectorPlainCoConfig struct {
 	Pad      [3]uint8
 }
 
+type collectorPlainCoHead struct {
+	_    structs.HostLayout
+	Pos  uint64
+	Tail uint64
+	Pad  [6]uint64
+}
+
 type collectorPlainCoSession struct {
 	_         structs.HostLayout
 	Flags     uint8
@@ -29,15 +36,26 @@ type collectorPlainCoSession struct {
 	Reflector [16]uint8
 }
 
+type collectorPlainCoSlot struct {
+	_    structs.HostLayout
+	Turn uint64
+	T4   uint64
+	Ssid uint16
+	Hop  uint8
+	Pad  uint8
+	Pay  [44]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	collectorPlainMapStampCoConfig     = "stamp_co_config"
 	collectorPlainMapStampCoCounters   = "stamp_co_counters"
+	collectorPlainMapStampCoHeads      = "stamp_co_heads"
 	collectorPlainMapStampCoPorts      = "stamp_co_ports"
-	collectorPlainMapStampCoRings      = "stamp_co_rings"
 	collectorPlainMapStampCoSessions   = "stamp_co_sessions"
+	collectorPlainMapStampCoSlots      = "stamp_co_slots"
 	collectorPlainProgStampCollectSlot = "stamp_collect_slot"
 	collectorPlainProgStampCollectXdp  = "stamp_collect_xdp"
 )
@@ -94,9 +112,10 @@ type collectorPlainProgramSpecs struct {
 type collectorPlainMapSpecs struct {
 	StampCoConfig   *ebpf.MapSpec `ebpf:"stamp_co_config"`
 	StampCoCounters *ebpf.MapSpec `ebpf:"stamp_co_counters"`
+	StampCoHeads    *ebpf.MapSpec `ebpf:"stamp_co_heads"`
 	StampCoPorts    *ebpf.MapSpec `ebpf:"stamp_co_ports"`
-	StampCoRings    *ebpf.MapSpec `ebpf:"stamp_co_rings"`
 	StampCoSessions *ebpf.MapSpec `ebpf:"stamp_co_sessions"`
+	StampCoSlots    *ebpf.MapSpec `ebpf:"stamp_co_slots"`
 }
 
 // collectorPlainVariableSpecs contains global variables before they are loaded into the kernel.
@@ -127,18 +146,20 @@ func (o *collectorPlainObjects) Close() error {
 type collectorPlainMaps struct {
 	StampCoConfig   *ebpf.Map `ebpf:"stamp_co_config"`
 	StampCoCounters *ebpf.Map `ebpf:"stamp_co_counters"`
+	StampCoHeads    *ebpf.Map `ebpf:"stamp_co_heads"`
 	StampCoPorts    *ebpf.Map `ebpf:"stamp_co_ports"`
-	StampCoRings    *ebpf.Map `ebpf:"stamp_co_rings"`
 	StampCoSessions *ebpf.Map `ebpf:"stamp_co_sessions"`
+	StampCoSlots    *ebpf.Map `ebpf:"stamp_co_slots"`
 }
 
 func (m *collectorPlainMaps) Close() error {
 	return _CollectorPlainClose(
 		m.StampCoConfig,
 		m.StampCoCounters,
+		m.StampCoHeads,
 		m.StampCoPorts,
-		m.StampCoRings,
 		m.StampCoSessions,
+		m.StampCoSlots,
 	)
 }
 
