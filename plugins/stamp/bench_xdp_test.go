@@ -22,9 +22,18 @@ import (
 //
 // Beside them: macswap_clock2, the MAC swap with the reflector's two clock
 // reads (T2 first, T3 last), the floor of an honest reflector on this
-// machine's clock; and macswap_bare, a MAC swap without the restore.
+// machine's clock; macswap_bare, a MAC swap without the restore; and
+// reflector_limited, the reflector with a per-source rate limit, as by
+// default (rate_limit = "1000pps"), here too high to refuse any.
 func BenchmarkXDPPrograms(b *testing.B) {
-	bn, frame := loadXDPBench(b)
+	bn, frame, cfg := loadXDPBench(b)
+	limited := cfg
+	limited.RateLimit, limited.RateBurst = 1e9, 1<<20
+	configure := func(c bpf.ReflectorConfig) {
+		if err := bn.Reflector.Configure(c); err != nil {
+			b.Fatal(err)
+		}
+	}
 	// The collector, with a reply of a session it has.
 	cp := newXDPCollectorPair(b, nil)
 	var reply []byte
@@ -49,25 +58,29 @@ func BenchmarkXDPPrograms(b *testing.B) {
 		return sum / float64(n)
 	}
 	const rounds = 7
-	var restore, reflect, swap, swap2, bare, coll []float64
+	var restore, reflect, reflectL, swap, swap2, bare, coll []float64
 	n := max(b.N, 1000)
 	b.ResetTimer()
 	for range rounds {
 		restore = append(restore, runXDP(b, bn.Restore, frame, n))
 		reflect = append(reflect, runXDP(b, bn.Reflect, frame, n))
 		swap = append(swap, runXDP(b, bn.MacSwap, frame, n))
+		configure(limited)
+		reflectL = append(reflectL, runXDP(b, bn.Reflect, frame, n))
+		configure(cfg)
 		coll = append(coll, collect(n))
 		swap2 = append(swap2, runXDP(b, bn.MacSwapClock2, frame, n))
 		bare = append(bare, runXDP(b, bn.MacSwapBare, frame, n))
 	}
 	b.StopTimer()
 	c, err := bn.Reflector.Counters()
-	if err != nil || c[0] != uint64(rounds*n) {
-		b.Fatalf("the reflector reflected %v of %d: %v", c, rounds*n, err)
+	if err != nil || c[0] != uint64(2*rounds*n) {
+		b.Fatalf("the reflector reflected %v of %d: %v", c, 2*rounds*n, err)
 	}
 	rs, rf, sw, co := median(restore), median(reflect), median(swap), median(coll)
 	sw2, bs := median(swap2), median(bare)
 	b.ReportMetric(rf, "reflector_ns/pkt")
+	b.ReportMetric(median(reflectL), "reflector_limited_ns/pkt")
 	b.ReportMetric(co, "collector_ns/pkt")
 	b.ReportMetric(sw, "macswap_ns/pkt")
 	b.ReportMetric(sw2, "macswap_clock2_ns/pkt")
@@ -84,7 +97,7 @@ func BenchmarkXDPPrograms(b *testing.B) {
 // as the frame they restore, the reflector's maps configured as the Go
 // stage configures them: no allow list, no rate limit (what reflecting
 // costs).
-func loadXDPBench(b *testing.B) (*bpf.Bench, []byte) {
+func loadXDPBench(b *testing.B) (*bpf.Bench, []byte, bpf.ReflectorConfig) {
 	testenv.RequireRoot(b)
 	h := newHarness(b)
 	// A stateful session, no allow list, no rate limit: what reflecting
@@ -104,13 +117,14 @@ mode = "stateful"
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { bn.Close() })
-	if err := bn.Reflector.Configure(r.xdpConfig()); err != nil {
+	cfg := r.xdpConfig()
+	if err := bn.Reflector.Configure(cfg); err != nil {
 		b.Fatal(err)
 	}
 	if err := r.syncXDP(bn.Reflector, r.reg.rf.Load()); err != nil {
 		b.Fatal(err)
 	}
-	return bn, frame
+	return bn, frame, cfg
 }
 
 func runXDP(b *testing.B, p *ebpf.Program, in []byte, n int) float64 {
@@ -135,7 +149,7 @@ func median(v []float64) float64 {
 // program does it 8 times). make bench-xdp-stamp runs it; plugins/stamp's
 // README has the breakdown.
 func BenchmarkXDPCosts(b *testing.B) {
-	bn, frame := loadXDPBench(b)
+	bn, frame, _ := loadXDPBench(b)
 	const rounds = 7
 	n := max(b.N, 1000)
 	var restore, ring []float64
