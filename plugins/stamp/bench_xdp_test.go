@@ -1,6 +1,8 @@
 package stamp
 
 import (
+	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -43,12 +45,13 @@ func BenchmarkXDPPrograms(b *testing.B) {
 			break
 		}
 	}
-	// The collector's ring holds 4096 records: runs of at most 4000, drained
-	// between them (outside the kernel's timing).
+	// The collector's ring holds 4096 records: runs of at most 2000 (twice
+	// that if one is run again, see below), drained between them (outside
+	// the kernel's timing).
 	collect := func(n int) float64 {
 		var sum float64
 		for done := 0; done < n; {
-			k := min(4000, n-done)
+			k := min(2000, n-done)
 			sum += runXDP(b, cp.prog.Program, reply, k) * float64(k)
 			if _, err := cp.prog.Poll(0, func(*bpf.Event) {}); err != nil {
 				b.Fatal(err)
@@ -73,8 +76,10 @@ func BenchmarkXDPPrograms(b *testing.B) {
 		bare = append(bare, runXDP(b, bn.MacSwapBare, frame, n))
 	}
 	b.StopTimer()
+	// At least: cilium/ebpf runs a prog.Run again from the start when a
+	// signal interrupts it (EINTR), on a busy machine now and then.
 	c, err := bn.Reflector.Counters()
-	if err != nil || c[0] != uint64(2*rounds*n) {
+	if err != nil || c[0] < uint64(2*rounds*n) {
 		b.Fatalf("the reflector reflected %v of %d: %v", c, 2*rounds*n, err)
 	}
 	rs, rf, sw, co := median(restore), median(reflect), median(swap), median(coll)
@@ -161,17 +166,24 @@ func BenchmarkXDPCosts(b *testing.B) {
 	defer rd.Close()
 	rd.SetDeadline(time.Unix(1, 0)) // never wait
 	var rec ringbuf.Record
-	// The ring holds 1 MiB: runs of at most 10000 records of 72 bytes,
-	// drained between them (outside the kernel's timing).
+	// The ring holds 1 MiB, 14563 records of 72 bytes: runs of at most 5000
+	// (twice that if one is run again), drained between them (outside the
+	// kernel's timing).
 	ringRun := func(n int) float64 {
 		var sum float64
 		for done := 0; done < n; {
-			k := min(10000, n-done)
+			k := min(5000, n-done)
 			sum += runXDP(b, bn.RingBuf, frame, k) * float64(k)
-			for got := 0; got < k; got++ {
-				if err := rd.ReadInto(&rec); err != nil {
-					b.Fatalf("record %d of %d: %v", got, k, err)
+			got := 0
+			for ; ; got++ {
+				if err := rd.ReadInto(&rec); errors.Is(err, os.ErrDeadlineExceeded) {
+					break
+				} else if err != nil {
+					b.Fatal(err)
 				}
+			}
+			if got < k {
+				b.Fatalf("%d records of %d in the ring", got, k)
 			}
 			done += k
 		}
