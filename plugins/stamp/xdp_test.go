@@ -362,6 +362,24 @@ rate_burst = 3
 	if fmt.Sprint(got) != want {
 		t.Errorf("%v, want %s", got, want)
 	}
+	// Many sources, each over its burst, back to back (the program's clock
+	// is real, the Go stage's the harness's: a second between a source's
+	// packets would refill one bucket): every packet's fate is the Go
+	// stage's (compare checks), each source with a bucket of its own in the
+	// table while the others come.
+	limited := 0
+	for i := range 64 {
+		src := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0xc, 14: byte(i >> 8), 15: byte(i)})
+		for seq := range 5 {
+			if o := x.compare(t, stampFrame(t, src, addrR, 40000, DefaultPort, 64, 0,
+				senderPayload(uint32(seq), eeNTP, 5))); o.reason == "stamp_rate_limited" {
+				limited++
+			}
+		}
+	}
+	if limited != 64*2 {
+		t.Errorf("%d packets of 64 sources over a burst of 3 in 5 rounds limited, want %d", limited, 64*2)
+	}
 }
 
 // Addresses: a packet to an address not the reflector's is not its business.

@@ -42,6 +42,12 @@ type benchRfConfig struct {
 	Bcast    [8][4]uint8
 }
 
+type benchRfLim struct {
+	_    structs.HostLayout
+	Addr [2]uint64
+	Tat  uint64
+}
+
 type benchRfScratch struct {
 	_    structs.HostLayout
 	Src  [16]uint8

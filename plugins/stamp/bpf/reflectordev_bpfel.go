@@ -37,6 +37,12 @@ type reflectorDevRfConfig struct {
 	Bcast    [8][4]uint8
 }
 
+type reflectorDevRfLim struct {
+	_    structs.HostLayout
+	Addr [2]uint64
+	Tat  uint64
+}
+
 type reflectorDevRfScratch struct {
 	_    structs.HostLayout
 	Src  [16]uint8

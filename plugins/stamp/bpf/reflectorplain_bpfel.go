@@ -37,6 +37,12 @@ type reflectorPlainRfConfig struct {
 	Bcast    [8][4]uint8
 }
 
+type reflectorPlainRfLim struct {
+	_    structs.HostLayout
+	Addr [2]uint64
+	Tat  uint64
+}
+
 type reflectorPlainRfScratch struct {
 	_    structs.HostLayout
 	Src  [16]uint8
