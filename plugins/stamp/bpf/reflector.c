@@ -403,6 +403,10 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	 * Receive Timestamp: a reflected packet, never answered here. */
 	if (*(lr_w64 *)(pay + 16) != 0)
 		return to_go();
+	/* T2: a base test packet for this reflector, before the checks (the
+	 * allow trie and the rate limit are map work; the Go stage's T2 is
+	 * the receive time). */
+	t2 = lr_rx_time(ctx);
 	int r = refuse(c, eth, src, dst, v4);
 	if (r)
 		return drop(r);
@@ -433,7 +437,6 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 		if ((s->flags & S_PINNED) && !eq16(s->sender, src))
 			return drop(C_WRONG_SOURCE);
 	}
-	t2 = lr_rx_time(ctx);
 	if ((c->flags & RF_LIMIT) && !allow_rate(c, src, t2))
 		return drop(C_RATE_LIMITED);
 
