@@ -43,6 +43,8 @@ func (r *reflector) xdpBlocker(c *reflectorConfig) string {
 		return `the program sends replies back out of the port they came in on (XDP_TX): set forward = "in"`
 	case len(r.addrs) > 64:
 		return "more than 64 addresses"
+	case bpf.AddressesFit(r.addrs) != nil:
+		return bpf.AddressesFit(r.addrs).Error()
 	case len(r.allow) > 256:
 		return "more than 256 allowed prefixes"
 	case len(r.bcast) > 8:

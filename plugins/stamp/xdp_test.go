@@ -403,6 +403,39 @@ addresses = ["2001:db8:b::2", "192.0.2.2"]
 	}
 }
 
+// The addresses' table full: 64 addresses, half IPv4, each found, and
+// addresses next to them not.
+func TestXDPReflectorAddressTable(t *testing.T) {
+	var list []string
+	var ours, others []netip.Addr
+	for i := range 32 {
+		a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0xb, 15: byte(i)})
+		b := netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + i)})
+		ours = append(ours, a, b)
+		others = append(others, netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0xb, 14: 1, 15: byte(i)}),
+			netip.AddrFrom4([4]byte{192, 0, 2, byte(200 + i)}))
+		list = append(list, `"`+a.String()+`"`, `"`+b.String()+`"`)
+	}
+	x := newXDPPair(t, `
+forward = "in"
+unknown = "drop"
+addresses = [`+strings.Join(list, ", ")+`]
+`)
+	for i, dst := range append(ours, others...) {
+		src := addrS
+		if dst.Is4() {
+			src = v4S
+		}
+		want := "to_go" // ours: no session 5, the Go stage drops it
+		if i >= len(ours) {
+			want = "" // not ours: it passes
+		}
+		if o := x.compare(t, stampFrame(t, src, dst, 1, DefaultPort, 64, 0, senderPayload(1, eeNTP, 5))); o.reason != want {
+			t.Errorf("to %s: %q, want %q", dst, o.reason, want)
+		}
+	}
+}
+
 // FuzzXDPReflector is the differential fuzzer: any frame, through a fresh
 // pair, must come out of the program as out of the Go stage.
 func FuzzXDPReflector(f *testing.F) {

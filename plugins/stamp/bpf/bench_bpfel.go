@@ -26,20 +26,27 @@ type benchLpmKey struct {
 	Pad       [3]uint8
 }
 
+type benchRfAddr struct {
+	_    structs.HostLayout
+	A    [2]uint64
+	Used uint64
+}
+
 type benchRfConfig struct {
-	_        structs.HostLayout
-	Port     uint16
-	HopLimit uint8
-	Flags    uint8
-	Format   int8
-	N_bcast  uint8
-	Ee       [2]uint16
-	_        [6]byte
-	UtcOff   int64
-	PtpOff   int64
-	LimT     uint64
-	LimTau   uint64
-	Bcast    [8][4]uint8
+	_          structs.HostLayout
+	Port       uint16
+	HopLimit   uint8
+	Flags      uint8
+	Format     int8
+	N_bcast    uint8
+	Ee         [2]uint16
+	AddrProbes uint8
+	_          [5]byte
+	UtcOff     int64
+	PtpOff     int64
+	LimT       uint64
+	LimTau     uint64
+	Bcast      [8][4]uint8
 }
 
 type benchRfLim struct {

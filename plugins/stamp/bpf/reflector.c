@@ -34,6 +34,7 @@ struct rf_config {
 	__s8 format;     /* 0 NTP, 1 PTP, -1 the sender's */
 	__u8 n_bcast;
 	__u16 ee[2];     /* Error Estimates by format */
+	__u8 addr_probes; /* the longest run of the addresses' table */
 	__s64 utc_off;   /* Unix ns − CLOCK_TAI ns */
 	__s64 ptp_off;   /* PTP (TAI) ns − CLOCK_TAI ns */
 	__u64 lim_t;     /* rate limit: ns per packet */
@@ -122,11 +123,23 @@ struct {
 	__type(value, struct rf_srh);
 } stamp_rf_srhs SEC(".maps");
 
+/* The reflector's addresses (at most 64), IPv4 mapped, in a table Go fills
+ * by linear probing from lim_hash (reflector.go: addrTable): a lookup tries
+ * at most addr_probes slots, inlined array lookups where a hash map's
+ * helper call cost 25 ns a packet. */
+#define RF_ADDR_SLOTS 256
+#define RF_ADDR_PROBES 16
+
+struct rf_addr {
+	__u64 a[2]; /* as loaded */
+	__u64 used;
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u8[16]);
-	__type(value, __u8);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RF_ADDR_SLOTS);
+	__type(key, __u32);
+	__type(value, struct rf_addr);
 } stamp_rf_addrs SEC(".maps");
 
 struct {
@@ -308,6 +321,25 @@ static __always_inline int allow_rate(const struct rf_config *c, const __u8 *src
 	return 1;
 }
 
+/* ours says whether dst is one of the reflector's addresses. */
+static __always_inline int ours(const struct rf_config *c, const __u8 *dst)
+{
+	__u64 a0 = *(const lr_w64 *)dst, a1 = *(const lr_w64 *)(dst + 8);
+	__u64 h = lim_hash(a0, a1);
+#pragma unroll
+	for (int i = 0; i < RF_ADDR_PROBES; i++) {
+		if (i >= c->addr_probes)
+			break;
+		__u32 k = (__u32)(h + i) & (RF_ADDR_SLOTS - 1);
+		struct rf_addr *e = bpf_map_lookup_elem(&stamp_rf_addrs, &k);
+		if (!e || !e->used)
+			return 0;
+		if (e->a[0] == a0 && e->a[1] == a1)
+			return 1;
+	}
+	return 0;
+}
+
 static __always_inline __u64 wire_time(const struct rf_config *c, __u64 tai, int format)
 {
 	if (format == 1)
@@ -382,7 +414,7 @@ static __always_inline int stamp_reflector(struct xdp_md *ctx)
 	if (lr_ld16(udp + 2) != c->port)
 		return LR_OFFLOAD_NEXT;
 	if (c->flags & RF_ADDRS) {
-		if (!bpf_map_lookup_elem(&stamp_rf_addrs, dst))
+		if (!ours(c, dst))
 			return LR_OFFLOAD_NEXT;
 	}
 	total = (__u32)((long)end - (long)data);

@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -198,11 +199,13 @@ func (r *Reflector) Configure(c ReflectorConfig) error {
 	}
 	copy(v.Bcast[:], c.Broadcasts)
 	v.N_bcast = uint8(len(c.Broadcasts))
-	if err := clearMap(r.maps.StampRfAddrs); err != nil {
+	table, probes, err := addrTable(c.Addresses)
+	if err != nil {
 		return err
 	}
-	for _, a := range c.Addresses {
-		if err := r.maps.StampRfAddrs.Put(as16(a), uint8(1)); err != nil {
+	v.AddrProbes = uint8(probes)
+	for k := range table {
+		if err := r.maps.StampRfAddrs.Put(uint32(k), table[k]); err != nil {
 			return fmt.Errorf("XDP reflector addresses: %w", err)
 		}
 	}
@@ -373,6 +376,52 @@ func clearMap(m *ebpf.Map) error {
 }
 
 // as16 is an address IPv4 mapped, as the program compares them.
+// The addresses' table (reflector.c: stamp_rf_addrs): slots, and the
+// longest run a lookup may take.
+const addrSlots, maxAddrProbes = 256, 16
+
+// addrHash is reflector.c's lim_hash of an address, which the program loads
+// as two little-endian words.
+func addrHash(a [16]byte) uint64 {
+	x := binary.LittleEndian.Uint64(a[:8])*0x9E3779B97F4A7C15 ^ binary.LittleEndian.Uint64(a[8:])
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	return x ^ x>>33
+}
+
+// addrTable places the addresses in the program's table by linear probing
+// from their hashes; probes is how many slots a lookup must try to find
+// any of them (and to miss, it stops at a free one).
+func addrTable(addrs []netip.Addr) (table [addrSlots]reflectorPlainRfAddr, probes int, err error) {
+	for _, a := range addrs {
+		b := as16(a)
+		w := [2]uint64{binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])}
+		h := addrHash(b)
+		for i := range maxAddrProbes {
+			e := &table[(h+uint64(i))%addrSlots]
+			if e.Used != 0 && e.A == w {
+				break // listed twice
+			}
+			if e.Used == 0 {
+				*e = reflectorPlainRfAddr{A: w, Used: 1}
+				probes = max(probes, i+1)
+				break
+			}
+			if i == maxAddrProbes-1 {
+				return table, 0, fmt.Errorf("%d addresses: %s needs more than %d slots of the XDP reflector's table", len(addrs), a, maxAddrProbes)
+			}
+		}
+	}
+	return table, probes, nil
+}
+
+// AddressesFit says whether the program's table takes these addresses:
+// nil, or why not.
+func AddressesFit(addrs []netip.Addr) error {
+	_, _, err := addrTable(addrs)
+	return err
+}
+
 func as16(a netip.Addr) [16]byte {
 	if a.Is4() {
 		return netip.AddrFrom16(netip.AddrFrom4(a.As4()).As16()).As16()
