@@ -162,6 +162,15 @@ int bench_cost_atomic_x8(struct xdp_md *ctx)
 	return sent(ctx, v);
 }
 
+/* A hash map's lookup (the reflector's addresses and rate limit were in
+ * such maps) of a 16-byte key, the request's source. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u8[16]);
+	__type(value, __u8);
+} bench_hash SEC(".maps");
+
 SEC("xdp")
 int bench_cost_hash_x8(struct xdp_md *ctx)
 {
@@ -173,7 +182,28 @@ int bench_cost_hash_x8(struct xdp_md *ctx)
 		return XDP_ABORTED;
 #pragma unroll
 	for (__u32 i = 0; i < COST_N; i++)
-		v += bpf_map_lookup_elem(&stamp_rf_addrs, p + 22) != 0;
+		v += bpf_map_lookup_elem(&bench_hash, p + 22) != 0;
+	return sent(ctx, v);
+}
+
+/* The allow trie's lookup (an LPM trie, empty here: the least it costs). */
+SEC("xdp")
+int bench_cost_lpm_x8(struct xdp_md *ctx)
+{
+	if (restore(ctx))
+		return XDP_ABORTED;
+	__u32 zero = 0;
+	struct rf_scratch *x = bpf_map_lookup_elem(&stamp_rf_scratch, &zero);
+	__u8 *p = (void *)(long)ctx->data;
+	if (!x || (void *)(p + BENCH_LEN) > (void *)(long)ctx->data_end)
+		return XDP_ABORTED;
+	x->k.prefixlen = 8 + 128;
+	x->k.family = 6;
+	lr_copy16(x->k.addr, p + 22);
+	__u64 v = 0;
+#pragma unroll
+	for (__u32 i = 0; i < COST_N; i++)
+		v += bpf_map_lookup_elem(&stamp_rf_allow, &x->k) != 0;
 	return sent(ctx, v);
 }
 

@@ -56,6 +56,7 @@ func LoadBench(frame []byte) (*Bench, error) {
 		{"jiffies64_x8", p.BenchCostJiffiesX8},
 		{"array_lookup_x8", p.BenchCostArrayX8}, {"percpu_count_x8", p.BenchCostPercpuX8},
 		{"atomic_add_x8", p.BenchCostAtomicX8}, {"hash_lookup_x8", p.BenchCostHashX8},
+		{"lpm_lookup_x8", p.BenchCostLpmX8},
 		{"udp_csum_bytes", p.BenchCostCsumBytes}, {"udp_csum_words", p.BenchCostCsumWords},
 		{"udp_csum_rfc1624", p.BenchCostCsumIncr},
 		{"payload_writes_bytes", p.BenchCostWritesBytes}, {"payload_writes_words", p.BenchCostWritesWords},

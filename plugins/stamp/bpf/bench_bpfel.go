@@ -87,6 +87,7 @@ type benchRfSrh struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	benchMapBenchFrame              = "bench_frame"
+	benchMapBenchHash               = "bench_hash"
 	benchMapBenchRing               = "bench_ring"
 	benchMapStampRfAddrs            = "stamp_rf_addrs"
 	benchMapStampRfAllow            = "stamp_rf_allow"
@@ -108,6 +109,7 @@ const (
 	benchProgBenchCostKtimeCoarseX8 = "bench_cost_ktime_coarse_x8"
 	benchProgBenchCostKtimeNsX8     = "bench_cost_ktime_ns_x8"
 	benchProgBenchCostKtimeTaiX8    = "bench_cost_ktime_tai_x8"
+	benchProgBenchCostLpmX8         = "bench_cost_lpm_x8"
 	benchProgBenchCostPercpuX8      = "bench_cost_percpu_x8"
 	benchProgBenchCostRingbuf       = "bench_cost_ringbuf"
 	benchProgBenchCostWritesBytes   = "bench_cost_writes_bytes"
@@ -175,6 +177,7 @@ type benchProgramSpecs struct {
 	BenchCostKtimeCoarseX8 *ebpf.ProgramSpec `ebpf:"bench_cost_ktime_coarse_x8"`
 	BenchCostKtimeNsX8     *ebpf.ProgramSpec `ebpf:"bench_cost_ktime_ns_x8"`
 	BenchCostKtimeTaiX8    *ebpf.ProgramSpec `ebpf:"bench_cost_ktime_tai_x8"`
+	BenchCostLpmX8         *ebpf.ProgramSpec `ebpf:"bench_cost_lpm_x8"`
 	BenchCostPercpuX8      *ebpf.ProgramSpec `ebpf:"bench_cost_percpu_x8"`
 	BenchCostRingbuf       *ebpf.ProgramSpec `ebpf:"bench_cost_ringbuf"`
 	BenchCostWritesBytes   *ebpf.ProgramSpec `ebpf:"bench_cost_writes_bytes"`
@@ -193,6 +196,7 @@ type benchProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type benchMapSpecs struct {
 	BenchFrame      *ebpf.MapSpec `ebpf:"bench_frame"`
+	BenchHash       *ebpf.MapSpec `ebpf:"bench_hash"`
 	BenchRing       *ebpf.MapSpec `ebpf:"bench_ring"`
 	StampRfAddrs    *ebpf.MapSpec `ebpf:"stamp_rf_addrs"`
 	StampRfAllow    *ebpf.MapSpec `ebpf:"stamp_rf_allow"`
@@ -231,6 +235,7 @@ func (o *benchObjects) Close() error {
 // It can be passed to loadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type benchMaps struct {
 	BenchFrame      *ebpf.Map `ebpf:"bench_frame"`
+	BenchHash       *ebpf.Map `ebpf:"bench_hash"`
 	BenchRing       *ebpf.Map `ebpf:"bench_ring"`
 	StampRfAddrs    *ebpf.Map `ebpf:"stamp_rf_addrs"`
 	StampRfAllow    *ebpf.Map `ebpf:"stamp_rf_allow"`
@@ -245,6 +250,7 @@ type benchMaps struct {
 func (m *benchMaps) Close() error {
 	return _BenchClose(
 		m.BenchFrame,
+		m.BenchHash,
 		m.BenchRing,
 		m.StampRfAddrs,
 		m.StampRfAllow,
@@ -279,6 +285,7 @@ type benchPrograms struct {
 	BenchCostKtimeCoarseX8 *ebpf.Program `ebpf:"bench_cost_ktime_coarse_x8"`
 	BenchCostKtimeNsX8     *ebpf.Program `ebpf:"bench_cost_ktime_ns_x8"`
 	BenchCostKtimeTaiX8    *ebpf.Program `ebpf:"bench_cost_ktime_tai_x8"`
+	BenchCostLpmX8         *ebpf.Program `ebpf:"bench_cost_lpm_x8"`
 	BenchCostPercpuX8      *ebpf.Program `ebpf:"bench_cost_percpu_x8"`
 	BenchCostRingbuf       *ebpf.Program `ebpf:"bench_cost_ringbuf"`
 	BenchCostWritesBytes   *ebpf.Program `ebpf:"bench_cost_writes_bytes"`
@@ -306,6 +313,7 @@ func (p *benchPrograms) Close() error {
 		p.BenchCostKtimeCoarseX8,
 		p.BenchCostKtimeNsX8,
 		p.BenchCostKtimeTaiX8,
+		p.BenchCostLpmX8,
 		p.BenchCostPercpuX8,
 		p.BenchCostRingbuf,
 		p.BenchCostWritesBytes,
