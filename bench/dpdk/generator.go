@@ -100,22 +100,10 @@ device = %q
 [[pipelines]]
 name = "gen"
 lcores = [%d]
-[[pipelines.stages]]
-kind = "generator"
-ip_version = 4
-src = %q
-dst = %q
-src_mac = %q
-dst_mac = %q
-udp_src_port = %d
-udp_dst_port = %d
-sizes = [%d]
-count = %d
 %s[[pipelines.stages]]
 kind = "forward"
 port = "n0"
-`, poolSize, device, cpu, genframe.Src, genframe.Dst, genframe.SrcMAC, genframe.DstMAC, genframe.SrcPort, genframe.DstPort,
-		genSize, count, poolKey)
+`, poolSize, device, cpu, genframe.Stage(genSize, int(count), poolKey))
 }
 
 // runEngineGen runs the generator flat out on a net_null port and measures its

@@ -204,21 +204,10 @@ driver = "afpacket"
 interface = %q
 [[pipelines]]
 name = "gen"
-[[pipelines.stages]]
-kind = "generator"
-ip_version = 4
-src = %q
-dst = %q
-src_mac = %q
-dst_mac = %q
-udp_src_port = %d
-udp_dst_port = %d
-sizes = [%d]
-count = %d
-[[pipelines.stages]]
+%s[[pipelines.stages]]
 kind = "forward"
 port = "tx"
-`, ifname, genframe.Src, genframe.Dst, genframe.SrcMAC, genframe.DstMAC, genframe.SrcPort, genframe.DstPort, size, count)
+`, ifname, genframe.Stage(size, count, ""))
 }
 
 func runGo(ifname string, size, count int, d time.Duration) (result, error) {

@@ -133,52 +133,7 @@ port = "out"
 }
 
 func mirrorConfig(bin string, count int, rate, extra string) string {
-	return fmt.Sprintf(`
-version = 1
-[engine]
-pin = false
-[control]
-listen = ""
-[[pools]]
-name = "default"
-buffers = 8192
-[[ports]]
-name = "m0"
-driver = "mem"
-peer = "m1"
-[[ports]]
-name = "m1"
-driver = "mem"
-peer = "m0"
-[[pipelines]]
-name = "source"
-lcores = [0]
-[[pipelines.stages]]
-kind = "generator"
-ip_version = 4
-src = "192.0.2.1"
-dst = "198.51.100.1"
-flows = 8
-sizes = [64, 128, 1518]
-count = %d
-rate = %q
-[[pipelines.stages]]
-kind = "external"
-name = "mirror"
-plugin = %q
-%s
-config = { every = 2, buffers = 1024 }
-[[pipelines.stages]]
-kind = "forward"
-port = "m0"
-[[pipelines]]
-name = "dest"
-lcores = [1]
-rx = ["m1"]
-[[pipelines.stages]]
-kind = "sink"
-name = "sink"
-`, count, rate, bin, extra)
+	return pluginConfig(bin, "mirror", "every = 2, buffers = 1024", count, rate, extra)
 }
 
 // TestMirrorDownTheChain: with no port, the plugin's Produce sends its

@@ -39,6 +39,14 @@ func buildSampler(t *testing.T) string {
 }
 
 func config(bin string, count int, rate, extra string) string {
+	return pluginConfig(bin, "sampler", "every = 10", count, rate, extra)
+}
+
+// pluginConfig runs the plugin bin as the external stage name, with table
+// as its config, between a generator of count packets at rate (0: until
+// stopped) and a forward to a mem port whose peer a sink reads; extra goes
+// into the stage's table.
+func pluginConfig(bin, name, table string, count int, rate, extra string) string {
 	return fmt.Sprintf(`
 version = 1
 [engine]
@@ -70,10 +78,10 @@ count = %d
 rate = %q
 [[pipelines.stages]]
 kind = "external"
-name = "sampler"
+name = %q
 plugin = %q
 %s
-config = { every = 10 }
+config = { %s }
 [[pipelines.stages]]
 kind = "forward"
 port = "m0"
@@ -84,7 +92,7 @@ rx = ["m1"]
 [[pipelines.stages]]
 kind = "sink"
 name = "sink"
-`, count, rate, bin, extra)
+`, count, rate, name, bin, extra, table)
 }
 
 func drops(s *stats.Snapshot) (uint64, map[string]uint64) {

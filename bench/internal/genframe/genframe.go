@@ -19,6 +19,24 @@ const (
 	DstPort        = 20000
 )
 
+// Stage is the TOML of the generator stage that makes this stream: frames of
+// size bytes, count of them (0: no end), with extra (keys, one a line) added
+// to its table.
+func Stage(size, count int, extra string) string {
+	return fmt.Sprintf(`[[pipelines.stages]]
+kind = "generator"
+ip_version = 4
+src = %q
+dst = %q
+src_mac = %q
+dst_mac = %q
+udp_src_port = %d
+udp_dst_port = %d
+sizes = [%d]
+count = %d
+%s`, Src, Dst, SrcMAC, DstMAC, SrcPort, DstPort, size, count, extra)
+}
+
 // Frame is a C loop's template: the frame with the generator's fields and the
 // UDP checksum zero, where those go, and the template's UDP sum (header,
 // payload and pseudo-header; not inverted).
