@@ -166,7 +166,6 @@ type Port struct {
 	tx       []*txQueue
 	ts       *timestamps // nil: the engine stamps
 	tsSource string
-	ctlFD    int           // for the interface's ioctls, in its namespace
 	saved    *netdev.Saved // the interface's MTU before mtu was set
 
 	statsMu sync.Mutex
@@ -212,13 +211,9 @@ func New(o Options) (*Port, error) {
 		return nil, fmt.Errorf("port %q: %w", o.Name, err)
 	}
 	p := &Port{name: o.Name, ifname: o.Interface, ifindex: ifc.Index, mtu: ifc.MTU, pool: o.Pool,
-		dataRoom: o.Pool.DataRoom(), ctlFD: -1}
+		dataRoom: o.Pool.DataRoom()}
 	copy(p.mac[:], ifc.HardwareAddr)
-	// Protocol 0: a socket that receives nothing, for ioctls.
-	if p.ctlFD, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0); err != nil {
-		return nil, fmt.Errorf("port %q: socket: %w", o.Name, err)
-	}
-	if p.ts, p.tsSource, err = setupTimestamps(o.RxTimestamp, o.Interface, o.Clock, p.ctlFD); err != nil {
+	if p.ts, p.tsSource, err = setupTimestamps(o.RxTimestamp, o.Interface, o.Clock); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("port %q: %w", o.Name, err)
 	}
@@ -382,10 +377,6 @@ func (p *Port) Close() error {
 	}
 	wg.Wait()
 	errs = append(errs, qerrs...)
-	if p.ctlFD >= 0 {
-		errs = append(errs, unix.Close(p.ctlFD))
-		p.ctlFD = -1
-	}
 	errs = append(errs, p.saved.Restore())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("port %q: close: %w", p.name, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/ports/internal/devclock"
+	"github.com/linerate/linerate/ports/internal/netdev"
 )
 
 // Rx timestamp modes (the rx_timestamp key) and the sources Info names.
@@ -47,24 +48,22 @@ type timestamps struct {
 	phc  *phc
 	stop chan struct{}
 	done sync.WaitGroup
-	// The interface's hardware stamping config before the port changed it.
-	ifname  string
-	saved   *unix.HwTstampConfig
-	savedFD int
+	ifname   string
+	stamping *netdev.Stamping // the NIC's stamping config before the port changed it
 }
 
-// setupTimestamps sets the socket fd of the first rx queue up for the mode
-// and returns the source and Info's name for it; nil means engine stamps.
-func setupTimestamps(mode, ifname string, c clock.Clock, fd int) (*timestamps, string, error) {
+// setupTimestamps sets the interface up for the mode and returns the source
+// and Info's name for it; nil means engine stamps. The rx sockets enable it.
+func setupTimestamps(mode, ifname string, c clock.Clock) (*timestamps, string, error) {
 	if _, host := c.(*clock.System); !host || mode == TimestampEngine {
 		if mode == TimestampHardware || mode == TimestampKernel {
 			return nil, "", fmt.Errorf("rx_timestamp = %q needs the host clock (the engine runs in virtual time)", mode)
 		}
 		return nil, TimestampEngine, nil
 	}
-	ts := &timestamps{clk: c, ifname: ifname, savedFD: -1}
+	ts := &timestamps{clk: c, ifname: ifname}
 	if mode == TimestampAuto || mode == TimestampHardware {
-		err := ts.setupHardware(fd)
+		err := ts.setupHardware()
 		switch {
 		case err == nil:
 			return ts, TimestampHardware, nil
@@ -95,37 +94,16 @@ func (ts *timestamps) enable(fd int) error {
 // setupHardware turns on the NIC's stamping of every received frame and
 // maps its PHC onto the engine clock. It says why not when the interface
 // cannot.
-func (ts *timestamps) setupHardware(fd int) error {
-	info, err := unix.IoctlGetEthtoolTsInfo(fd, ts.ifname)
-	if err != nil {
-		return fmt.Errorf("ETHTOOL_GET_TS_INFO: %w", err)
-	}
-	const want = unix.SOF_TIMESTAMPING_RX_HARDWARE | unix.SOF_TIMESTAMPING_RAW_HARDWARE
-	switch {
-	case info.So_timestamping&want != want:
-		return errors.New("the driver has no receive hardware timestamps (ethtool -T)")
-	case info.Phc_index < 0:
-		return errors.New("the driver names no PTP hardware clock (ethtool -T)")
-	case info.Rx_filters&(1<<unix.HWTSTAMP_FILTER_ALL) == 0:
-		return errors.New("the NIC stamps PTP frames only, not every frame (no HWTSTAMP_FILTER_ALL)")
-	}
-	saved, err := unix.IoctlGetHwTstamp(fd, ts.ifname)
-	if err != nil {
-		return fmt.Errorf("SIOCGHWTSTAMP: %w", err)
-	}
-	p, err := openPHC(fmt.Sprintf("/dev/ptp%d", info.Phc_index))
+func (ts *timestamps) setupHardware() error {
+	st, err := netdev.StampAll(ts.ifname)
 	if err != nil {
 		return err
 	}
-	if saved.Rx_filter != unix.HWTSTAMP_FILTER_ALL {
-		cfg := *saved
-		cfg.Rx_filter = unix.HWTSTAMP_FILTER_ALL
-		if err := unix.IoctlSetHwTstamp(fd, ts.ifname, &cfg); err != nil {
-			p.close()
-			return fmt.Errorf("SIOCSHWTSTAMP rx_filter ALL: %w", err)
-		}
-		ts.saved, ts.savedFD = saved, fd
+	p, err := openPHC(fmt.Sprintf("/dev/ptp%d", st.PHC))
+	if err != nil {
+		return errors.Join(err, st.Restore())
 	}
+	ts.stamping = st
 	ts.phc = p
 	ts.hw.Store(p.calibrate(ts.clk, nil))
 	ts.stop = make(chan struct{})
@@ -159,12 +137,7 @@ func (ts *timestamps) close() error {
 	close(ts.stop)
 	ts.done.Wait()
 	ts.phc.close()
-	if ts.saved != nil {
-		if err := unix.IoctlSetHwTstamp(ts.savedFD, ts.ifname, ts.saved); err != nil {
-			return fmt.Errorf("SIOCSHWTSTAMP restore: %w", err)
-		}
-	}
-	return nil
+	return ts.stamping.Restore()
 }
 
 // phcInterval is how often the PHC mapping is taken again.

@@ -19,6 +19,7 @@ import (
 	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/ports"
+	"github.com/linerate/linerate/ports/internal/netdev"
 )
 
 func init() {
@@ -255,10 +256,11 @@ type Port struct {
 	rxq, txq int
 	d        *dispatcher
 	opt      Options
-	mode     string    // XDP mode attached: "native" or "generic"
-	devBound bool      // the dispatcher is device-bound
-	stampRx  bool      // RxTime from the dispatcher's stamp
-	phc      *devClock // the NIC's PTP hardware clock, for its rx stamps; nil: none
+	mode     string           // XDP mode attached: "native" or "generic"
+	devBound bool             // the dispatcher is device-bound
+	stampRx  bool             // RxTime from the dispatcher's stamp
+	phc      *devClock        // the NIC's PTP hardware clock, for its rx stamps; nil: none
+	stamping *netdev.Stamping // the NIC's rx stamping before the port switched it on
 	hwStamps atomic.Uint64
 	busy     bool
 
@@ -303,13 +305,19 @@ func New(o Options) (*Port, error) {
 		if p.phc, err = openPHC(o.Interface); err != nil {
 			o.Log.Warn("the NIC's rx stamps left out", "port", o.Name, "err", err)
 		}
+		// Most drivers stamp frames only once asked to stamp them all.
+		if p.phc != nil {
+			if p.stamping, err = netdev.StampAll(o.Interface); err != nil {
+				o.Log.Warn("the NIC's rx stamps left out", "port", o.Name, "err", err)
+				p.dropPHC()
+			}
+		}
 	}
 	if err := p.attachDispatcher(nil); err != nil {
 		return fail(err)
 	}
 	if p.phc != nil && !p.devBound {
-		p.phc.close() // only a device-bound program reads the NIC's stamp
-		p.phc = nil
+		p.dropPHC() // only a device-bound program reads the NIC's stamp
 	}
 	shared := -1
 	for i := range max(o.RxQueues, o.TxQueues) {
@@ -661,6 +669,16 @@ func (p *Port) complete(q *queue) {
 	p.u.FreeHandles(q.done[:n])
 }
 
+// dropPHC stops following the NIC's clock and gives the NIC its stamping
+// config back.
+func (p *Port) dropPHC() error {
+	p.phc.close()
+	p.phc = nil
+	err := p.stamping.Restore()
+	p.stamping = nil
+	return err
+}
+
 // Info describes the port.
 func (p *Port) Info() ports.Info {
 	src, detail := "engine", "the lcore's clock when it takes the burst"
@@ -748,7 +766,7 @@ func (p *Port) Close() error {
 		errs = append(errs, p.d.close())
 	}
 	if p.phc != nil {
-		p.phc.close()
+		errs = append(errs, p.dropPHC())
 	}
 	for _, q := range p.q {
 		q.s.close()

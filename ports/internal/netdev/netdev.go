@@ -1,9 +1,10 @@
 //go:build linux
 
-// Package netdev keeps a kernel network device's MTU for the drivers whose
-// ports run on one (afpacket, tap, DPDK PMDs over kernel interfaces): it sets
-// the port's mtu on the device while the port is open, and puts back what the
-// device had when the port closes.
+// Package netdev keeps a kernel network device's settings for the drivers
+// whose ports run on one (afpacket, tap, xdp, DPDK PMDs over kernel
+// interfaces): it sets the port's mtu, or the NIC's receive stamping, on the
+// device while the port is open, and puts back what the device had when the
+// port closes.
 package netdev
 
 import (
