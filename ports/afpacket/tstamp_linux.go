@@ -43,11 +43,11 @@ const (
 // engine clock (for the Unix offset that maps the kernel's CLOCK_REALTIME
 // stamps) and, with hardware stamps, the PHC's mapping.
 type timestamps struct {
-	clk  clock.Clock
-	hw   atomic.Pointer[devclock.Map] // nil: software stamps only
-	phc  *phc
-	stop chan struct{}
-	done sync.WaitGroup
+	clk      clock.Clock
+	hw       atomic.Pointer[devclock.Map] // nil: software stamps only
+	phc      *phc
+	stop     chan struct{}
+	done     sync.WaitGroup
 	ifname   string
 	stamping *netdev.Stamping // the NIC's stamping config before the port changed it
 }
