@@ -13,15 +13,11 @@ import "C"
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"time"
 	"unsafe"
 
-	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/bench/internal/genframe"
-	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/ports/dpdk"
 )
 
@@ -107,43 +103,10 @@ port = "n0"
 }
 
 // runEngineGen runs the generator flat out on a net_null port and measures its
-// transmit rate after a warm-up. The CPU time is the busiest thread's: the
-// lcore.
+// transmit rate.
 func runEngineGen(cpu int, pool string, d time.Duration) (result, error) {
 	seq := engineSeq.Add(1)
-	cfg, err := config.Parse("bench-gen.toml", []byte(genConfig(fmt.Sprintf("net_null%d", 2*seq+300), pool, cpu, 0)))
-	if err != nil {
-		return result{}, err
-	}
-	e, err := appliance.New(cfg, appliance.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		return result{}, err
-	}
-	defer e.Close()
-	if err := e.Start(); err != nil {
-		return result{}, err
-	}
-	tx := func() (uint64, time.Time) {
-		s := e.Snapshot()
-		for _, p := range s.Ports {
-			if p.Name == "n0" {
-				return p.TxPackets, s.Time
-			}
-		}
-		return 0, s.Time
-	}
-	time.Sleep(200 * time.Millisecond)
-	p0, t0 := tx()
-	c0 := threadTimes()
-	time.Sleep(d)
-	p1, t1 := tx()
-	c1 := threadTimes()
-	e.Stop()
-	busiest := 0.0
-	for tid, v := range c1 {
-		busiest = max(busiest, v-c0[tid])
-	}
-	return result{packets: p1 - p0, wall: t1.Sub(t0).Seconds(), cpu: busiest}, nil
+	return measureEngine("bench-gen.toml", genConfig(fmt.Sprintf("net_null%d", 2*seq+300), pool, cpu, 0), "n0", d)
 }
 
 // genRound is one round of the comparison.

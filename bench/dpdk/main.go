@@ -317,8 +317,7 @@ func (l *loopPorts) runRegistered(cpu int, d time.Duration) result {
 }
 
 // runEngine runs the engine with a forward stage on one busy pinned lcore and
-// measures its transmit rate after a warm-up. The CPU time is the busiest
-// thread's: the lcore.
+// measures its transmit rate.
 func runEngine(cpu int, d time.Duration) (result, error) {
 	seq := engineSeq.Add(1)
 	toml := fmt.Sprintf(`version = 1
@@ -346,7 +345,14 @@ kind = "forward"
 port = "n1"
 swap_mac = true
 `, poolSize, 2*seq+100, 2*seq+101, cpu)
-	cfg, err := config.Parse("bench-dpdk.toml", []byte(toml))
+	return measureEngine("bench-dpdk.toml", toml, "n1", d)
+}
+
+// measureEngine runs the engine config text (named name in errors) and
+// measures port's transmit rate over d after a warm-up. The CPU time is the
+// busiest thread's: the lcore.
+func measureEngine(name, text, port string, d time.Duration) (result, error) {
+	cfg, err := config.Parse(name, []byte(text))
 	if err != nil {
 		return result{}, err
 	}
@@ -361,7 +367,7 @@ swap_mac = true
 	tx := func() (uint64, time.Time) {
 		s := e.Snapshot()
 		for _, p := range s.Ports {
-			if p.Name == "n1" {
+			if p.Name == port {
 				return p.TxPackets, s.Time
 			}
 		}
