@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -175,19 +174,7 @@ func TestMirrorDownTheChain(t *testing.T) {
 func TestKillWhileEmitting(t *testing.T) {
 	bin := buildMirror(t)
 	e := enginetest.Start(t, mirrorConfig(bin, 0, "100kpps", `fail = "closed"`+"\n"+`restart_after = "50ms"`), appliance.Options{})
-	counter := func(stage, name string) uint64 { return enginetest.Counter(e.Snapshot(), stage, name) }
-	waitFor(t, "emits from the plugin", time.Minute, func() bool { return counter("mirror", "emitted") > 5_000 })
-	pid := pluginPID(t, bin)
-	if pid == 0 {
-		t.Fatal("no plugin process")
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the plugin's loss counted", time.Minute, func() bool { return counter("mirror", "plugin_lost") == 1 })
-	waitFor(t, "the plugin restarted", time.Minute, func() bool { return counter("mirror", "plugin_restarts") >= 1 })
-	after := counter("mirror", "emitted")
-	waitFor(t, "emits from the restarted plugin", time.Minute, func() bool { return counter("mirror", "emitted") > after+5_000 })
+	killPlugin(t, e, bin, "mirror", "emitted", 5_000)
 	e.Stop()
 	s := e.Snapshot()
 	sent := enginetest.Counter(s, "generator#0", "sent")

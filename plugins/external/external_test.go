@@ -169,15 +169,14 @@ func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
 	}
 }
 
-// TestKillUnderLoad kills the plugin with SIGKILL mid-run: the engine keeps
-// forwarding (failing closed while it is down), the plugin is counted lost,
-// restarted, and takes traffic again; every packet is accounted for and every
-// buffer comes back.
-func TestKillUnderLoad(t *testing.T) {
-	bin := buildSampler(t)
-	e := enginetest.Start(t, config(bin, 0, "100kpps", `fail = "closed"`+"\n"+`restart_after = "50ms"`), appliance.Options{})
-	counter := func(stage, name string) uint64 { return enginetest.Counter(e.Snapshot(), stage, name) }
-	waitFor(t, "results from the plugin", time.Minute, func() bool { return counter("sampler", "returned") > 10_000 })
+// killPlugin SIGKILLs the plugin bin of stage once the stage's progress
+// counter has passed n, waits until the engine counts it lost and restarts
+// it, then until the restarted plugin has moved progress by n again. It
+// returns the killed plugin's pid.
+func killPlugin(t *testing.T, e *appliance.Engine, bin, stage, progress string, n uint64) int {
+	t.Helper()
+	counter := func(name string) uint64 { return enginetest.Counter(e.Snapshot(), stage, name) }
+	waitFor(t, "progress of the plugin", time.Minute, func() bool { return counter(progress) > n })
 	pid := pluginPID(t, bin)
 	if pid == 0 {
 		t.Fatal("no plugin process")
@@ -185,10 +184,21 @@ func TestKillUnderLoad(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the plugin's loss counted", time.Minute, func() bool { return counter("sampler", "plugin_lost") == 1 })
-	waitFor(t, "the plugin restarted", time.Minute, func() bool { return counter("sampler", "plugin_restarts") >= 1 })
-	after := counter("sampler", "returned")
-	waitFor(t, "results from the restarted plugin", time.Minute, func() bool { return counter("sampler", "returned") > after+10_000 })
+	waitFor(t, "the plugin's loss counted", time.Minute, func() bool { return counter("plugin_lost") == 1 })
+	waitFor(t, "the plugin restarted", time.Minute, func() bool { return counter("plugin_restarts") >= 1 })
+	after := counter(progress)
+	waitFor(t, "progress of the restarted plugin", time.Minute, func() bool { return counter(progress) > after+n })
+	return pid
+}
+
+// TestKillUnderLoad kills the plugin with SIGKILL mid-run: the engine keeps
+// forwarding (failing closed while it is down), the plugin is counted lost,
+// restarted, and takes traffic again; every packet is accounted for and every
+// buffer comes back.
+func TestKillUnderLoad(t *testing.T) {
+	bin := buildSampler(t)
+	e := enginetest.Start(t, config(bin, 0, "100kpps", `fail = "closed"`+"\n"+`restart_after = "50ms"`), appliance.Options{})
+	pid := killPlugin(t, e, bin, "sampler", "returned", 10_000)
 	if p2 := pluginPID(t, bin); p2 == 0 || p2 == pid {
 		t.Errorf("plugin pid %d after the kill of %d", p2, pid)
 	}
