@@ -97,17 +97,9 @@ blocks = 256
 	return p
 }
 
-// capDUT is a linerate DUT that forwards dua to dub through a link stage of
-// the given capacity and loss.
-//
-// The DUT is software on the machine's shared cores: preempted, it gets the
-// packets of the stall at once afterwards. Its link's queue and bucket (1600
-// and 1605 frames of 128 bytes) hold 400 ms of that at 8 kpps, so it loses
-// nothing below its cap for stalls that long. Above the cap, a capTrial-long
-// trial 10 % over it brings 4000 packets more than the link sends, which the
-// queue and bucket cannot hold: the NDR is found within capPrecision (10 %).
-func capDUT(rate string, loss float64) string {
-	return fmt.Sprintf(`
+// dutPorts begins a linerate DUT's config: its ports on the lab's dua and
+// dub, and a pipeline "fwd" taking dua, whose stages follow.
+const dutPorts = `
 version = 1
 [engine]
 pin = false
@@ -128,7 +120,19 @@ blocks = 64
 [[pipelines]]
 name = "fwd"
 rx = ["a"]
-[[pipelines.stages]]
+`
+
+// capDUT is a linerate DUT that forwards dua to dub through a link stage of
+// the given capacity and loss.
+//
+// The DUT is software on the machine's shared cores: preempted, it gets the
+// packets of the stall at once afterwards. Its link's queue and bucket (1600
+// and 1605 frames of 128 bytes) hold 400 ms of that at 8 kpps, so it loses
+// nothing below its cap for stalls that long. Above the cap, a capTrial-long
+// trial 10 % over it brings 4000 packets more than the link sends, which the
+// queue and bucket cannot hold: the NDR is found within capPrecision (10 %).
+func capDUT(rate string, loss float64) string {
+	return dutPorts + fmt.Sprintf(`[[pipelines.stages]]
 kind = "link"
 rate = %q
 loss = %g
@@ -438,30 +442,9 @@ latency_duration = "500ms"
 	}
 }
 
-// stampDUT is a linerate DUT that reflects STAMP test packets back out of
-// the port they came in on, and forwards the rest from dua to dub.
-const stampReflectorDUT = `
-version = 1
-[engine]
-pin = false
-[control]
-listen = ""
-[[ports]]
-name = "a"
-driver = "afpacket"
-interface = "dua"
-block_size = 65536
-blocks = 256
-[[ports]]
-name = "b"
-driver = "afpacket"
-interface = "dub"
-block_size = 65536
-blocks = 64
-[[pipelines]]
-name = "fwd"
-rx = ["a"]
-[[pipelines.stages]]
+// stampReflectorDUT is a linerate DUT that reflects STAMP test packets back
+// out of the port they came in on, and forwards the rest from dua to dub.
+const stampReflectorDUT = dutPorts + `[[pipelines.stages]]
 kind = "stamp.reflector"
 name = "reflector"
 forward = "in"
