@@ -4,9 +4,10 @@
 # First BenchmarkLend: the lcore's cost of lending a burst and taking it back
 # (with a minimal peer on the same thread) beside the same packets in process,
 # packets/s; and BenchmarkBurst, the plugin thread's side of a burst (read
-# from the ring, run, answered) beside the same stage called in process. Then bench/external runs the same pass-through stage in process
-# and out of process (the external stage, its plugin pinned to CPU 1), and
-# one gRPC call per burst through go-plugin, side by side; see its doc. The binary is built
+# from the ring, run, answered) beside the same stage called in process.
+# Then bench/external runs the same pass-through stage in process and out of
+# process (the external stage, its plugin pinned to CPU 1), and one gRPC call
+# per burst through go-plugin, side by side; see its doc. The binary is built
 # into bin/, a root-owned directory as the external stage asks of a plugin's.
 # BENCH_EXTERNAL_FLAGS passes more flags (-count, -runs, -ring).
 
