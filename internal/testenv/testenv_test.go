@@ -3,7 +3,11 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/linerate/linerate/appliance/kernel"
 )
 
 // fakeTB records what Require does without stopping the real test.
@@ -66,5 +70,23 @@ func TestRequireRoot(t *testing.T) {
 	RequireRoot(f)
 	if f.skipped != (os.Geteuid() != 0) {
 		t.Errorf("RequireRoot skipped=%v with euid %d", f.skipped, os.Geteuid())
+	}
+}
+
+// TestRequireKernel: a missing kernel feature skips under CI too, naming the
+// feature and its option, and lands in the skip file.
+func TestRequireKernel(t *testing.T) {
+	t.Setenv("CI", "true")
+	t.Setenv(kernel.DisableEnv, "seg6local")
+	path := filepath.Join(t.TempDir(), "skips")
+	t.Setenv(SkipsEnv, path)
+	f := &fakeTB{TB: t}
+	RequireKernel(f, kernel.Seg6Local)
+	if !f.skipped || f.failed || !strings.Contains(f.msg, "lacks") {
+		t.Fatalf("skipped=%v failed=%v msg=%q", f.skipped, f.failed, f.msg)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), "./internal/testenv\t"+t.Name()+"\tseg6local\tCONFIG_IPV6_SEG6_LWTUNNEL\n") {
+		t.Errorf("skip file: %q, %v", b, err)
 	}
 }
