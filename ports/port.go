@@ -156,6 +156,32 @@ type Setup struct {
 	// Warn reports something `linerate validate` should print without failing (a
 	// NIC without hugepages or vfio-pci). Nil when nobody listens.
 	Warn func(msg string)
+	// Plan, in a dry run that checks this host, hears what the port will get
+	// of the host: each thing it needs, as asked, by a fallback, or not at all
+	// (linerate doctor -c, linerate validate). Nil when nobody listens.
+	Plan func(Finding)
+}
+
+// Outcome is what a port or stage gets of something it needs on this host.
+type Outcome string
+
+const (
+	// AsAsked: it runs as the config asks.
+	AsAsked Outcome = "ok"
+	// FallsBack: it runs, on something less (the engine's clock for the
+	// kernel's rx stamps, a stage in Go for its XDP offload); Detail says
+	// what and why.
+	FallsBack Outcome = "fallback"
+	// Fails: it cannot run here; Detail names what is missing.
+	Fails Outcome = "fail"
+)
+
+// Finding is one thing a port (or stage) needs of the host, and what it gets.
+type Finding struct {
+	Subject string  // `port "s0"`, `stage "reflector"`
+	Need    string  // what it needs: "rx timestamps", "XDP attach"
+	Outcome Outcome // ok, fallback or fail
+	Detail  string  // what it uses, or uses instead and why, or what is missing
 }
 
 // LcoreHook is a driver runtime that must know each lcore thread: DPDK registers
