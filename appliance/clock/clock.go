@@ -26,6 +26,7 @@ type Clock interface {
 type SyncState struct {
 	Synchronized bool  // STA_UNSYNC is clear
 	ErrorNs      int64 // estimated error (adjtimex esterror), in ns
+	MaxErrorNs   int64 // maximum error (adjtimex maxerror), in ns
 	TAIOffset    int   // TAI − UTC in seconds (adjtimex tai), 37 when unknown
 }
 
