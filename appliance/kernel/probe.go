@@ -66,17 +66,39 @@ func probeRxTimestampKfunc() Result {
 	return Result{State: Present}
 }
 
-// probeDevBound loads a device-bound XDP program on loopback: the kernel
-// refuses the flag it does not know, or a device-bound program, with EINVAL.
-// Whether a given NIC's driver gives rx stamps is the interface's own
-// question (DevBoundOn).
+// probeDevBound loads a device-bound XDP program on loopback: a kernel that
+// does not know the flag refuses it with EINVAL. One that knows it goes on
+// to the device, and loopback, which has no driver XDP (no ndo_bpf), is
+// refused with EOPNOTSUPP: the kernel has the feature. Whether a given
+// NIC's driver takes such a program is the interface's own question
+// (DevBoundOn).
 func probeDevBound() Result {
-	return DevBoundOn(1)
+	err := loadDevBound(1)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		return Result{State: Present, Detail: "the kernel knows BPF_F_XDP_DEV_BOUND_ONLY (loopback itself has no driver XDP)"}
+	}
+	return devBoundResult(err)
 }
 
 // DevBoundOn loads a tiny device-bound XDP program on ifindex, and says
-// whether the kernel took it.
+// whether the kernel took it. The answer is named DevBound.
 func DevBoundOn(ifindex int) Result {
+	return devBoundResult(loadDevBound(ifindex))
+}
+
+func devBoundResult(err error) Result {
+	r := Result{Feature: DevBound, State: Present}
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, ebpf.ErrNotSupported):
+		r.State, r.Detail = Missing, "the kernel refused BPF_F_XDP_DEV_BOUND_ONLY: "+oneLine(err)
+	default:
+		r.State, r.Detail = Unknown, privilegeHint(err)
+	}
+	return r
+}
+
+func loadDevBound(ifindex int) error {
 	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
 		Type:    ebpf.XDP,
 		License: "GPL",
@@ -89,12 +111,8 @@ func DevBoundOn(ifindex int) Result {
 	}, ebpf.ProgramOptions{})
 	if err == nil {
 		prog.Close()
-		return Result{State: Present}
 	}
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, ebpf.ErrNotSupported) {
-		return Result{State: Missing, Detail: "the kernel refused BPF_F_XDP_DEV_BOUND_ONLY: " + oneLine(err)}
-	}
-	return Result{State: Unknown, Detail: privilegeHint(err)}
+	return err
 }
 
 // Lightweight tunnel types (linux/lwtunnel.h) and seg6local's attributes.
