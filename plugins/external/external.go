@@ -113,6 +113,9 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 	if err := c.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Config.Where(), err)
 	}
+	if err := checkRegions(); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Config.Where(), err)
+	}
 	var text bytes.Buffer
 	if err := toml.NewEncoder(&text).Encode(c.Config); err != nil {
 		return nil, fmt.Errorf("%s: config: %w", s.Config.Where(), err)
@@ -166,6 +169,9 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 		}
 		in.c.emitted = cs.New("emitted", "packets the plugin made and emitted, to a port or the next stage")
 		in.c.badEmit = cs.New("bad_emit", "emits naming no buffer lent to the plugin (forged, replayed) or a window outside it: dropped")
+	}
+	if err := checkRegions(); err != nil { // the stage's own pools
+		return nil, fmt.Errorf("%s: %w", s.Config.Where(), err)
 	}
 	in.reasons = map[string]*stats.Counter{}
 	for _, name := range sv.caps.Reasons {
@@ -640,4 +646,33 @@ func (sv *supervisor) status() Status {
 		st.Counters = *m
 	}
 	return st
+}
+
+// maxRegion is the most a shared pool may span: a descriptor's offset is 32
+// bits, and one past 4 GiB would name another packet's buffer.
+const maxRegion = 1 << 32
+
+// shareable reports whether a link may map s: a shared slab that its
+// descriptors' offsets can address whole.
+func shareable(s *packet.Slab) bool {
+	_, mem, _, shared := s.SharedMemory()
+	return shared && len(mem) <= maxRegion
+}
+
+// checkRegions refuses a shared pool that a link could not map (over 4 GiB):
+// at build, where config errors belong, rather than copying its packets
+// unannounced.
+func checkRegions() error {
+	for _, p := range packet.Pools() {
+		s, ok := p.(*packet.Slab)
+		if !ok {
+			continue
+		}
+		if _, mem, stride, shared := s.SharedMemory(); shared && len(mem) > maxRegion {
+			return fmt.Errorf("pool %q shares %d bytes (%d buffers of %d): over the 4 GiB a plugin's descriptors address; "+
+				"give it at most %d buffers, or private = true (its packets are then copied)",
+				s.Name(), len(mem), len(mem)/stride, stride, maxRegion/stride)
+		}
+	}
+	return nil
 }

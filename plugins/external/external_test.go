@@ -381,3 +381,16 @@ func TestMetrics(t *testing.T) {
 	}
 	e.Stop()
 }
+
+// TestPoolOver4GiBConfig: a config whose shared pool is over 4 GiB, with an
+// external stage, is refused at build (linerate validate) naming the pool.
+func TestPoolOver4GiBConfig(t *testing.T) {
+	cfg := strings.Replace(config("/nonexistent/plugin", 0, "1kpps", ""), `name = "default"
+buffers = 8192`, `name = "default"
+buffers = 66000
+data_room = 65535`, 1)
+	_, err := newEngine(t, cfg)
+	if err == nil || !strings.Contains(err.Error(), `pool "default"`) || !strings.Contains(err.Error(), "4 GiB") {
+		t.Fatalf("err = %v, want the pool over 4 GiB named", err)
+	}
+}

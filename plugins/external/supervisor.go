@@ -384,13 +384,10 @@ func (sv *supervisor) dial(i int, gen uint64, emits bool) (*link, error) {
 	regions := []*memif.Region{rings}
 	for _, p := range packet.Pools() {
 		s, ok := p.(*packet.Slab)
-		if !ok {
-			continue
+		if !ok || !shareable(s) || len(regions) == memif.MaxRegions {
+			continue // its packets are copied (checkRegions refused one too big at build)
 		}
-		fd, mem, _, shared := s.SharedMemory()
-		if !shared || len(regions) == memif.MaxRegions {
-			continue
-		}
+		fd, mem, _, _ := s.SharedMemory()
 		l.regionOf[s.ID()] = uint16(len(regions))
 		l.base[s.ID()] = uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 		regions = append(regions, &memif.Region{Mem: mem, FD: fd})
