@@ -16,6 +16,7 @@
 //	status.go     Status and stage instances, for the control plane
 //	reload.go     Reload of reloadable config
 //	offload.go    stages' in-kernel programs, handed to the ports that host them
+//	plan.go       what a dry run finds of this host: Options.Plan
 //	lcore.go      one polling thread: its loop, frees and commands
 //	instance.go   one pipeline instance on an lcore: rx, the chain, handoffs
 //	tx.go         per-port tx buffers, flush and copy to a foreign pool
@@ -52,6 +53,11 @@ type Options struct {
 	// Offline, with DryRun, checks the config alone and nothing of this host
 	// (interfaces, devices, files): `linerate validate --offline`.
 	Offline bool
+	// Plan, in a dry run that checks this host (DryRun without Offline),
+	// hears what each port and each offloading stage will get of it: as
+	// asked, by a fallback, or not at all, and why (linerate doctor -c,
+	// linerate validate). Nil when nobody listens.
+	Plan func(ports.Finding)
 	// Manual runs no lcore goroutines: the caller drives the loops with Step, in
 	// virtual time (simulations).
 	Manual  bool
@@ -164,7 +170,12 @@ func (e *Engine) build() error {
 	if err := e.checkRx(); err != nil {
 		return err
 	}
-	if err := e.composeOffloads(); err != nil {
+	err = e.composeOffloads()
+	if err == nil {
+		err = e.offloadKernel()
+	}
+	e.planOffloads()
+	if err != nil {
 		return err
 	}
 	txSize := cfg.Engine.TxBuffer

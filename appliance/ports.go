@@ -49,7 +49,7 @@ func (e *Engine) openPorts() error {
 		}
 		s := &ports.Setup{Name: pc.Name, Config: pc.Table, Pool: pool, RxQueues: pc.RxQueues, TxQueues: txq,
 			Clock: e.clock, Log: e.log.With("port", pc.Name), DryRun: e.opt.DryRun, Offline: e.opt.Offline, Section: e.section,
-			Lcores: e.rt.lcoreCPUs, MTU: mtu,
+			Lcores: e.rt.lcoreCPUs, MTU: mtu, Plan: e.hostPlan(),
 			Warn: func(msg string) { e.driverWarnings = append(e.driverWarnings, fmt.Sprintf("port %q: %s", name, msg)) }}
 		if err := knownDriver(pc); err != nil {
 			return err
