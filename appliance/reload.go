@@ -31,13 +31,19 @@ type ReloadResult struct {
 // settings, a plugin's sections — is refused with an error that names the
 // key, as is a changed table of a stage or port that cannot reload; nothing
 // is applied then. The new file is checked as `linerate validate` checks it
-// first, and each reloading port checks its own table. Ports take theirs
-// before the stages; if a port or a stage still fails, the ports go back to
-// their old tables.
+// first, then every reloading port checks its table and every instance of
+// every changed stage checks and prepares its own; only when none refused do
+// the ports take their tables (one that still fails gives those before it
+// their old ones back, and no stage changes) and then the stages theirs,
+// which cannot fail.
 func (e *Engine) Reload(cfg *config.File) (ReloadResult, error) {
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
 	plan, err := e.planReload(cfg)
+	if err != nil {
+		return ReloadResult{}, err
+	}
+	commits, err := e.prepareStages(plan.stages)
 	if err != nil {
 		return ReloadResult{}, err
 	}
@@ -49,29 +55,57 @@ func (e *Engine) Reload(cfg *config.File) (ReloadResult, error) {
 		}
 		res.Ports = append(res.Ports, pc.name)
 	}
-	for _, c := range plan.stages {
-		for _, in := range c.pl.instances {
-			var err error
-			r := in.stages[c.k].st.(plugins.Reloader)
-			if derr := e.Do(in.lc.id, func() {
-				in.ctx.Stage = c.k
-				err = r.Reload(&in.ctx, c.table)
-			}); derr != nil {
-				err = derr
-			} else if err != nil {
-				err = fmt.Errorf("%s: stage %q: %w", c.table.Where(), in.stages[c.k].name, err)
-			}
-			if err != nil {
-				e.rollbackPorts(plan.ports)
-				res.Ports = nil
-				return res, err
-			}
+	for _, c := range commits {
+		if err := e.Do(c.in.lc.id, func() {
+			c.in.ctx.Stage = c.k
+			c.fn()
+		}); err != nil {
+			return res, err // the engine stopped: nothing runs the new tables, or the old
 		}
+	}
+	for _, c := range plan.stages {
 		res.Stages = append(res.Stages, c.name)
 	}
 	e.cur = cfg
 	e.reloads.Add(1)
 	return res, nil
+}
+
+// stageCommit is what one instance of a stage prepared, to take it.
+type stageCommit struct {
+	in *instance
+	k  int
+	fn func()
+}
+
+// prepareStages has every instance of every changed stage check and prepare
+// its new table, on its lcore; none takes it. The caller holds reloadMu.
+func (e *Engine) prepareStages(changes []reloadChange) ([]stageCommit, error) {
+	var commits []stageCommit
+	for _, c := range changes {
+		for _, in := range c.pl.instances {
+			var (
+				fn  func()
+				err error
+			)
+			r := in.stages[c.k].st.(plugins.Reloader)
+			if derr := e.Do(in.lc.id, func() {
+				in.ctx.Stage = c.k
+				fn, err = r.Reload(&in.ctx, c.table)
+			}); derr != nil {
+				err = derr
+			} else if err != nil {
+				err = fmt.Errorf("%s: stage %q: %w", c.table.Where(), in.stages[c.k].name, err)
+			} else if fn == nil {
+				err = fmt.Errorf("%s: stage %q: its Reload returned no commit", c.table.Where(), in.stages[c.k].name)
+			}
+			if err != nil {
+				return nil, err
+			}
+			commits = append(commits, stageCommit{in, c.k, fn})
+		}
+	}
+	return commits, nil
 }
 
 // rollbackPorts gives ports that took a new table their old one back.
@@ -84,11 +118,14 @@ func (e *Engine) rollbackPorts(done []portReload) {
 }
 
 // CheckReload says what Reload(cfg) would change, or why it would refuse,
-// and changes nothing.
+// and changes nothing: every changed stage checks its table as for Reload.
 func (e *Engine) CheckReload(cfg *config.File) (ReloadResult, error) {
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
 	plan, err := e.planReload(cfg)
+	if err == nil {
+		_, err = e.prepareStages(plan.stages)
+	}
 	var res ReloadResult
 	for _, c := range plan.stages {
 		res.Stages = append(res.Stages, c.name)

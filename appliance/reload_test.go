@@ -1,13 +1,17 @@
 package appliance_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
+	"github.com/linerate/linerate/plugins"
 )
 
 // reloadLab is a generator feeding a link and a sink through a mem link, with
@@ -151,5 +155,137 @@ func TestReloadRate(t *testing.T) {
 	// 20 ms at 1 and 3 Mpps: 20000 and 60000, give or take a burst of credit.
 	if before < 19000 || before > 21000 || after < 57000 || after > 61000 {
 		t.Errorf("sent %d in 20 ms at 1 Mpps, then %d at 3 Mpps; want about 20000 and 60000", before, after)
+	}
+}
+
+// reloadStage passes packets on, or drops them all with drop = true. Its
+// Reload refuses a table whose fail_instance is its own instance: a stage
+// whose check passes on one lcore and fails on another.
+type reloadStage struct{ drop bool }
+
+type reloadStageConfig struct {
+	Drop         bool `toml:"drop"`
+	FailInstance int  `toml:"fail_instance"`
+}
+
+var (
+	registerReloadStage sync.Once
+	reasonReloadDrop    = packet.RegisterReason("test_reload_drop")
+)
+
+func readReloadStage(cfg plugins.Config) (reloadStageConfig, error) {
+	c := reloadStageConfig{FailInstance: -1}
+	return c, cfg.Decode(&c)
+}
+
+func (s *reloadStage) Process(_ *plugins.Context, b *packet.Burst) {
+	if s.drop {
+		for i := 0; i < b.N; i++ {
+			b.H[i].P().Drop(reasonReloadDrop)
+		}
+	}
+}
+
+func (s *reloadStage) Reload(ctx *plugins.Context, cfg plugins.Config) (func(), error) {
+	c, err := readReloadStage(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if c.FailInstance == ctx.Instance {
+		return nil, fmt.Errorf("test.reload: refused on instance %d", ctx.Instance)
+	}
+	return func() { s.drop = c.Drop }, nil
+}
+
+// TestReloadRefusedAppliesNothing: a reload that one instance of a stage
+// refuses, or that a later stage refuses, leaves every instance of every
+// stage with its old table.
+func TestReloadRefusedAppliesNothing(t *testing.T) {
+	registerReloadStage.Do(func() {
+		plugins.Register(plugins.Kind{Name: "test.reload", Summary: "test", New: func(s *plugins.Setup) (plugins.Stage, error) {
+			c, err := readReloadStage(s.Config)
+			return &reloadStage{drop: c.Drop}, err
+		}})
+	})
+	lab := func(a, b string) string {
+		return `version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "null0"
+driver = "null"
+[[pipelines]]
+name = "p"
+cpus = [0, 1]
+[[pipelines.stages]]
+kind = "generator"
+src = "2001:db8::1"
+dst = "2001:db8::2"
+rate = "1Mpps"
+flows = 2
+[[pipelines.stages]]
+kind = "test.reload"
+name = "a"
+` + a + `
+[[pipelines.stages]]
+kind = "test.reload"
+name = "b"
+` + b + `
+[[pipelines.stages]]
+kind = "sink"
+`
+	}
+	clk := newSimClock()
+	e := enginetest.Start(t, lab("", ""), appliance.Options{Manual: true, Clock: clk})
+	run := func(d time.Duration) { enginetest.Run(e, clk, d, 10*time.Microsecond) }
+	// drops is what stage a dropped on each lcore, and packets what it saw.
+	drops := func() (drops, packets map[int]uint64) {
+		drops, packets = map[int]uint64{}, map[int]uint64{}
+		for _, st := range e.Snapshot().Stages {
+			if st.Name == "a" {
+				packets[st.Lcore] += st.Packets
+				for _, d := range st.Drops {
+					drops[st.Lcore] += d.Count
+				}
+			}
+		}
+		return drops, packets
+	}
+	run(5 * time.Millisecond)
+	for _, c := range []struct{ name, doc, want string }{
+		{"instance 2 of 2 refuses", lab("drop = true\nfail_instance = 1", ""), "refused on instance 1"},
+		{"a later stage refuses", lab("drop = true", "fail_instance = 0"), "refused on instance 0"},
+	} {
+		// --check asks every instance too.
+		if _, err := e.CheckReload(parse(t, c.doc)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: check: %v, want %q", c.name, err, c.want)
+		}
+		if _, err := e.Reload(parse(t, c.doc)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: reload: %v, want %q", c.name, err, c.want)
+		}
+		_, before := drops()
+		run(5 * time.Millisecond)
+		d, after := drops()
+		for lc := range 2 {
+			if after[lc] == before[lc] {
+				t.Fatalf("%s: lcore %d ran no packets through stage a", c.name, lc)
+			}
+			if d[lc] != 0 {
+				t.Errorf("%s: lcore %d took the refused table: stage a dropped %d packets", c.name, lc, d[lc])
+			}
+		}
+	}
+	// The same change without a refusal applies on both lcores.
+	if _, err := e.Reload(parse(t, lab("drop = true", ""))); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	run(5 * time.Millisecond)
+	d, _ := drops()
+	for lc := range 2 {
+		if d[lc] == 0 {
+			t.Errorf("lcore %d did not take the new table", lc)
+		}
 	}
 }

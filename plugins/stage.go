@@ -54,13 +54,18 @@ type Holder interface {
 }
 
 // Reloader takes a new config table while the engine runs, without dropping
-// packets (linerate reload, SIGHUP). Reload runs on the stage's lcore between
-// two bursts, so it may change the stage's state directly; it checks the
-// whole table first and changes nothing when it returns an error. It is not
-// the fast path: it may allocate. A stage that is not a Reloader keeps its
-// table until a restart, and a reload that changes it is refused.
+// packets (linerate reload, SIGHUP), in two steps, so that a reload any
+// instance of any stage refuses changes nothing anywhere. Reload checks the
+// whole table and prepares what the stage will take, changing nothing; the
+// commit it returns takes it, and cannot fail. The engine calls Reload on
+// every instance of every stage whose table changed and then, only if none
+// refused, every commit (and otherwise none). Both run on the stage's lcore
+// between bursts, so they may read and change the stage's state directly;
+// bursts may pass between the two. It is not the fast path: it may allocate.
+// A stage that is not a Reloader keeps its table until a restart, and a
+// reload that changes it is refused.
 type Reloader interface {
-	Reload(ctx *Context, cfg Config) error
+	Reload(ctx *Context, cfg Config) (commit func(), err error)
 }
 
 // Config is a stage's own table from the config file.

@@ -92,21 +92,20 @@ func newClassify(s *plugins.Setup) (plugins.Stage, error) {
 
 // Reload takes new rules and a new default. Each rule has a counter of its
 // own, registered at setup, so their number changes only with a restart.
-func (k *classify) Reload(_ *plugins.Context, cfg plugins.Config) error {
+func (k *classify) Reload(_ *plugins.Context, cfg plugins.Config) (func(), error) {
 	c, err := readClassify(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rules, def, err := buildRules(c, k.ports)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(rules) != len(k.rules) {
-		return fmt.Errorf("classify: %d rules: the number of rules changes only with a restart (it is %d; each has its own counter)",
+		return nil, fmt.Errorf("classify: %d rules: the number of rules changes only with a restart (it is %d; each has its own counter)",
 			len(rules), len(k.rules))
 	}
-	k.rules, k.defAct = rules, def
-	return nil
+	return func() { k.rules, k.defAct = rules, def }, nil
 }
 
 func buildRules(c classifyConfig, ports plugins.Ports) ([]rule, action, error) {

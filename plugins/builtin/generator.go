@@ -270,17 +270,18 @@ func (g *generator) setRate(rate config.PacketRate) {
 
 // Reload takes a new rate; every other key shapes the prebuilt frames or the
 // flows' split over instances, and changes only with a restart.
-func (g *generator) Reload(_ *plugins.Context, cfg plugins.Config) error {
+func (g *generator) Reload(_ *plugins.Context, cfg plugins.Config) (func(), error) {
 	c, err := readGenerator(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if key := config.FirstDiff(g.cfg, c, "rate"); key != "" {
-		return fmt.Errorf("generator: %s: changes only with a restart; a reload changes the rate", key)
+		return nil, fmt.Errorf("generator: %s: changes only with a restart; a reload changes the rate", key)
 	}
-	g.setRate(c.Rate)
-	g.cfg = c
-	return nil
+	return func() {
+		g.setRate(c.Rate)
+		g.cfg = c
+	}, nil
 }
 
 // patchFlow writes flow f's source address bits and port into frame d.

@@ -275,20 +275,24 @@ func (l *link) Produce(ctx *plugins.Context, b *packet.Burst) {
 // and capacity change for the packets that enter from now on; those on the
 // link keep their due times, and none is dropped. The queue's size, its pool
 // and the seed stay as they are until a restart.
-func (l *link) Reload(ctx *plugins.Context, cfg plugins.Config) error {
+func (l *link) Reload(_ *plugins.Context, cfg plugins.Config) (func(), error) {
 	c, params, err := readLink(cfg)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case params.limit != l.limit:
-		return fmt.Errorf("link: queue %d: the queue's size changes only with a restart (it is %d)", params.limit, l.limit)
+		return nil, fmt.Errorf("link: queue %d: the queue's size changes only with a restart (it is %d)", params.limit, l.limit)
 	case c.Pool != l.pool:
-		return fmt.Errorf("link: pool %q: the pool changes only with a restart", c.Pool)
+		return nil, fmt.Errorf("link: pool %q: the pool changes only with a restart", c.Pool)
 	case fmt.Sprint(c.Seed) != l.seed:
-		return fmt.Errorf("link: seed %d: the seed changes only with a restart (it is %s)", c.Seed, l.seed)
+		return nil, fmt.Errorf("link: seed %d: the seed changes only with a restart (it is %s)", c.Seed, l.seed)
 	}
-	// Packets on the link move to the delay line the new parameters use,
-	// in due order.
+	return func() { l.take(params) }, nil
+}
+
+// take switches to new parameters: the packets on the link move to the delay
+// line they use, in due order.
+func (l *link) take(params linkParams) {
 	switch {
 	case params.useHeap && !l.useHeap:
 		if l.heap == nil {
@@ -316,7 +320,6 @@ func (l *link) Reload(ctx *plugins.Context, cfg plugins.Config) error {
 		l.patIdx = 0
 	}
 	l.linkParams = params
-	return nil
 }
 
 // Held is the number of packets in flight on the link.

@@ -163,7 +163,8 @@ func (h *Harness) Produce(st plugins.Stage) *packet.Burst {
 }
 
 // Reload gives st, a plugins.Reloader, a new table of TOML keys, as the engine
-// does on a reload: between bursts, at the clock's time.
+// does on a reload: between bursts, at the clock's time, Reload and then,
+// unless it refused, its commit.
 func (h *Harness) Reload(st plugins.Stage, keys string) error {
 	h.T.Helper()
 	r, ok := st.(plugins.Reloader)
@@ -175,7 +176,15 @@ func (h *Harness) Reload(st plugins.Stage, keys string) error {
 		h.T.Fatalf("ParseTable: %v", err)
 	}
 	h.Ctx.Now = h.Clock.Now()
-	return r.Reload(&h.Ctx, tab)
+	commit, err := r.Reload(&h.Ctx, tab)
+	if err != nil {
+		return err
+	}
+	if commit == nil {
+		h.T.Fatalf("%T.Reload took the table but returned no commit", st)
+	}
+	commit()
+	return nil
 }
 
 // Tick runs the timers of the stages that have them at the clock's time and
