@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,25 @@ func TestSeedController(t *testing.T) { runSeedController(t, false) }
 // controller drives it through the same API; the unauthenticated session's
 // test packets are reflected in the kernel, the authenticated one's in Go.
 func TestSeedControllerXDP(t *testing.T) { runSeedController(t, true) }
+
+// lockedBuffer is a process's output, which exec's copying goroutine writes
+// while the test reads it (waiting for the control socket).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 func runSeedController(t *testing.T, xdp bool) {
 	began := float64(time.Now().UnixNano()) / 1e9
@@ -138,9 +158,9 @@ forward = "in"
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var out bytes.Buffer
+		out := &lockedBuffer{}
 		p := exec.Command("ip", "netns", "exec", ns.Name(), bin, "run", "-c", path, "--live=false", "--log-level", "warn")
-		p.Stdout, p.Stderr = &out, &out
+		p.Stdout, p.Stderr = out, out
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
