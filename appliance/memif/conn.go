@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +18,57 @@ import (
 
 // HandshakeTimeout bounds a connection's handshake.
 const HandshakeTimeout = 5 * time.Second
+
+// maxMapped bounds the bytes of all the regions of one connection the server
+// maps: a client cannot take the address space.
+const maxMapped = 1 << 40
+
+// ErrNotAllowed is the error of a peer whose credentials Allow refuses.
+var ErrNotAllowed = errors.New("memif: peer not allowed")
+
+// Allow is who may be the peer, by the credentials the kernel gives for the
+// socket (SO_PEERCRED: the peer's uid and gid when it connected, or listened).
+// A peer is allowed when its uid or its gid is listed.
+type Allow struct {
+	UIDs, GIDs []uint32
+}
+
+// Check refuses a peer whose credentials are not allowed.
+func (a *Allow) Check(cr *unix.Ucred) error {
+	if a == nil {
+		return nil
+	}
+	if slices.Contains(a.UIDs, cr.Uid) || slices.Contains(a.GIDs, cr.Gid) {
+		return nil
+	}
+	return fmt.Errorf("%w: pid %d uid %d gid %d", ErrNotAllowed, cr.Pid, cr.Uid, cr.Gid)
+}
+
+// PeerCred is the peer's credentials (SO_PEERCRED).
+func PeerCred(uc *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cr *unix.Ucred
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { cr, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return nil, err
+	}
+	return cr, gerr
+}
+
+// checkPeer applies allow to uc's peer.
+func checkPeer(uc *net.UnixConn, allow *Allow) error {
+	if allow == nil {
+		return nil
+	}
+	cr, err := PeerCred(uc)
+	if err != nil {
+		return fmt.Errorf("%w: no credentials: %v", ErrNotAllowed, err)
+	}
+	return allow.Check(cr)
+}
 
 // Addr is a control socket's address: a path, or "@name" for an abstract
 // socket, whose name is the bytes after the @ (no NUL padding, as DPDK 22.11
@@ -31,7 +86,10 @@ type RingSpec struct {
 
 // ClientConfig is the client's side of a connection.
 type ClientConfig struct {
-	Socket  string
+	Socket string
+	// Allow, when set, is who the server may be; another is refused
+	// (ErrNotAllowed) before anything is shared.
+	Allow   *Allow
 	ID      uint32
 	Secret  string
 	Name    string     // our name, sent in init and connect
@@ -51,6 +109,15 @@ type ServerConfig struct {
 	MaxC2S, MaxS2C int
 	// PollC2S masks interrupts on the C2S rings: the server polls them.
 	PollC2S bool
+	// Allow, when set, is who the client may be; another is refused
+	// (ErrNotAllowed) before its first message is read.
+	Allow *Allow
+	// Timeout bounds the handshake; HandshakeTimeout when zero.
+	Timeout time.Duration
+	// Connect, when set, is asked when the client's connect arrives, its
+	// rings checked: an error refuses the client with its text (a port that
+	// has a client already).
+	Connect func() error
 }
 
 // Conn is an established connection: the regions and rings both sides see.
@@ -142,21 +209,21 @@ func closeFD(fd int) {
 	}
 }
 
-// expect reads a message of type t; a disconnect is an error with its reason.
-func expect(uc *net.UnixConn, t MsgType) (Msg, int, error) {
+// expect reads a message of type t, which carries no descriptor: one the peer
+// attached anyway is closed. A disconnect is an error with its reason.
+func expect(uc *net.UnixConn, t MsgType) (Msg, error) {
 	m, fd, err := recv(uc)
+	closeFD(fd)
 	if err != nil {
-		return m, fd, err
+		return m, err
 	}
 	if m.Type == MsgDisconnect {
-		closeFD(fd)
-		return m, -1, fmt.Errorf("memif: peer refused: %s", m.Reason)
+		return m, fmt.Errorf("memif: peer refused: %s", m.Reason)
 	}
 	if m.Type != t {
-		closeFD(fd)
-		return m, -1, fmt.Errorf("memif: got %s, expected %s", m.Type, t)
+		return m, fmt.Errorf("memif: got %s, expected %s", m.Type, t)
 	}
-	return m, fd, nil
+	return m, nil
 }
 
 func refuse(uc *net.UnixConn, reason string) error {
@@ -181,7 +248,11 @@ func Dial(cfg ClientConfig) (*Conn, error) {
 
 func clientHandshake(uc *net.UnixConn, cfg ClientConfig) (*Conn, error) {
 	_ = uc.SetDeadline(time.Now().Add(HandshakeTimeout))
-	h, _, err := expect(uc, MsgHello)
+	if err := checkPeer(uc, cfg.Allow); err != nil {
+		_ = refuse(uc, "Permission denied")
+		return nil, err
+	}
+	h, err := expect(uc, MsgHello)
 	if err != nil {
 		return nil, err
 	}
@@ -214,14 +285,14 @@ func clientHandshake(uc *net.UnixConn, cfg ClientConfig) (*Conn, error) {
 	if err := send(uc, &Msg{Type: MsgInit, Version: Version, ID: cfg.ID, Mode: modeEthernet, Secret: cfg.Secret, Name: cfg.Name}, -1); err != nil {
 		return nil, err
 	}
-	if _, _, err := expect(uc, MsgAck); err != nil {
+	if _, err := expect(uc, MsgAck); err != nil {
 		return nil, err
 	}
 	for i, r := range cfg.Regions {
 		if err := send(uc, &Msg{Type: MsgAddRegion, Index: uint16(i), Size: uint64(len(r.Mem))}, r.FD); err != nil {
 			return nil, err
 		}
-		if _, _, err := expect(uc, MsgAck); err != nil {
+		if _, err := expect(uc, MsgAck); err != nil {
 			return nil, err
 		}
 	}
@@ -251,14 +322,14 @@ func clientHandshake(uc *net.UnixConn, cfg ClientConfig) (*Conn, error) {
 		if err := send(uc, &m, efd); err != nil {
 			return nil, err
 		}
-		if _, _, err := expect(uc, MsgAck); err != nil {
+		if _, err := expect(uc, MsgAck); err != nil {
 			return nil, err
 		}
 	}
 	if err := send(uc, &Msg{Type: MsgConnect, Name: cfg.Name}, -1); err != nil {
 		return nil, err
 	}
-	if _, _, err := expect(uc, MsgConnected); err != nil {
+	if _, err := expect(uc, MsgConnected); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -277,16 +348,26 @@ type Listener struct {
 // Closed reports whether Close was called: why Accept failed.
 func (l *Listener) Closed() bool { return l.closed.Load() }
 
-// Listen opens a server's control socket. A stale filesystem socket left by a
-// process that died is replaced.
+// Listen opens a server's control socket. A filesystem socket's directory is
+// made (0750) if missing, and the socket is left at mode 0660: its file's
+// permissions are the first access control, as the control API's. A stale
+// socket left by a process that died is replaced. An abstract socket ("@name")
+// has no permissions: anyone on the host may connect, and only the
+// credentials check (ServerConfig.Allow) and the secret stand.
 func Listen(socket string) (*Listener, error) {
 	a := Addr(socket)
 	path := ""
 	if !strings.HasPrefix(socket, "@") {
 		path = socket
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, fmt.Errorf("memif: socket directory: %w", err)
+		}
 		if c, err := net.DialUnix("unixpacket", nil, a); err == nil {
 			c.Close()
 			return nil, fmt.Errorf("memif: %s: a server is listening there already", socket)
+		}
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("memif: %s exists and is not a socket", path)
 		}
 		_ = unix.Unlink(socket)
 	}
@@ -295,6 +376,13 @@ func Listen(socket string) (*Listener, error) {
 		return nil, err
 	}
 	ul.SetUnlinkOnClose(false)
+	if path != "" {
+		if err := os.Chmod(path, 0o660); err != nil {
+			ul.Close()
+			_ = unix.Unlink(path)
+			return nil, fmt.Errorf("memif: chmod socket: %w", err)
+		}
+	}
 	return &Listener{ul: ul, path: path}, nil
 }
 
@@ -310,15 +398,48 @@ func (l *Listener) Close() error {
 
 // Accept waits for a client and runs the server's handshake with it: it maps
 // the client's regions and views its rings, after checking that every ring
-// lies inside its region.
+// lies inside its region. One client at a time: a server that must not wait
+// on a slow client takes AcceptPending and runs the handshakes itself.
 func (l *Listener) Accept(cfg ServerConfig) (*Conn, error) {
+	p, err := l.AcceptPending()
+	if err != nil {
+		return nil, err
+	}
+	return p.Handshake(cfg)
+}
+
+// Pending is a client's control connection, accepted, before its handshake.
+type Pending struct {
+	uc *net.UnixConn
+}
+
+// AcceptPending waits for a client's connection and returns it before any
+// message: the caller runs its handshake (Handshake), or refuses it.
+func (l *Listener) AcceptPending() (*Pending, error) {
 	uc, err := l.ul.AcceptUnix()
 	if err != nil {
 		return nil, err
 	}
-	c, err := serverHandshake(uc, cfg)
+	return &Pending{uc: uc}, nil
+}
+
+// Refuse tells the client why, and closes its connection.
+func (p *Pending) Refuse(reason string) {
+	_ = p.uc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_ = refuse(p.uc, reason)
+	p.uc.Close()
+}
+
+// Handshake checks the client's credentials and runs the server's handshake.
+// On an error the connection is closed and nothing of it stays open.
+func (p *Pending) Handshake(cfg ServerConfig) (*Conn, error) {
+	if err := checkPeer(p.uc, cfg.Allow); err != nil {
+		p.Refuse("Permission denied")
+		return nil, err
+	}
+	c, err := serverHandshake(p.uc, cfg)
 	if err != nil {
-		uc.Close()
+		p.uc.Close()
 		return nil, err
 	}
 	return c, nil
@@ -330,14 +451,18 @@ type ringMsg struct {
 }
 
 func serverHandshake(uc *net.UnixConn, cfg ServerConfig) (*Conn, error) {
-	_ = uc.SetDeadline(time.Now().Add(HandshakeTimeout))
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = HandshakeTimeout
+	}
+	_ = uc.SetDeadline(time.Now().Add(timeout))
 	hello := Msg{Type: MsgHello, Name: cfg.Name, MinVersion: Version, MaxVersion: Version,
 		MaxRegion: MaxRegions - 1, MaxC2S: uint16(max(cfg.MaxC2S, 1) - 1), MaxS2C: uint16(max(cfg.MaxS2C, 1) - 1),
 		MaxLog2Ring: MaxLog2Ring}
 	if err := send(uc, &hello, -1); err != nil {
 		return nil, err
 	}
-	in, _, err := expect(uc, MsgInit)
+	in, err := expect(uc, MsgInit)
 	if err != nil {
 		return nil, err
 	}
@@ -381,14 +506,28 @@ func serverHandshake(uc *net.UnixConn, cfg ServerConfig) (*Conn, error) {
 			if m.Flags&addRingFlagC2S != 0 {
 				max = cfg.MaxC2S
 			}
-			if fd < 0 || int(m.Index) >= max || m.Log2Ring > MaxLog2Ring || m.PrivHdrSize != 0 {
+			dup := slices.ContainsFunc(rings, func(r ringMsg) bool {
+				return r.m.Index == m.Index && r.m.Flags&addRingFlagC2S == m.Flags&addRingFlagC2S
+			})
+			if fd < 0 || dup || int(m.Index) >= max || m.Log2Ring > MaxLog2Ring || m.PrivHdrSize != 0 {
 				closeFD(fd)
 				return fail(refuse(uc, "Invalid ring"))
 			}
+			if err := checkEventfd(fd); err != nil {
+				closeFD(fd)
+				return fail(refuse(uc, err.Error()))
+			}
 			rings = append(rings, ringMsg{m, fd})
 		case MsgConnect:
+			closeFD(fd)
 			if err := c.viewRings(rings, cfg.PollC2S); err != nil {
 				return fail(refuse(uc, err.Error()))
+			}
+			if cfg.Connect != nil {
+				if err := cfg.Connect(); err != nil {
+					c.C2S, c.S2C = nil, nil // the rings' descriptors are closed with rings
+					return fail(refuse(uc, err.Error()))
+				}
 			}
 			rings = nil // the rings own the descriptors now
 			if err := send(uc, &Msg{Type: MsgConnected, Name: cfg.Name}, -1); err != nil {
@@ -411,24 +550,34 @@ func serverHandshake(uc *net.UnixConn, cfg ServerConfig) (*Conn, error) {
 	}
 }
 
-// addRegion maps a client's region. It must be sealed against shrinking, or
-// the client could truncate it under us and fault our accesses.
+// addRegion maps a client's region. It must be a memfd sealed against
+// shrinking, or the client could truncate it under us and fault our accesses.
+// The seal is checked before the size: a client that keeps the descriptor can
+// truncate it until it seals it, and the seal cannot be taken back, so only a
+// size read after the seal is final.
 func (c *Conn) addRegion(m Msg, fd int) error {
+	mapped := uint64(0)
+	for _, r := range c.Regions {
+		mapped += uint64(len(r.Mem))
+	}
 	switch {
 	case fd < 0:
 		return errors.New("missing region fd")
 	case int(m.Index) != len(c.Regions) || len(c.Regions) >= MaxRegions:
 		return errors.New("invalid region index")
-	case m.Size == 0 || m.Size > 1<<40:
+	case m.Size == 0 || m.Size > maxMapped || mapped+m.Size > maxMapped:
 		return errors.New("invalid region size")
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || uint64(st.Size) < m.Size {
-		return errors.New("region smaller than its size")
 	}
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
 		return errors.New("region not sealed against shrinking")
+	}
+	if testHookRegion != nil {
+		testHookRegion()
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) < m.Size {
+		return errors.New("region smaller than its size")
 	}
 	mem, err := unix.Mmap(fd, 0, int(m.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -438,7 +587,18 @@ func (c *Conn) addRegion(m Msg, fd int) error {
 	return nil
 }
 
+// viewRings checks the rings and resets their counters. Every access to the
+// client's memory here is fault-safe: should a region fault after all, the
+// handshake fails, not the process.
 func (c *Conn) viewRings(rings []ringMsg, pollC2S bool) error {
+	var err error
+	if ferr := faultSafe(func() { err = c.viewRingsUnsafe(rings, pollC2S) }); ferr != nil {
+		return errors.New("region faults")
+	}
+	return err
+}
+
+func (c *Conn) viewRingsUnsafe(rings []ringMsg, pollC2S bool) error {
 	var c2s, s2c []*Ring
 	for _, rm := range rings {
 		m := rm.m
@@ -456,6 +616,11 @@ func (c *Conn) viewRings(rings []ringMsg, pollC2S bool) error {
 			s2c = grow(s2c, int(m.Index))
 			s2c[m.Index] = r
 		}
+	}
+	// DPDK's client always brings rings of both kinds; a link without one
+	// carries nothing one way.
+	if len(c2s) == 0 || len(s2c) == 0 {
+		return errors.New("no rings of a kind")
 	}
 	for _, set := range [][]*Ring{c2s, s2c} {
 		for i, r := range set {
@@ -543,4 +708,38 @@ func (c *Conn) Close() error {
 	}
 	c.Regions, c.C2S, c.S2C = nil, nil, nil
 	return err
+}
+
+// testHookRegion runs between addRegion's two checks of a region.
+var testHookRegion func()
+
+// checkEventfd refuses a ring's interrupt descriptor that is not an eventfd
+// (a pipe, a socket, a file …) and makes it non-blocking: a peer that fills a
+// pipe, or an eventfd's counter, must not block a kick.
+func checkEventfd(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != 0 {
+		return errors.New("interrupt fd not an eventfd")
+	}
+	if l, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && l != "anon_inode:[eventfd]" {
+		return errors.New("interrupt fd not an eventfd")
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return errors.New("interrupt fd not an eventfd")
+	}
+	return nil
+}
+
+// faultSafe runs fn, which reads or writes a peer's memory, and turns a fault
+// there (SIGBUS of a truncated file) into an error instead of the process's
+// death.
+func faultSafe(fn func()) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("fault: %v", r)
+		}
+	}()
+	fn()
+	return nil
 }
