@@ -3,14 +3,19 @@
 package stamp
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
@@ -20,19 +25,24 @@ import (
 	_ "github.com/linerate/linerate/ports/afpacket"
 )
 
-// A real SRv6 path: the Linux kernel is the End node between linerate's
-// sender and reflector.
+// A real SRv6 path: an End node between linerate's sender and reflector.
 //
-//	linerate ns                                  kernel ns (forwarding, seg6_enabled)
+//	linerate ns                                  End node's ns
 //	 sender ── afpacket lrsa ══veth══ lrka  fc00:a::1
-//	                                        End SID fc00:e::1 (seg6local End)
+//	                                        End SID fc00:e::1
 //	 reflector ─ afpacket lrra ══veth══ lrkb  fc00:b::1
 //
 // Test packets fc00:a::2 → fc00:b::2 carry SRH [fc00:e::1, fc00:b::2]; the
-// kernel performs End and forwards them to the reflector; replies come back
-// on the return path [fc00:e::1, fc00:a::2]. A link stage in the reflector's
-// pipeline holds replies for a known delay: the records show it backward and
-// in the round trip.
+// End node performs End and forwards them to the reflector; replies come
+// back on the return path [fc00:e::1, fc00:a::2]. A link stage in the
+// reflector's pipeline holds replies for a known delay: the records show it
+// backward and in the round trip.
+//
+// Two End nodes, each test on both (srv6EndNodes): the Linux kernel
+// (seg6local End), where it has seg6local, and on every kernel
+// testdata/srv6_end.py, End written with Scapy from RFC 8986, apart from
+// linerate's SRv6 code, on AF_PACKET sockets in a namespace whose IPv6 is
+// off.
 
 const (
 	kSender    = "fc00:a::2"
@@ -44,20 +54,42 @@ const (
 type srv6Lab struct {
 	lr, k  *netns.NS
 	sa, ra [6]byte // linerate's ends
-	ka, kb [6]byte // the kernel's ends
+	ka, kb [6]byte // the End node's ends
+	scapy  *scapyEnd
 }
 
-func newSRv6Lab(t *testing.T) *srv6Lab {
+// srv6EndNodes runs f as a subtest per End node: "kernel" skips, naming
+// seg6local, where the kernel lacks it; "scapy" runs on every kernel.
+func srv6EndNodes(t *testing.T, f func(t *testing.T, l *srv6Lab)) {
+	for _, node := range []string{"kernel", "scapy"} {
+		t.Run(node, func(t *testing.T) { f(t, newSRv6Lab(t, node)) })
+	}
+}
+
+func newSRv6Lab(t *testing.T, node string) *srv6Lab {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCmd(t, "ip")
-	_, err := os.Stat("/proc/sys/net/ipv6/conf/all/seg6_enabled")
-	testenv.Require(t, "a kernel with SRv6 (CONFIG_IPV6_SEG6_LWTUNNEL)", err == nil)
+	if node == "kernel" {
+		testenv.RequireKernel(t, kernel.Seg6Local)
+	} else {
+		requireScapy(t)
+	}
 	l := &srv6Lab{lr: netns.New(t), k: netns.New(t)}
 	netns.Veth(t, l.lr, "lrsa", l.k, "lrka")
 	netns.Veth(t, l.lr, "lrra", l.k, "lrkb")
 	l.sa, l.ra = l.lr.MAC(t, "lrsa"), l.lr.MAC(t, "lrra")
 	l.ka, l.kb = l.k.MAC(t, "lrka"), l.k.MAC(t, "lrkb")
+	if node == "scapy" {
+		// The namespace's IPv6 stays off: its kernel neither forwards nor
+		// answers the test packets, Scapy's End alone does.
+		l.scapy = startScapyEnd(t, l.k, map[string]any{
+			"sid":    kEnd,
+			"ifaces": map[string]string{"lrka": macStr(l.ka), "lrkb": macStr(l.kb)},
+			"routes": [][3]string{{"fc00:a::/64", "lrka", macStr(l.sa)}, {"fc00:b::/64", "lrkb", macStr(l.ra)}},
+		})
+		return l
+	}
 	l.k.Sysctl(t, [][2]string{
 		{"ipv6/conf/all/forwarding", "1"},
 		{"ipv6/conf/lrka/addr_gen_mode", "1"}, {"ipv6/conf/lrkb/addr_gen_mode", "1"},
@@ -68,9 +100,98 @@ func newSRv6Lab(t *testing.T) *srv6Lab {
 	l.k.IP(t, "addr", "add", "fc00:a::1/64", "dev", "lrka", "nodad")
 	l.k.IP(t, "addr", "add", "fc00:b::1/64", "dev", "lrkb", "nodad")
 	l.k.IP(t, "-6", "route", "add", kEnd+"/128", "encap", "seg6local", "action", "End", "dev", "lrka")
-	l.k.IP(t, "-6", "neigh", "add", kSender, "lladdr", net.HardwareAddr(l.sa[:]).String(), "dev", "lrka", "nud", "permanent")
-	l.k.IP(t, "-6", "neigh", "add", kReflector, "lladdr", net.HardwareAddr(l.ra[:]).String(), "dev", "lrkb", "nud", "permanent")
+	l.k.IP(t, "-6", "neigh", "add", kSender, "lladdr", macStr(l.sa), "dev", "lrka", "nud", "permanent")
+	l.k.IP(t, "-6", "neigh", "add", kReflector, "lladdr", macStr(l.ra), "dev", "lrkb", "nud", "permanent")
 	return l
+}
+
+func macStr(m [6]byte) string { return net.HardwareAddr(m[:]).String() }
+
+// scapyEnd is testdata/srv6_end.py running in a namespace until the test
+// ends (its stdin closes then).
+type scapyEnd struct {
+	in    io.WriteCloser
+	lines chan string
+}
+
+func startScapyEnd(t *testing.T, ns *netns.NS, spec map[string]any) *scapyEnd {
+	t.Helper()
+	js, _ := json.Marshal(spec)
+	cmd := exec.Command("ip", "netns", "exec", ns.Name(), python, "testdata/srv6_end.py", string(js))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e := &scapyEnd{in: in, lines: make(chan string, 16)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			e.lines <- sc.Text()
+		}
+		close(e.lines)
+	}()
+	t.Cleanup(func() {
+		in.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("srv6_end.py: %v: %s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("srv6_end.py did not exit when its stdin closed: %s", stderr.String())
+		}
+	})
+	if line := e.line(t); line != "ready" {
+		t.Fatalf("srv6_end.py: %q: %s", line, stderr.String())
+	}
+	return e
+}
+
+// line is the script's next line; the deadline only ends a wait for a
+// script that died or hangs.
+func (e *scapyEnd) line(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-e.lines:
+		if !ok {
+			t.Fatal("srv6_end.py exited")
+		}
+		return l
+	case <-time.After(60 * time.Second):
+		t.Fatal("srv6_end.py said nothing for 60 s")
+	}
+	return ""
+}
+
+// dropped is what the End node dropped: its refusals and what its
+// sockets had no room for.
+func (e *scapyEnd) dropped(t *testing.T) uint64 {
+	t.Helper()
+	if _, err := io.WriteString(e.in, "stats\n"); err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Dropped     uint64 `json:"dropped"`
+		SocketDrops uint64 `json:"socket_drops"`
+	}
+	line := e.line(t)
+	if err := json.Unmarshal([]byte(line), &c); err != nil {
+		t.Fatalf("srv6_end.py: %q: %v", line, err)
+	}
+	return c.Dropped + c.SocketDrops
 }
 
 // engine builds linerate inside its namespace (the afpacket sockets stay
@@ -143,7 +264,7 @@ delay = %q
 [[pipelines.stages]]
 kind = "forward"
 port = "r0"
-`, kSender, net.HardwareAddr(l.sa[:]), net.HardwareAddr(l.ka[:]), kReflector, kEnd, senderAuth,
+`, kSender, macStr(l.sa), macStr(l.ka), kReflector, kEnd, senderAuth,
 		kReflector, kEnd, reflectorAuth, delay.String())
 	cfg, err := config.Parse("srv6.toml", []byte(toml))
 	if err != nil {
@@ -182,8 +303,9 @@ func dropsOf(s *stats.Snapshot, stage, reason string) uint64 {
 }
 
 // dropped is everything counted as dropped on the path: linerate's port and
-// stage drops and the kernel's on the four veth ends (a backlog with no room,
-// say). A test packet or a reply that never came is among them.
+// stage drops, the kernel's on the four veth ends (a backlog with no room,
+// say) and Scapy's End node's. A test packet or a reply that never came is
+// among them.
 func (l *srv6Lab) dropped(t *testing.T, s *stats.Snapshot) uint64 {
 	t.Helper()
 	var n uint64
@@ -203,7 +325,11 @@ func (l *srv6Lab) dropped(t *testing.T, s *stats.Snapshot) uint64 {
 
 func (l *srv6Lab) kernelDropped(t *testing.T) uint64 {
 	t.Helper()
-	return l.lr.Dropped(t, "lrsa") + l.lr.Dropped(t, "lrra") + l.k.Dropped(t, "lrka") + l.k.Dropped(t, "lrkb")
+	n := l.lr.Dropped(t, "lrsa") + l.lr.Dropped(t, "lrra") + l.k.Dropped(t, "lrka") + l.k.Dropped(t, "lrkb")
+	if l.scapy != nil {
+		n += l.scapy.dropped(t)
+	}
+	return n
 }
 
 // stampTol covers what turning monotonic readings into the records' Unix
@@ -229,8 +355,9 @@ func (l *srv6Lab) run(t *testing.T, delay time.Duration) (Metrics, []Record) {
 	t.Helper()
 	kernelBefore := l.kernelDropped(t)
 	e := l.engine(t, "", "", delay)
-	time.Sleep(1500 * time.Millisecond)
 	s := registryOfEngine(t, e).tx.Load().get(11)
+	// 300 test packets at 5 ms: 1.5 s, or what a loaded machine makes it.
+	waitFor(t, "300 test packets sent", func() bool { return sessionMetrics(t, e, s).Sent >= 300 })
 	if err := s.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -240,9 +367,7 @@ func (l *srv6Lab) run(t *testing.T, delay time.Duration) (Metrics, []Record) {
 	var m Metrics
 	var dropped uint64
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if err := e.Do(0, func() { m = metricsOf(s) }); err != nil {
-			t.Fatal(err)
-		}
+		m = sessionMetrics(t, e, s)
 		dropped = l.dropped(t, e.Snapshot()) - kernelBefore
 		if m.Received+dropped >= m.Sent || time.Now().After(deadline) {
 			break
@@ -250,7 +375,7 @@ func (l *srv6Lab) run(t *testing.T, delay time.Duration) (Metrics, []Record) {
 	}
 	recs := s.drain(0)
 	if len(recs) < 50 {
-		t.Fatalf("%d records in 1.5 s at 5 ms; stages: %+v", len(recs), e.Snapshot().Stages)
+		t.Fatalf("%d records of %d test packets; stages: %+v", len(recs), m.Sent, e.Snapshot().Stages)
 	}
 	if err := e.Close(); err != nil { // its reflector would answer the next run too
 		t.Fatal(err)
@@ -302,8 +427,9 @@ func (l *srv6Lab) run(t *testing.T, delay time.Duration) (Metrics, []Record) {
 // path's own part (the kernel's forwarding, the AF_PACKET rings handing over
 // their blocks up to block_timeout late, the lcores' turns) is whatever a
 // loaded machine's scheduling makes it.
-func TestKernelSRv6Path(t *testing.T) {
-	l := newSRv6Lab(t)
+func TestKernelSRv6Path(t *testing.T) { srv6EndNodes(t, testSRv6Path) }
+
+func testSRv6Path(t *testing.T, l *srv6Lab) {
 	base, _ := l.run(t, 0)
 	m, recs := l.run(t, kDelay)
 	var minHeld int64 = -1
@@ -317,10 +443,21 @@ func TestKernelSRv6Path(t *testing.T) {
 		time.Duration(m.Forward.Min-base.Forward.Min), time.Duration(m.Backward.P50-base.Backward.P50), time.Duration(m.RTT.P50-base.RTT.P50))
 }
 
+// sessionMetrics reads s's metrics on the collector's lcore.
+func sessionMetrics(t *testing.T, e *appliance.Engine, s *txSession) Metrics {
+	t.Helper()
+	var m Metrics
+	if err := e.Do(0, func() { m = metricsOf(s) }); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // Authenticated over the same path: the right key gives records, a wrong
 // one a counted drop and none.
-func TestKernelSRv6Authenticated(t *testing.T) {
-	l := newSRv6Lab(t)
+func TestKernelSRv6Authenticated(t *testing.T) { srv6EndNodes(t, testSRv6Authenticated) }
+
+func testSRv6Authenticated(t *testing.T, l *srv6Lab) {
 	dir := t.TempDir()
 	keyA, keyB := dir+"/a.key", dir+"/b.key"
 	if err := os.WriteFile(keyA, []byte(strings.Repeat("5a", 32)), 0o600); err != nil {
@@ -335,12 +472,22 @@ func TestKernelSRv6Authenticated(t *testing.T) {
 		wantRecs bool
 	}{{"right key", keyA, true}, {"wrong key", keyB, false}} {
 		t.Run(c.name, func(t *testing.T) {
+			before := l.kernelDropped(t)
 			e := l.engine(t, fmt.Sprintf("authenticated = true\nkey_file = %q\n", keyA),
 				fmt.Sprintf("authenticated = true\nkey_file = %q\n", c.refl), time.Millisecond)
-			time.Sleep(time.Second)
 			s := registryOfEngine(t, e).tx.Load().get(11)
+			// 50 answers, or 50 refusals: however long it takes.
+			waitFor(t, "50 records or bad HMACs", func() bool {
+				return sessionMetrics(t, e, s).Received >= 50 || dropsOf(e.Snapshot(), "reflector", "stamp_bad_hmac") >= 50
+			})
 			_ = s.stop()
-			time.Sleep(3 * kDelay)
+			// A reply still on its way would come in after the count below
+			// was taken: wait for the test packets still on the path to end
+			// as records or drops.
+			waitFor(t, "the path to drain", func() bool {
+				m := sessionMetrics(t, e, s)
+				return m.Received+l.dropped(t, e.Snapshot())-before >= m.Sent
+			})
 			recs := s.drain(0)
 			bad := dropsOf(e.Snapshot(), "reflector", "stamp_bad_hmac")
 			if err := e.Close(); err != nil {
