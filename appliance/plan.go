@@ -65,17 +65,17 @@ func (e *Engine) planOffloads() {
 		return
 	}
 	for _, r := range e.offloads {
-		f := ports.Finding{Subject: fmt.Sprintf("stage %q", r.Stage), Need: fmt.Sprintf("XDP offload (offload = %q)", r.Mode.String()),
-			Outcome: ports.AsAsked}
+		f := ports.Finding{Subject: fmt.Sprintf("stage %q", r.Stage), Need: "XDP offload", Outcome: ports.AsAsked}
+		mode := fmt.Sprintf("offload = %q: ", r.Mode.String())
 		if why := r.Reason(); why != "" {
-			f.Outcome, f.Detail = ports.FallsBack, "runs in Go: "+why
+			f.Outcome, f.Detail = ports.FallsBack, mode+"runs in Go: "+why
 			if r.Mode == offload.XDP {
-				f.Outcome, f.Detail = ports.Fails, why
+				f.Outcome, f.Detail = ports.Fails, mode+why
 			}
 			plan(f)
 			continue
 		}
-		f.Detail = "runs in the XDP dispatcher of rx port " + strings.Join(e.offloadPorts(r), ", ")
+		f.Detail = mode + "runs in the XDP dispatcher of rx port " + strings.Join(e.offloadPorts(r), ", ")
 		var unsure []string
 		for _, k := range offloadNeeds(r) {
 			if p := kernel.Probe(k); p.State == kernel.Unknown {
