@@ -32,3 +32,10 @@ func PluginConns(stage string) (main, brokered *grpc.ClientConn) {
 	}
 	return nil, nil
 }
+
+// SetCgroupParent makes plugins' cgroups under dir, until restore.
+func SetCgroupParent(dir string) (restore func()) {
+	old := cgroupParent
+	cgroupParent = func() (string, error) { return dir, nil }
+	return func() { cgroupParent = old }
+}

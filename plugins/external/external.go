@@ -44,16 +44,20 @@ var (
 )
 
 type stageConfig struct {
-	Plugin       string         `toml:"plugin"`        // the plugin binary, absolute
-	SHA256       string         `toml:"sha256"`        // its checksum: refused when it differs
-	User         string         `toml:"user"`          // run it as this user
-	CPU          int            `toml:"cpu"`           // pin its threads to this CPU; -1 for none
-	Fail         string         `toml:"fail"`          // "closed" (default): drop while down; "open": continue
-	HangTimeout  string         `toml:"hang_timeout"`  // no progress this long with packets lent: lost
-	RingSize     int            `toml:"ring_size"`     // packets in flight per instance
-	CopyBuffers  int            `toml:"copy_buffers"`  // the pool for copies of unshared packets
-	RestartAfter string         `toml:"restart_after"` // the first restart's delay, doubling to 5s
-	Config       map[string]any `toml:"config"`        // the plugin's own table
+	Plugin       string `toml:"plugin"`        // the plugin binary, absolute
+	SHA256       string `toml:"sha256"`        // its checksum: refused when it differs
+	User         string `toml:"user"`          // run it as this user
+	CPU          int    `toml:"cpu"`           // pin its threads to this CPU; -1 for none
+	Fail         string `toml:"fail"`          // "closed" (default): drop while down; "open": continue
+	HangTimeout  string `toml:"hang_timeout"`  // no progress this long with packets lent: lost
+	RingSize     int    `toml:"ring_size"`     // packets in flight per instance
+	CopyBuffers  int    `toml:"copy_buffers"`  // the pool for copies of unshared packets
+	RestartAfter string `toml:"restart_after"` // the first restart's delay, doubling to 5s
+	// Containment: "cgroup" (the default), each generation in a cgroup v2
+	// leaf that its kill empties; "none" accepts, by name, that a process
+	// the plugin starts may outlive it.
+	Containment string         `toml:"containment"`
+	Config      map[string]any `toml:"config"` // the plugin's own table
 
 	hangD, restartD time.Duration
 }
@@ -87,6 +91,13 @@ func (c *stageConfig) check() error {
 	}
 	if c.CopyBuffers == 0 {
 		c.CopyBuffers = 4096
+	}
+	switch c.Containment {
+	case "":
+		c.Containment = "cgroup"
+	case "cgroup", "none":
+	default:
+		return fmt.Errorf("containment %q: \"cgroup\", or \"none\" to accept that what the plugin starts may outlive it", c.Containment)
 	}
 	if c.CPU < -1 {
 		return fmt.Errorf("cpu %d: a CPU id, or -1", c.CPU)
@@ -578,6 +589,13 @@ func (in *instance) Held() int { return int(in.head-in.done) + in.pendingEmits()
 func (in *instance) Stop(ctx *plugins.Context) {
 	if in.head != in.done || in.spares() > 0 {
 		in.sv.end(in.head == in.done) // stopped and reaped before anything lent is reused
+		if !in.sv.reaped() {
+			// A process of the plugin's may still write them: they stay
+			// lent, and the pool says so at close.
+			in.sv.log.Error("buffers left lent to a plugin that may live", "lent", in.head-in.done, "spares", in.spares())
+			in.done, in.orphans = in.head, false
+			clear(in.spare)
+		}
 	}
 	for in.done != in.head {
 		h := in.lent[in.done&in.mask]

@@ -62,9 +62,13 @@ type supervisor struct {
 	// plugin serves its services on go-plugin's own connection).
 	brokered bool
 	pid      int
-	dir      string // the plugin's sockets' directory, 0700
-	caps     *api.CapabilitiesReply
-	state    atomic.Value // string
+	dir      string      // the plugin's sockets' directory, 0700
+	cg       *cgroupLeaf // the generation's cgroup; nil with containment = "none"
+	// lingering: a killed generation whose cgroup did not empty in time;
+	// kill tries it again, and nothing starts or is reclaimed until it is.
+	lingering *proc
+	caps      *api.CapabilitiesReply
+	state     atomic.Value // string
 	// What the plugin's stage asked to make packets with (Setup.Pool): spare
 	// buffers per instance, and their data room; 0 when it makes none.
 	emitBuffers, emitDataRoom int
@@ -88,6 +92,14 @@ type supervisor struct {
 	stop           chan struct{}
 	done           chan struct{}
 	refs           atomic.Int32
+}
+
+// proc is what kill must end of one generation.
+type proc struct {
+	client *plugin.Client
+	pid    int
+	dir    string
+	cg     *cgroupLeaf
 }
 
 // link is an instance's connection to one generation of the plugin.
@@ -123,7 +135,9 @@ func newSupervisor(cfg stageConfig, s *plugins.Setup, tomlText string) (*supervi
 	if err := sv.launch(); err != nil {
 		return nil, err
 	}
-	sv.kill()
+	if err := sv.kill(); err != nil {
+		return nil, err
+	}
 	register(sv)
 	return sv, nil
 }
@@ -163,6 +177,22 @@ func (sv *supervisor) launch() error {
 		gid, _ := strconv.Atoi(u.Gid)
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
+	// The generation's cgroup: the plugin starts in it (clone3's
+	// CLONE_INTO_CGROUP), and so does whatever it starts.
+	var cg *cgroupLeaf
+	if sv.cfg.Containment != "none" {
+		var err error
+		if cg, err = newLeaf(sv.name); err != nil {
+			return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, uncontained(err))
+		}
+		cgfd, err := cg.open()
+		if err != nil {
+			cg.remove()
+			return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, uncontained(err))
+		}
+		defer unix.Close(cgfd) // the child has it from the clone on
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
+	}
 	// A directory of the launch's own, the plugin's, for its sockets: memif's,
 	// and go-plugin's and its broker's (which a killed plugin cannot remove
 	// itself). kill removes it.
@@ -172,6 +202,9 @@ func (sv *supervisor) launch() error {
 	}
 	if err != nil {
 		os.RemoveAll(dir)
+		if cg != nil {
+			cg.remove()
+		}
 		return err
 	}
 	cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+dir)
@@ -182,10 +215,14 @@ func (sv *supervisor) launch() error {
 		if brokered {
 			closeConn(conn)
 		}
-		if client != nil {
-			client.Kill()
+		// What started, and whatever it started, goes: through kill, which
+		// empties the cgroup.
+		sv.mu.Lock()
+		sv.lingering = &proc{client: client, dir: dir, cg: cg}
+		sv.mu.Unlock()
+		if kerr := sv.kill(); kerr != nil {
+			return fmt.Errorf("plugin %s: %w (and %w)", sv.cfg.Plugin, err, kerr)
 		}
-		os.RemoveAll(dir)
 		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
 	}
 	cc := &plugin.ClientConfig{
@@ -207,6 +244,10 @@ func (sv *supervisor) launch() error {
 	}
 	client = plugin.NewClient(cc)
 	if err := startNoNewPrivs(client); err != nil {
+		if cg != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EROFS) ||
+			errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS)) {
+			err = uncontained(err) // clone3 could not start it in its cgroup
+		}
 		return fail(err)
 	}
 	proto, err := client.Client()
@@ -256,13 +297,20 @@ func (sv *supervisor) launch() error {
 		return fail(grpcMessage(err))
 	}
 	sv.mu.Lock()
-	sv.client, sv.rpc, sv.caps, sv.dir, sv.conn, sv.brokered = client, rpc, caps, dir, conn, brokered
+	sv.client, sv.rpc, sv.caps, sv.dir, sv.conn, sv.brokered, sv.cg = client, rpc, caps, dir, conn, brokered, cg
 	sv.emitBuffers, sv.emitDataRoom = int(conf.EmitBuffers), int(conf.EmitDataRoom)
 	sv.emitRings = caps.ExtVersion >= 2
 	sv.pid = client.ReattachConfig().Pid
 	sv.mu.Unlock()
 	sv.gen.Add(1)
 	return nil
+}
+
+// uncontained is the error of a plugin that no cgroup can hold.
+func uncontained(err error) error {
+	return fmt.Errorf("no cgroup v2 of its own to run in (%w): a process it starts could outlive its kill "+
+		"and keep the shared pools' memory. Give linerate a cgroup it may write (the packaged unit's Delegate=yes), "+
+		"or accept the risk with containment = \"none\" in the stage's table", err)
 }
 
 func closeConn(c *grpc.ClientConn) {
@@ -328,7 +376,9 @@ func (sv *supervisor) start() error {
 		}
 		if sv.startErr != nil {
 			// The engine does not start: nothing is watched or restarted.
-			sv.kill()
+			if err := sv.kill(); err != nil {
+				sv.log.Error("plugin not ended", "err", err)
+			}
 			close(sv.done)
 			return
 		}
@@ -444,7 +494,9 @@ func (sv *supervisor) watch() {
 		if sv.state.Load() == StateUp {
 			sv.log.Error("plugin lost", "why", why, "pid", sv.pid)
 			sv.lost.Add(1)
-			sv.kill()
+			if err := sv.kill(); err != nil {
+				sv.log.Error("plugin not ended", "err", err)
+			}
 			sv.state.Store(StateDown)
 		}
 		select {
@@ -453,9 +505,18 @@ func (sv *supervisor) watch() {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+		if sv.lingers() {
+			// No new generation while an old one may still write.
+			if err := sv.kill(); err != nil {
+				sv.log.Error("plugin not ended", "err", err, "next_try", backoff)
+				continue
+			}
+		}
 		if err := sv.restart(); err != nil {
 			sv.log.Error("plugin restart failed", "err", err, "next_try", backoff)
-			sv.kill()
+			if err := sv.kill(); err != nil {
+				sv.log.Error("plugin not ended", "err", err)
+			}
 			continue
 		}
 		sv.restarts.Add(1)
@@ -480,33 +541,78 @@ func (sv *supervisor) hung() (int, bool) {
 	return 0, false
 }
 
-// kill ends the plugin's process group with SIGKILL and waits until go-plugin
-// has reaped it; only then is the generation dead, and only then do the
-// instances take their lent buffers back: a process that is gone cannot write
-// into buffers that are reused.
-func (sv *supervisor) kill() {
+// kill ends the plugin generation: cgroup.kill ends every process in its
+// cgroup, those that left its process group or session too, and kill waits
+// until cgroup.events says the cgroup is empty; then go-plugin reaps the
+// plugin. Only then is the generation dead, and only then do the instances
+// take their lent buffers back: no process that could write them is left.
+// With containment = "none" it kills the process group alone (the risk
+// accepted by name). An error leaves the generation lingering, alive for
+// all we know: nothing it was lent is reused, and the next kill tries again.
+func (sv *supervisor) kill() error {
 	sv.mu.Lock()
-	client, pid, dir, conn, brokered := sv.client, sv.pid, sv.dir, sv.conn, sv.brokered
-	sv.client, sv.dir, sv.conn, sv.brokered = nil, "", nil, false
+	p := sv.lingering
+	if p == nil {
+		p = &proc{client: sv.client, pid: sv.pid, dir: sv.dir, cg: sv.cg}
+	}
+	conn, brokered := sv.conn, sv.brokered
+	sv.client, sv.dir, sv.conn, sv.brokered, sv.cg, sv.lingering = nil, "", nil, false, nil, nil
 	sv.mu.Unlock()
 	if brokered {
 		closeConn(conn)
 	}
-	if pid > 0 {
-		_ = unix.Kill(-pid, unix.SIGKILL)
-		_ = unix.Kill(pid, unix.SIGKILL)
+	if p.cg != nil {
+		if err := p.cg.kill(killTimeout); err != nil {
+			sv.mu.Lock()
+			sv.lingering = p
+			sv.mu.Unlock()
+			return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
+		}
+	} else if p.pid > 0 {
+		_ = unix.Kill(-p.pid, unix.SIGKILL)
+		_ = unix.Kill(p.pid, unix.SIGKILL)
 	}
-	if client != nil {
-		client.Kill()
-		for !client.Exited() {
-			time.Sleep(time.Millisecond)
+	if p.client != nil {
+		sv.reap(p.client)
+	}
+	if p.dir != "" {
+		os.RemoveAll(p.dir)
+	}
+	if p.cg != nil {
+		if err := p.cg.remove(); err != nil {
+			sv.log.Warn("plugin cgroup not removed", "err", err)
 		}
 	}
-	if dir != "" {
-		os.RemoveAll(dir)
-	}
 	sv.dead.Store(sv.gen.Load())
+	return nil
 }
+
+// reap has go-plugin reap the killed plugin. It waits for the plugin's
+// stdout and stderr to close too: with containment = "none" a descendant
+// that kept them would hold it forever, so the wait is bounded.
+func (sv *supervisor) reap(c *plugin.Client) {
+	done := make(chan struct{})
+	go func() {
+		c.Kill()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(killTimeout):
+		sv.log.Warn("plugin not reaped: a process outside its cgroup holds its stdout or stderr", "after", killTimeout)
+	}
+}
+
+// lingers reports a killed generation whose cgroup did not empty.
+func (sv *supervisor) lingers() bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.lingering != nil
+}
+
+// reaped reports that no generation may be alive: the last one launched
+// is dead.
+func (sv *supervisor) reaped() bool { return sv.dead.Load() == sv.gen.Load() }
 
 func (sv *supervisor) restart() error {
 	if err := sv.launch(); err != nil {
@@ -548,7 +654,9 @@ func (sv *supervisor) end(graceful bool) {
 			_, _ = rpc.Stop(ctx, &api.StopRequest{})
 			cancel()
 		}
-		sv.kill()
+		if err := sv.kill(); err != nil {
+			sv.log.Error("plugin not ended", "err", err)
+		}
 	})
 }
 
