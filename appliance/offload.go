@@ -15,6 +15,7 @@ import (
 func (e *Engine) composeOffloads() error {
 	perPort := map[*portEntry][]*offload.Request{}
 	var order []*portEntry
+	var hosted []*offload.Request
 	for _, pl := range e.pipelines {
 		if len(pl.instances) == 0 {
 			continue
@@ -30,7 +31,6 @@ func (e *Engine) composeOffloads() error {
 				if err := r.Decline(fmt.Sprintf("pipeline %q receives from no port", pl.name)); err != nil {
 					return err
 				}
-				continue
 			}
 			for _, pe := range pl.rxPorts {
 				_, host := pe.port.(offload.Host)
@@ -48,10 +48,18 @@ func (e *Engine) composeOffloads() error {
 					break
 				}
 			}
+			// What the program needs of the kernel, before a port loads it
+			// (a dry run's check is offloadKernel's).
+			if r.Reason() == "" && !e.opt.DryRun {
+				if err := r.RequireKernel(); err != nil {
+					return err
+				}
+			}
 			if r.Reason() != "" {
 				e.log.Info("stage runs in Go", "stage", r.Stage, "offload", r.Mode.String(), "why", r.Reason())
 				continue
 			}
+			hosted = append(hosted, r)
 			for _, pe := range pl.rxPorts {
 				if _, seen := perPort[pe]; !seen {
 					order = append(order, pe)
@@ -66,6 +74,12 @@ func (e *Engine) composeOffloads() error {
 	for _, pe := range order {
 		if err := pe.port.(offload.Host).Compose(perPort[pe]); err != nil {
 			return fmt.Errorf("%s: port %q: %w", pe.cfgPort.Where(), pe.name, err)
+		}
+	}
+	// A port that could not load a program declined it (auto): said once.
+	for _, r := range hosted {
+		if r.Reason() != "" {
+			e.log.Info("stage runs in Go", "stage", r.Stage, "offload", r.Mode.String(), "why", r.Reason())
 		}
 	}
 	return nil

@@ -41,10 +41,13 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+
+	"github.com/linerate/linerate/appliance/kernel"
 )
 
 // Return codes of a slot (lr_offload.h), beside the XDP actions.
@@ -106,6 +109,35 @@ type Program struct {
 	// limits), by their names in Spec, before any port runs it. A stage may
 	// keep them to change them later (Reload); it must not close them.
 	Prepare func(maps map[string]*ebpf.Map) error
+}
+
+// Needs are the kernel features the slot function needs, as appliance/kernel
+// names them: the helpers it calls (its functions included), the kfuncs,
+// and the types of the maps it uses. Read from the program itself, so a
+// stage whose program starts calling another helper is checked for it
+// without a list to keep. The dispatcher's own needs are the port's.
+func (p Program) Needs() []kernel.Feature {
+	ps := p.Spec.Programs[p.Slot]
+	if ps == nil {
+		return nil
+	}
+	fs := kernel.ProgramNeeds(ps.Instructions)
+	add := func(f kernel.Feature) {
+		if !slices.Contains(fs, f) {
+			fs = append(fs, f)
+		}
+	}
+	for _, ins := range ps.Instructions {
+		if ins.IsKfuncCall() && ins.Reference() == "bpf_xdp_metadata_rx_timestamp" {
+			add(kernel.RxTimestampKfunc)
+			add(kernel.DevBound) // a kfunc of a device-bound program only
+		}
+		if ms := p.Spec.Maps[ins.Reference()]; ms != nil && ms.Type == ebpf.XSKMap {
+			add(kernel.XSKMap)
+		}
+	}
+	slices.Sort(fs)
+	return fs
 }
 
 // Key is the key of a stage's Request among its pipeline's shared state
@@ -181,6 +213,11 @@ func (r *Request) Map(name string) *ebpf.Map {
 // stage then runs in Go (Decline returns nil); with XDP it is an error that
 // names the stage and its table.
 func (r *Request) Decline(why string) error {
+	// A reason is one line of a log or an error: never a verifier's log,
+	// whose lines go to the debug log and a file (ports/xdp).
+	if first, rest, ok := strings.Cut(strings.TrimSpace(why), "\n"); ok {
+		why = fmt.Sprintf("%s (and %d more lines)", strings.TrimSpace(first), strings.Count(rest, "\n")+1)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ports = nil
@@ -189,6 +226,18 @@ func (r *Request) Decline(why string) error {
 	}
 	if r.Mode == XDP {
 		return fmt.Errorf("%s: stage %q: offload = \"xdp\": %s", r.Where, r.Stage, why)
+	}
+	return nil
+}
+
+// RequireKernel declines the request when the kernel lacks a feature its
+// program needs (Needs), before anything is loaded: with Auto the stage
+// then runs in Go and RequireKernel returns nil; with XDP it is the error,
+// naming the feature and the kernel that has it. A probe that cannot tell
+// (no CAP_BPF) declines too: the load would fail.
+func (r *Request) RequireKernel() error {
+	if err := kernel.Require(r.Program.Needs()...); err != nil {
+		return r.Decline(err.Error())
 	}
 	return nil
 }
