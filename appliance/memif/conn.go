@@ -423,6 +423,9 @@ func (l *Listener) AcceptPending() (*Pending, error) {
 	return &Pending{uc: uc}, nil
 }
 
+// Close closes the connection: a Handshake running on it fails.
+func (p *Pending) Close() error { return p.uc.Close() }
+
 // Refuse tells the client why, and closes its connection.
 func (p *Pending) Refuse(reason string) {
 	_ = p.uc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))

@@ -11,18 +11,18 @@ import (
 // slots back, a server reads the client's C2S ring.
 func (p *Port) RxBurst(queue int, b *packet.Burst) int {
 	q := &p.rx[queue]
-	c := p.enter(q)
-	if c == nil {
+	s := p.enter(q)
+	if s == nil {
 		return 0
 	}
 	defer q.busy.Store(0)
 	if p.o.Server {
-		if queue >= len(c.C2S) {
+		if queue >= len(s.c.C2S) {
 			return 0
 		}
-		return p.serverRx(q, c, c.C2S[queue], b)
+		return p.serverRx(q, s, s.c.C2S[queue], b)
 	}
-	return p.clientRx(q, c, queue, b)
+	return p.clientRx(q, s, queue, b)
 }
 
 // TxBurst copies frames into the ring: a client into its own C2S buffers, a
@@ -31,19 +31,19 @@ func (p *Port) RxBurst(queue int, b *packet.Burst) int {
 // taken and counted (tx_too_big).
 func (p *Port) TxBurst(queue int, b *packet.Burst) int {
 	q := &p.tx[queue]
-	c := p.enter(q)
-	if c == nil {
+	s := p.enter(q)
+	if s == nil {
 		return 0
 	}
 	defer q.busy.Store(0)
 	var n int
 	if p.o.Server {
-		if queue >= len(c.S2C) {
+		if queue >= len(s.c.S2C) {
 			return 0
 		}
-		n = p.serverTx(q, c, c.S2C[queue], b)
+		n = p.serverTx(q, s, s.c.S2C[queue], b)
 	} else {
-		n = p.clientTx(q, c.C2S[queue], queue, b)
+		n = p.clientTx(q, s, s.c.C2S[queue], queue, b)
 	}
 	q.done.N = 0
 	copy(q.done.H[:n], b.H[:n])
@@ -52,78 +52,88 @@ func (p *Port) TxBurst(queue int, b *packet.Burst) int {
 	return n
 }
 
+// chain is how many slots the packet at cur spans, within the avail the peer
+// published, and whether it ends there. A chain that runs past what the peer
+// published is malformed, as DPDK takes it: a sender publishes whole packets.
+// Only the flags are read here; gather reads each descriptor again, once, for
+// the rest.
+func chain(r *memif.Ring, cur, avail uint16) (uint16, bool) {
+	for n := uint16(0); n < avail; {
+		f := r.D(cur + n).Flags
+		n++
+		if f&memif.DescFlagNext == 0 {
+			return n, true
+		}
+	}
+	return avail, false
+}
+
 // gather copies a packet, which may span descriptors, from slot cur on into a
-// fresh buffer. It returns the slots it read (a bad descriptor or a packet too
-// big for the buffer is read, counted and dropped), or 0 to stop: no buffer,
-// or a chain the peer has not finished publishing.
-func (p *Port) gather(q *queue, c *memif.Conn, r *memif.Ring, ring int, cur, avail uint16, b *packet.Burst) uint16 {
+// fresh buffer. It returns the slots it consumed: a packet with a bad
+// descriptor, a chain that does not end within what the peer published, or a
+// packet too big for the buffer is consumed and counted once (rx_bad_desc,
+// rx_too_big); 0 stops the burst (no buffer).
+func (p *Port) gather(q *queue, s *session, r *memif.Ring, ring int, cur, avail uint16, b *packet.Burst) uint16 {
+	n, whole := chain(r, cur, avail)
+	if !whole {
+		q.pub.badDesc.Add(1)
+		return n
+	}
 	if p.o.Pool.Alloc(b, 1) == 0 {
 		q.pub.noBuffer.Add(1)
 		return 0
 	}
 	h := b.H[b.N-1]
 	pk := h.P()
-	used := uint16(0)
-	ok := true
-	for {
-		if used == avail {
-			// The chain runs past what the peer published: wait for the rest.
-			b.N--
-			packet.FreeOne(h)
-			return 0
-		}
-		d := r.Load(cur + used)
-		used++
-		data, good := p.source(c, ring, d, cur+used-1)
+	for i := range n {
+		d := r.Load(cur + i)
+		data, good := p.source(s, ring, d, cur+i)
 		if !good {
 			q.pub.badDesc.Add(1)
-			ok = false
-		} else if ok {
-			dst, err := pk.Append(len(data))
-			if err != nil {
-				q.pub.tooBig.Add(1)
-				ok = false
-			} else {
-				copy(dst, data)
-			}
+			b.N--
+			packet.FreeOne(h)
+			return n
 		}
-		if d.Flags&memif.DescFlagNext == 0 {
-			break
+		dst, err := pk.Append(len(data))
+		if err != nil {
+			q.pub.tooBig.Add(1)
+			b.N--
+			packet.FreeOne(h)
+			return n
 		}
-	}
-	if !ok {
-		b.N--
-		packet.FreeOne(h)
-		return used
+		copy(dst, data)
 	}
 	q.pub.packets.Add(1)
 	q.pub.bytes.Add(uint64(pk.Len()))
-	return used
+	return n
 }
 
 // source is the bytes a received descriptor names. A client reads its own
 // buffer for the slot, whatever the descriptor says (the server writes only the
 // length, which is bounded); a server reads the client's regions through
 // memif.Buf's bounds check.
-func (p *Port) source(c *memif.Conn, ring int, d memif.Desc, slot uint16) ([]byte, bool) {
+func (p *Port) source(s *session, ring int, d memif.Desc, slot uint16) ([]byte, bool) {
 	if ring < 0 {
-		return memif.Buf(c.Regions, d)
+		return memif.Buf(s.c.Regions, d)
 	}
 	if d.Length > uint32(p.o.BufferSize) {
 		return nil, false
 	}
 	off := p.bufOffset(ring, slot)
-	return p.region.Mem[off : off+d.Length], true
+	return s.region.Mem[off : off+d.Length], true
 }
 
-func (p *Port) clientRx(q *queue, c *memif.Conn, queue int, b *packet.Burst) int {
-	r := c.S2C[queue]
+// clientRx reads the S2C ring up to the server's tail, but never past the
+// slots the client gave (q.head): a tail beyond them is the server's error,
+// and those slots hold nothing of this connection. It gives the slots it read
+// back at once, from its own head, which it never reads from the ring.
+func (p *Port) clientRx(q *queue, s *session, queue int, b *packet.Burst) int {
+	r := s.c.S2C[queue]
 	ring := len(p.tx) + queue
 	start := b.N
-	tail := r.Tail()
-	avail := min(tail-q.last, r.Size())
+	avail := min(r.Tail()-q.last, q.head-q.last)
 	for avail > 0 && b.N < packet.MaxBurst {
-		used := p.gather(q, c, r, ring, q.last, avail, b)
+		used := p.gather(q, s, r, ring, q.last, avail, b)
 		if used == 0 {
 			break
 		}
@@ -131,19 +141,20 @@ func (p *Port) clientRx(q *queue, c *memif.Conn, queue int, b *packet.Burst) int
 		avail -= used
 	}
 	// Give the slots back, each with its own buffer.
-	head := r.Head()
-	for end := q.last + r.Size(); head != end; head++ {
-		*r.D(head) = memif.Desc{Offset: p.bufOffset(ring, head), Length: uint32(p.o.BufferSize)}
+	if end := q.last + r.Size(); q.head != end {
+		for ; q.head != end; q.head++ {
+			*r.D(q.head) = memif.Desc{Offset: p.bufOffset(ring, q.head), Length: uint32(p.o.BufferSize)}
+		}
+		r.SetHead(q.head)
 	}
-	r.SetHead(head)
 	return b.N - start
 }
 
-func (p *Port) serverRx(q *queue, c *memif.Conn, r *memif.Ring, b *packet.Burst) int {
+func (p *Port) serverRx(q *queue, s *session, r *memif.Ring, b *packet.Burst) int {
 	start := b.N
 	avail := min(r.Head()-q.last, r.Size())
 	for avail > 0 && b.N < packet.MaxBurst {
-		used := p.gather(q, c, r, -1, q.last, avail, b)
+		used := p.gather(q, s, r, -1, q.last, avail, b)
 		if used == 0 {
 			break
 		}
@@ -154,10 +165,10 @@ func (p *Port) serverRx(q *queue, c *memif.Conn, r *memif.Ring, b *packet.Burst)
 	return b.N - start
 }
 
-func (p *Port) clientTx(q *queue, r *memif.Ring, ring int, b *packet.Burst) int {
+func (p *Port) clientTx(q *queue, s *session, r *memif.Ring, ring int, b *packet.Burst) int {
 	head := q.last
 	free := r.Size() - min(head-r.Tail(), r.Size())
-	mem := p.region.Mem
+	mem := s.region.Mem
 	n, bytes, sent := 0, 0, 0
 	for ; n < b.N && free > 0; n++ {
 		data := b.H[n].P().Data()
@@ -183,28 +194,38 @@ func (p *Port) clientTx(q *queue, r *memif.Ring, ring int, b *packet.Burst) int 
 	return n
 }
 
-func (p *Port) serverTx(q *queue, c *memif.Conn, r *memif.Ring, b *packet.Burst) int {
+// serverTx fills the buffers the client gave on its S2C ring. A slot whose
+// descriptor names memory outside the client's regions is skipped: given back
+// empty (length 0) and counted (tx_bad_desc), and the frame goes into the next
+// slot, so one bad descriptor cannot stop the link.
+func (p *Port) serverTx(q *queue, s *session, r *memif.Ring, b *packet.Burst) int {
 	tail := q.last
 	free := min(r.Head()-tail, r.Size())
 	n, bytes, sent := 0, 0, 0
-	for ; n < b.N && free > 0; n++ {
-		data := b.H[n].P().Data()
+	for n < b.N && free > 0 {
 		d := r.Load(tail)
-		buf, ok := memif.Buf(c.Regions, memif.Desc{Region: d.Region, Offset: d.Offset, Length: d.Length})
-		switch {
-		case !ok:
+		buf, ok := memif.Buf(s.c.Regions, memif.Desc{Region: d.Region, Offset: d.Offset, Length: d.Length})
+		if !ok {
 			q.pub.badDesc.Add(1)
-		case len(data) > len(buf):
-			q.pub.tooBig.Add(1)
-		default:
-			copy(buf, data)
 			dp := r.D(tail)
-			dp.Flags, dp.Length = 0, uint32(len(data))
+			dp.Flags, dp.Length = 0, 0
 			tail++
 			free--
-			sent++
-			bytes += len(data)
+			continue
 		}
+		data := b.H[n].P().Data()
+		n++
+		if len(data) > len(buf) {
+			q.pub.tooBig.Add(1)
+			continue
+		}
+		copy(buf, data)
+		dp := r.D(tail)
+		dp.Flags, dp.Length = 0, uint32(len(data))
+		tail++
+		free--
+		sent++
+		bytes += len(data)
 	}
 	if tail != q.last {
 		q.last = tail
