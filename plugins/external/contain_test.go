@@ -119,3 +119,12 @@ func TestUncontainedRefused(t *testing.T) {
 		t.Errorf("containment = \"pid\": %v", err)
 	}
 }
+
+func pluginStatus(stage string) external.Status {
+	for _, st := range external.Statuses() {
+		if st.Stage == stage {
+			return st
+		}
+	}
+	return external.Status{}
+}

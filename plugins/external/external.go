@@ -619,6 +619,7 @@ type Status struct {
 	PID                  int
 	Lost, Restarts       uint64
 	Counters             map[string]uint64
+	Err                  string // why the last restart or kill failed; "" once it is up again
 }
 
 var (
@@ -656,10 +657,10 @@ func unregister(sv *supervisor) {
 
 func (sv *supervisor) status() Status {
 	sv.mu.Lock()
-	pid := sv.pid
+	pid, why := sv.pid, sv.err
 	sv.mu.Unlock()
 	st := Status{Stage: sv.name, Plugin: sv.cfg.Plugin, State: sv.state.Load().(string), PID: pid,
-		Lost: sv.lost.Load(), Restarts: sv.restarts.Load()}
+		Lost: sv.lost.Load(), Restarts: sv.restarts.Load(), Err: why}
 	if m := sv.stats.Load(); m != nil {
 		st.Counters = *m
 	}

@@ -67,6 +67,7 @@ type supervisor struct {
 	// lingering: a killed generation whose cgroup did not empty in time;
 	// kill tries it again, and nothing starts or is reclaimed until it is.
 	lingering *proc
+	err       string // Status.Err
 	caps      *api.CapabilitiesReply
 	state     atomic.Value // string
 	// What the plugin's stage asked to make packets with (Setup.Pool): spare
@@ -125,9 +126,6 @@ func newSupervisor(cfg stageConfig, s *plugins.Setup, tomlText string) (*supervi
 	for _, p := range s.Ports.All() {
 		sv.ports = append(sv.ports, &api.Port{Id: uint32(p.ID), Name: p.Name, Mtu: uint32(p.MTU), Mac: p.MAC[:]})
 	}
-	if err := checkFile(cfg.Plugin); err != nil {
-		return nil, err
-	}
 	// A first run checks the plugin and its table now, where config errors
 	// belong (linerate validate builds stages too); the plugin runs for good
 	// only from Start to Stop, so an engine that never starts leaves no
@@ -142,30 +140,26 @@ func newSupervisor(cfg stageConfig, s *plugins.Setup, tomlText string) (*supervi
 	return sv, nil
 }
 
-// checkFile refuses a plugin that someone other than root could replace
-// between the checksum and the exec: the file and its directory must be
-// root's and writable by no one else.
-func checkFile(path string) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("plugin %q: give an absolute path", path)
-	}
-	for _, p := range []string{path, filepath.Dir(path)} {
-		var st unix.Stat_t
-		if err := unix.Stat(p, &st); err != nil {
-			return fmt.Errorf("plugin %q: %w", path, err)
-		}
-		if os.Geteuid() == 0 && (st.Uid != 0 || st.Mode&0o022 != 0) {
-			return fmt.Errorf("plugin %q: %s must be owned by root and writable only by it (it is uid %d, mode %o)",
-				path, p, st.Uid, st.Mode&0o777)
-		}
-	}
-	return nil
-}
-
 // launch starts a plugin process and configures it: Capabilities, then
 // Configure with the stage's table.
 func (sv *supervisor) launch() error {
-	cmd := exec.Command(sv.cfg.Plugin)
+	var sum []byte
+	if sv.cfg.SHA256 != "" {
+		var err error
+		if sum, err = hexBytes(sv.cfg.SHA256); err != nil {
+			return err
+		}
+	}
+	// Checked, hashed and run through one descriptor, at every launch: go-plugin's
+	// SecureConfig would hash the path, which is not the file that runs.
+	bin, err := openPlugin(sv.cfg.Plugin, sum)
+	if err != nil {
+		return err
+	}
+	defer bin.Close() // the child has its own from the fork on
+	cmd := exec.Command(pluginExec)
+	cmd.Args[0] = sv.cfg.Plugin
+	cmd.ExtraFiles = []*os.File{bin} // fd 3: pluginExec; open in the child, so a #! script's interpreter can read it
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	uid := -1
 	if sv.cfg.User != "" {
@@ -181,7 +175,6 @@ func (sv *supervisor) launch() error {
 	// CLONE_INTO_CGROUP), and so does whatever it starts.
 	var cg *cgroupLeaf
 	if sv.cfg.Containment != "none" {
-		var err error
 		if cg, err = newLeaf(sv.name); err != nil {
 			return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, uncontained(err))
 		}
@@ -233,14 +226,6 @@ func (sv *supervisor) launch() error {
 		AutoMTLS:         true,
 		Logger:           hclogBridge(sv.log),
 		StartTimeout:     30 * time.Second,
-	}
-	if sv.cfg.SHA256 != "" {
-		sum, err := hexBytes(sv.cfg.SHA256)
-		if err != nil {
-			os.RemoveAll(dir)
-			return err
-		}
-		cc.SecureConfig = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
 	client = plugin.NewClient(cc)
 	if err := startNoNewPrivs(client); err != nil {
@@ -509,16 +494,19 @@ func (sv *supervisor) watch() {
 			// No new generation while an old one may still write.
 			if err := sv.kill(); err != nil {
 				sv.log.Error("plugin not ended", "err", err, "next_try", backoff)
+				sv.setErr(err)
 				continue
 			}
 		}
 		if err := sv.restart(); err != nil {
 			sv.log.Error("plugin restart failed", "err", err, "next_try", backoff)
+			sv.setErr(err)
 			if err := sv.kill(); err != nil {
 				sv.log.Error("plugin not ended", "err", err)
 			}
 			continue
 		}
+		sv.setErr(nil)
 		sv.restarts.Add(1)
 		sv.state.Store(StateUp)
 		upSince = time.Now()
@@ -600,6 +588,15 @@ func (sv *supervisor) reap(c *plugin.Client) {
 	case <-done:
 	case <-time.After(killTimeout):
 		sv.log.Warn("plugin not reaped: a process outside its cgroup holds its stdout or stderr", "after", killTimeout)
+	}
+}
+
+func (sv *supervisor) setErr(err error) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	sv.err = ""
+	if err != nil {
+		sv.err = err.Error()
 	}
 }
 
