@@ -25,9 +25,10 @@ func BenchmarkDispatcherPass(b *testing.B) {
 	testenv.RequireRoot(b)
 	rules := []Rule{{NextHeader: ptr(17), UDPDstPort: ptr(862)},
 		{DstPrefix: netip.MustParsePrefix("2001:db8:aa::/48"), IOAM: ptr(true)}}
+	via, _, _ := carrier()
 	var ds [2]*dispatcher
-	for i, sum := range []bool{true, false} {
-		d, err := loadDispatcherSummary(0, nil, true, false, sum)
+	for i, walk := range []bool{false, true} {
+		d, err := loadDispatcher(dispatcherConfig{via: via, walk: walk}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 
@@ -116,6 +117,37 @@ var dispatcherCounters = []struct{ name, help string }{
 	{"xdp_offload_pass", "packets an offload gave to the kernel"},
 	{"xdp_unparsed", "packets whose headers did not parse, left to the kernel"},
 	{"xdp_passed_early", "packets of xdp_passed decided on their first headers, without the rule walk"},
+	{"xdp_no_room", "packets taken but left to the kernel: no room in the headroom for the rx stamp"},
+}
+
+// stampVia is how the dispatcher hands its rx stamp (struct lr_xdp_meta)
+// up with a frame: stamp_via in bpf/dispatcher.c.
+type stampVia uint32
+
+const (
+	viaNone stampVia = iota // no stamp: RxTime is the engine's clock
+	viaMeta                 // the XDP metadata area, in front of the data
+	viaHead                 // the frame's first bytes: the descriptor starts at the stamp
+)
+
+func (v stampVia) String() string {
+	switch v {
+	case viaNone:
+		return "none"
+	case viaMeta:
+		return "metadata"
+	case viaHead:
+		return "headroom"
+	}
+	return fmt.Sprintf("stampVia(%d)", uint32(v))
+}
+
+// strip is what the port takes off the front of a frame the socket gets.
+func (v stampVia) strip() int {
+	if v == viaHead {
+		return lrMetaSize
+	}
+	return 0
 }
 
 // dispatcher is the port's XDP program and its maps.
@@ -128,6 +160,7 @@ type dispatcher struct {
 	counters *ebpf.Map
 	devBound bool
 	nslots   int
+	via      stampVia
 
 	mu     sync.Mutex // reloads
 	active uint32
@@ -135,65 +168,56 @@ type dispatcher struct {
 	closed bool
 }
 
-// loadDispatcher loads the dispatcher with the requests' programs in its
-// slots (offload.Link): bound to ifindex (0: the plain variant, for prog.Run
-// and drivers that refuse a device-bound program). stamp writes the rx
-// stamp in front of what goes up; hw (device-bound) asks the NIC for it.
-func loadDispatcher(ifindex int, reqs []*offload.Request, stamp, hw bool) (*dispatcher, error) {
-	return loadDispatcherSummary(ifindex, reqs, stamp, hw, true)
+// dispatcherConfig is how a dispatcher loads.
+type dispatcherConfig struct {
+	ifindex int      // device-bound to it; 0: plain (any interface, and prog.Run)
+	via     stampVia // how the rx stamp goes up
+	hw      bool     // ask the NIC for its stamp (device-bound only)
+	walk    bool     // walk the rules for every packet: the summary's reference in tests
+	log     *slog.Logger
+	name    string // the port's: the verifier log's file is named after it
 }
 
-// loadDispatcherSummary is loadDispatcher; with useSummary false the program
-// walks the rules for every packet (the reference the tests hold the
-// summary to).
-func loadDispatcherSummary(ifindex int, reqs []*offload.Request, stamp, hw, useSummary bool) (*dispatcher, error) {
+// loadDispatcher loads the dispatcher with the requests' programs in its
+// slots (offload.Link).
+func loadDispatcher(c dispatcherConfig, reqs []*offload.Request) (*dispatcher, error) {
 	if len(reqs) > MaxSlots {
 		return nil, fmt.Errorf("%d offloads on one port: at most %d", len(reqs), MaxSlots)
 	}
 	load := loadDispatcherPlain
-	if ifindex != 0 {
+	if c.ifindex != 0 {
 		load = loadDispatcherDev
 	}
 	spec, err := load()
 	if err != nil {
 		return nil, err
 	}
-	if err := spec.Variables["nslots"].Set(uint32(len(reqs))); err != nil {
-		return nil, err
-	}
-	st := uint32(0)
-	if stamp {
-		st = 1
-	}
-	if err := spec.Variables["stamp"].Set(st); err != nil {
-		return nil, err
-	}
-	if err := spec.Variables["use_summary"].Set(boolU32(useSummary)); err != nil {
-		return nil, err
-	}
-	hwst := uint32(0)
-	if hw && ifindex != 0 {
-		hwst = 1
-	}
-	if err := spec.Variables["hw_stamp"].Set(hwst); err != nil {
-		return nil, err
+	for name, v := range map[string]uint32{
+		"nslots":      uint32(len(reqs)),
+		"stamp_via":   uint32(c.via),
+		"use_summary": boolU32(!c.walk),
+		"hw_stamp":    boolU32(c.hw && c.ifindex != 0),
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("the dispatcher's %s: %w", name, err)
+		}
 	}
 	spec, repl, err := offload.Link(spec, "lr_dispatch", reqs)
 	if err != nil {
 		return nil, err
 	}
-	offload.BindToDevice(spec, "lr_dispatch", ifindex)
+	offload.BindToDevice(spec, "lr_dispatch", c.ifindex)
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load the dispatcher: %+v", ve)
+		what := "load the XDP dispatcher"
+		if c.ifindex != 0 {
+			what = "load the device-bound XDP dispatcher"
 		}
-		return nil, fmt.Errorf("load the dispatcher: %w", err)
+		return nil, loadFailed(c.log, what, c.name, err)
 	}
 	d := &dispatcher{prog: coll.Programs["lr_dispatch"], xsks: coll.Maps["xsks"], rules: coll.Maps["rules"],
 		sums: coll.Maps["summaries"], control: coll.Maps["control"], counters: coll.Maps["counters"],
-		devBound: ifindex != 0, nslots: len(reqs)}
+		devBound: c.ifindex != 0, nslots: len(reqs), via: c.via}
 	// The stages' maps in coll are the requests' (MapReplacements): coll's
 	// references to them go with it, and the requests keep their own.
 	for name, m := range coll.Maps {

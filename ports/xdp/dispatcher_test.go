@@ -12,9 +12,9 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/offload/offloadtest"
-	"github.com/linerate/linerate/internal/testenv"
 )
 
 // XDP actions (linux/bpf.h).
@@ -93,27 +93,29 @@ func ioamOpt() layers.IPv6HopByHopOption {
 
 func ptr[T any](v T) *T { return &v }
 
+// runOnce runs in through p and returns the verdict and the data out
+// (BPF_PROG_TEST_RUN's: from the metadata area on).
 func runOnce(t *testing.T, p *ebpf.Program, in []byte) (uint32, []byte) {
 	t.Helper()
-	out := make([]byte, len(in)+256)
-	ret, err := p.Run(&ebpf.RunOptions{Data: in, DataOut: out})
+	opts := &ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256)}
+	ret, err := p.Run(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ret, out
+	return ret, opts.DataOut
 }
 
 // TestDispatcherRules: the match table takes what its rules say and leaves
 // the rest to the kernel, in the plain variant of the program through
-// BPF_PROG_TEST_RUN; with no socket on the queue a match is passed too,
-// counted as such.
+// BPF_PROG_TEST_RUN, in each stamp variant; with no socket on the queue a
+// match is passed too, counted as such, and the kernel gets every frame it
+// is passed byte for byte: the headroom variant takes its stamp back.
 func TestDispatcherRules(t *testing.T) {
-	testenv.RequireRoot(t)
-	d, err := loadDispatcher(0, nil, true, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.close()
+	eachVariant(t, testDispatcherRules)
+}
+
+func testDispatcherRules(t *testing.T, v variant) {
+	d := loadVariant(t, v, false)
 	rules := []Rule{
 		{NextHeader: ptr(17), UDPDstPort: ptr(862)},
 		{DstPrefix: netip.MustParsePrefix("2001:db8:aa::/48"), IOAM: ptr(true)},
@@ -138,7 +140,9 @@ func TestDispatcherRules(t *testing.T) {
 	}
 	for _, c := range cases {
 		before := d.stats()
+		t0 := clock.Mono()
 		ret, out := runOnce(t, d.prog, c.frame)
+		t1 := clock.Mono()
 		after := d.stats()
 		if ret != xdpPass {
 			t.Errorf("%s: action %d, want XDP_PASS (no socket)", c.name, ret)
@@ -153,9 +157,15 @@ func TestDispatcherRules(t *testing.T) {
 		if !c.take && after["xdp_passed"]-before["xdp_passed"] != 1 {
 			t.Errorf("%s: passed not counted", c.name)
 		}
-		// What the kernel gets is what came in: a pass never touches the bytes.
-		if !c.take && !bytes.Equal(out[:len(c.frame)], c.frame) {
-			t.Errorf("%s: frame changed on its way to the kernel", c.name)
+		if n := after["xdp_no_room"]; n != 0 {
+			t.Errorf("%s: xdp_no_room %d", c.name, n)
+		}
+		// What the kernel gets is what came in, taken (no socket) or not.
+		if got := kernelView(v, out, c.take); !bytes.Equal(got, c.frame) {
+			t.Errorf("%s: frame changed on its way to the kernel\n got %x\nwant %x", c.name, got, c.frame)
+		}
+		if v.via == viaMeta && c.take {
+			checkStamp(t, c.name, out, t0, t1)
 		}
 	}
 	// A reload swaps the table in place: the SSH frame is now taken, the
@@ -171,39 +181,31 @@ func TestDispatcherRules(t *testing.T) {
 		t.Errorf("after reload: matched %d passed %d, want 1 and 1", after["xdp_matched"]-before["xdp_matched"],
 			after["xdp_passed"]-before["xdp_passed"])
 	}
-	// take_all takes even what parses as nothing.
+	// take_all takes even what parses as nothing, and gives it back whole.
 	if err := d.setRules(nil, true); err != nil {
 		t.Fatal(err)
 	}
 	before = d.stats()
-	runOnce(t, d.prog, []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	odd := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	_, out := runOnce(t, d.prog, odd)
 	if d.stats()["xdp_matched"]-before["xdp_matched"] != 1 {
 		t.Error("take_all did not take a frame")
 	}
+	if got := kernelView(v, out, true); !bytes.Equal(got, odd) {
+		t.Errorf("take_all, no socket: the kernel got %x, want %x", got, odd)
+	}
 }
 
-// TestComposeMacSwap: a stage's program, attached to a slot by freplace, runs
-// ahead of the match table: the frames it wants leave by XDP_TX with their
-// addresses swapped, the others meet the rules as before.
+// TestComposeMacSwap: a stage's program, linked into a slot, runs ahead of
+// the match table in each stamp variant: the frames it wants leave by
+// XDP_TX with their addresses swapped, the others meet the rules as before.
 func TestComposeMacSwap(t *testing.T) {
-	testenv.RequireRoot(t)
-	spec, err := offloadtest.Spec(862)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := map[string]any{}
-	req, err := offload.Ask(func(k string, mk func() any) any {
-		if v, ok := shared[k]; ok {
-			return v
-		}
-		shared[k] = mk()
-		return shared[k]
-	}, "swap", "test.toml:1", offload.XDP, offload.Program{Spec: spec, Slot: offloadtest.Slot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer req.Close()
-	d, err := loadDispatcher(0, []*offload.Request{req}, true, false)
+	eachVariant(t, testComposeMacSwap)
+}
+
+func testComposeMacSwap(t *testing.T, v variant) {
+	req := macSwapRequest(t, 862)
+	d, err := loadDispatcher(dispatcherConfig{via: v.via}, []*offload.Request{req})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,12 +221,17 @@ func TestComposeMacSwap(t *testing.T) {
 	want := append([]byte(nil), in...)
 	copy(want[0:6], in[6:12])
 	copy(want[6:12], in[0:6])
-	if !bytes.Equal(out[:len(in)], want) {
-		t.Errorf("out\n%x\nwant\n%x", out[:len(in)], want)
+	if !bytes.Equal(out, want) {
+		t.Errorf("out\n%x\nwant\n%x", out, want)
 	}
 	before := d.stats()
-	if ret, _ := runOnce(t, d.prog, frame6(t, "2001:db8::2", nil, 863)); ret != xdpPass {
+	other := frame6(t, "2001:db8::2", nil, 863)
+	ret, out = runOnce(t, d.prog, other)
+	if ret != xdpPass {
 		t.Errorf("other frame: action %d", ret)
+	}
+	if !bytes.Equal(kernelView(v, out, true), other) {
+		t.Errorf("other frame, no socket: the kernel got %x, want %x", out, other)
 	}
 	after := d.stats()
 	if after["xdp_matched"]-before["xdp_matched"] != 1 || after["xdp_offload_tx"] != 1 {
@@ -238,6 +245,10 @@ func TestComposeMacSwap(t *testing.T) {
 		t.Errorf("program counters %v, want swapped 1 skipped 1", c)
 	}
 	// The plain program of the same source gives the same bytes.
+	spec, err := offloadtest.Spec(862)
+	if err != nil {
+		t.Fatal(err)
+	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +256,30 @@ func TestComposeMacSwap(t *testing.T) {
 	defer coll.Close()
 	plain := coll.Programs[offloadtest.Plain]
 	ret2, out2 := runOnce(t, plain, in)
-	if ret2 != xdpTx || !bytes.Equal(out2[:len(in)], want) {
+	if ret2 != xdpTx || !bytes.Equal(out2, want) {
 		t.Errorf("plain variant: action %d, bytes differ", ret2)
 	}
+}
+
+// macSwapRequest is the MAC-swap test offload's request, for port: it
+// swaps the addresses of UDP to port and sends the frame back (XDP_TX).
+func macSwapRequest(t testing.TB, port uint16) *offload.Request {
+	t.Helper()
+	spec, err := offloadtest.Spec(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := map[string]any{}
+	req, err := offload.Ask(func(k string, mk func() any) any {
+		if v, ok := shared[k]; ok {
+			return v
+		}
+		shared[k] = mk()
+		return shared[k]
+	}, "swap", "test.toml:1", offload.XDP, offload.Program{Spec: spec, Slot: offloadtest.Slot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { req.Close() })
+	return req
 }

@@ -24,7 +24,7 @@ const (
 	dispatcherDevProgLrDispatch = "lr_dispatch"
 	dispatcherDevVarHwStamp     = "hw_stamp"
 	dispatcherDevVarNslots      = "nslots"
-	dispatcherDevVarStamp       = "stamp"
+	dispatcherDevVarStampVia    = "stamp_via"
 	dispatcherDevVarUseSummary  = "use_summary"
 )
 
@@ -90,7 +90,7 @@ type dispatcherDevMapSpecs struct {
 type dispatcherDevVariableSpecs struct {
 	HwStamp    *ebpf.VariableSpec `ebpf:"hw_stamp"`
 	Nslots     *ebpf.VariableSpec `ebpf:"nslots"`
-	Stamp      *ebpf.VariableSpec `ebpf:"stamp"`
+	StampVia   *ebpf.VariableSpec `ebpf:"stamp_via"`
 	UseSummary *ebpf.VariableSpec `ebpf:"use_summary"`
 }
 
@@ -137,7 +137,7 @@ func (m *dispatcherDevMaps) Close() error {
 type dispatcherDevVariables struct {
 	HwStamp    *ebpf.Variable `ebpf:"hw_stamp"`
 	Nslots     *ebpf.Variable `ebpf:"nslots"`
-	Stamp      *ebpf.Variable `ebpf:"stamp"`
+	StampVia   *ebpf.Variable `ebpf:"stamp_via"`
 	UseSummary *ebpf.Variable `ebpf:"use_summary"`
 }
 

@@ -24,7 +24,7 @@ const (
 	dispatcherPlainProgLrDispatch = "lr_dispatch"
 	dispatcherPlainVarHwStamp     = "hw_stamp"
 	dispatcherPlainVarNslots      = "nslots"
-	dispatcherPlainVarStamp       = "stamp"
+	dispatcherPlainVarStampVia    = "stamp_via"
 	dispatcherPlainVarUseSummary  = "use_summary"
 )
 
@@ -90,7 +90,7 @@ type dispatcherPlainMapSpecs struct {
 type dispatcherPlainVariableSpecs struct {
 	HwStamp    *ebpf.VariableSpec `ebpf:"hw_stamp"`
 	Nslots     *ebpf.VariableSpec `ebpf:"nslots"`
-	Stamp      *ebpf.VariableSpec `ebpf:"stamp"`
+	StampVia   *ebpf.VariableSpec `ebpf:"stamp_via"`
 	UseSummary *ebpf.VariableSpec `ebpf:"use_summary"`
 }
 
@@ -137,7 +137,7 @@ func (m *dispatcherPlainMaps) Close() error {
 type dispatcherPlainVariables struct {
 	HwStamp    *ebpf.Variable `ebpf:"hw_stamp"`
 	Nslots     *ebpf.Variable `ebpf:"nslots"`
-	Stamp      *ebpf.Variable `ebpf:"stamp"`
+	StampVia   *ebpf.Variable `ebpf:"stamp_via"`
 	UseSummary *ebpf.Variable `ebpf:"use_summary"`
 }
 

@@ -3,11 +3,13 @@
 package xdp
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/internal/netns"
 )
 
@@ -50,7 +52,8 @@ func TestFollowClock(t *testing.T) {
 }
 
 // TestNoPHC: veth has no PTP hardware clock: the port says its stamps are
-// the XDP program's, and loads the dispatcher without the NIC's.
+// the XDP program's (the engine's where the kernel can carry none), and
+// loads the dispatcher without the NIC's.
 func TestNoPHC(t *testing.T) {
 	ns := netns.New(t)
 	netns.Veth(t, ns, "xa", ns, "xb")
@@ -59,7 +62,12 @@ func TestNoPHC(t *testing.T) {
 		t.Fatalf("openPHC(veth) = %v, %v; want none", c, err)
 	}
 	p := openPort(t, ns, Options{Name: "p0", Interface: "xa", TakeAll: true, RingSize: 64})
-	if info := p.Info(); info.TimestampSource != "kernel" || p.phc != nil {
-		t.Errorf("info %+v", info)
+	want := "engine"
+	if kernel.Has(kernel.XDPAdjustMeta) || kernel.Has(kernel.XDPAdjustHead) {
+		want = "kernel"
+	}
+	if info := p.Info(); info.TimestampSource != want || p.phc != nil || p.devBound ||
+		!strings.Contains(info.TimestampDetail, "xa has no PTP hardware clock") {
+		t.Errorf("info %+v, want source %s", info, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/offload"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/ports"
@@ -99,10 +101,18 @@ type Options struct {
 	// BusyPoll sets SO_PREFER_BUSY_POLL with BusyPollBudget.
 	BusyPoll       bool
 	BusyPollBudget int
-	// RxTimestamp is "auto" (the XDP program's stamp) or "engine".
+	// RxTimestamp is "auto" (the best this host gives, said in one log
+	// line), "hardware" (the NIC's), "kernel" (the dispatcher's
+	// bpf_ktime_get_ns) or "engine"; hardware and kernel are an error
+	// where the host cannot give them.
 	RxTimestamp string
 	Clock       clock.Clock
 	Log         *slog.Logger
+
+	// forceVia (tests) hands the stamp up this way, not the probes' way.
+	forceVia *stampVia
+	// logNamed: Log already says port= (the engine's logger).
+	logNamed bool
 }
 
 func (o *Options) defaults() {
@@ -161,8 +171,9 @@ func (o *Options) check() error {
 		return fmt.Errorf("queues %d rx, %d tx: outside 1..%d", o.RxQueues, o.TxQueues, maxQueues)
 	case o.BusyPollBudget < 1 || o.BusyPollBudget > 1024:
 		return fmt.Errorf("busy_poll_budget %d is outside 1..1024", o.BusyPollBudget)
-	case o.RxTimestamp != "auto" && o.RxTimestamp != "engine":
-		return fmt.Errorf("rx_timestamp %q is not auto or engine", o.RxTimestamp)
+	case o.RxTimestamp != TimestampAuto && o.RxTimestamp != TimestampHardware && o.RxTimestamp != TimestampKernel &&
+		o.RxTimestamp != TimestampEngine:
+		return fmt.Errorf("rx_timestamp %q is not auto, hardware, kernel or engine", o.RxTimestamp)
 	case len(o.Rules) > MaxRules:
 		return fmt.Errorf("%d match rules: at most %d", len(o.Rules), MaxRules)
 	case len(o.Rules) == 0 && !o.TakeAll:
@@ -190,7 +201,7 @@ func decode(s *ports.Setup) (Options, error) {
 	o := Options{Name: s.Name, Interface: c.Interface, RxQueues: s.RxQueues, TxQueues: s.TxQueues, Attach: c.Attach,
 		Bind: c.Bind, Replace: c.Replace, TakeAll: c.TakeAll, RingSize: c.RingSize, FrameSize: c.FrameSize,
 		Frames: c.Frames, BusyPoll: c.BusyPoll, BusyPollBudget: c.BusyPollBudget, RxTimestamp: c.RxTimestamp,
-		Clock: s.Clock, Log: s.Log}
+		Clock: s.Clock, Log: s.Log, logNamed: s.Log != nil}
 	for i, rc := range c.Match {
 		r, err := rc.rule()
 		if err != nil {
@@ -209,17 +220,46 @@ func open(s *ports.Setup) (ports.Port, error) {
 	}
 	if s.DryRun {
 		if !s.Offline {
-			if _, err := net.InterfaceByName(o.Interface); err != nil {
+			ifc, err := net.InterfaceByName(o.Interface)
+			if err != nil {
 				return nil, fmt.Errorf("interface %q: no such network interface here (ip link lists them)", o.Interface)
+			}
+			if s.Plan != nil {
+				for _, f := range plan(o, ifc.Index) {
+					s.Plan(f)
+				}
 			}
 		}
 		return nil, nil
 	}
-	if s.MTU > 0 && s.MTU+18 > o.FrameSize-packet.MetaSize-packet.MinHeadroom {
-		return nil, fmt.Errorf("mtu %d does not fit a frame of %d bytes (frame_size 4096 holds up to %d)", s.MTU,
-			o.FrameSize, 4096-packet.MetaSize-packet.MinHeadroom-18)
+	if err := mtuFits(s.MTU, o.FrameSize, 0); err != nil {
+		return nil, err
 	}
-	return New(o)
+	p, err := New(o)
+	if err != nil {
+		return nil, err
+	}
+	// The headroom variant's stamp is part of the frame the kernel copies.
+	if err := mtuFits(s.MTU, o.FrameSize, p.via.strip()); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("port %q: %w", o.Name, err)
+	}
+	return p, nil
+}
+
+// mtuFits checks that a frame of mtu, and stamp bytes in front, fits a
+// UMEM frame of frameSize.
+func mtuFits(mtu, frameSize, stamp int) error {
+	room := func(fs int) int { return fs - packet.MetaSize - packet.MinHeadroom - 18 - stamp }
+	if mtu > 0 && mtu > room(frameSize) {
+		why := ""
+		if stamp > 0 {
+			why = fmt.Sprintf(", with the %d bytes of the rx stamp in front", stamp)
+		}
+		return fmt.Errorf("mtu %d does not fit a frame of %d bytes%s (frame_size 4096 holds up to %d)", mtu,
+			frameSize, why, room(4096))
+	}
+	return nil
 }
 
 // queue is one AF_XDP socket and its lcores' state: the rx side belongs to
@@ -256,13 +296,17 @@ type Port struct {
 	rxq, txq int
 	d        *dispatcher
 	opt      Options
+	log      *slog.Logger     // says port= once
 	mode     string           // XDP mode attached: "native" or "generic"
 	devBound bool             // the dispatcher is device-bound
-	stampRx  bool             // RxTime from the dispatcher's stamp
+	rx       rxPlan           // where RxTime comes from
+	via      stampVia         // how the dispatcher's stamp comes up; viaNone: no stamp
+	strip    int              // bytes in front of each frame the socket gets: the headroom variant's stamp
 	phc      *devClock        // the NIC's PTP hardware clock, for its rx stamps; nil: none
 	stamping *netdev.Stamping // the NIC's rx stamping before the port switched it on
 	hwStamps atomic.Uint64
 	busy     bool
+	veth     *vethTx // veth's XDP_TX losses; nil on other drivers
 
 	statsMu sync.Mutex
 	closed  atomic.Bool
@@ -286,39 +330,42 @@ func New(o Options) (*Port, error) {
 	if err != nil {
 		return nil, fmt.Errorf("port %q: interface %q: no such network interface here (ip link lists them)", o.Name, o.Interface)
 	}
-	p := &Port{name: o.Name, ifname: o.Interface, ifindex: ifc.Index, mtu: ifc.MTU, opt: o, rxq: o.RxQueues,
-		txq: o.TxQueues, busy: o.BusyPoll}
-	copy(p.mac[:], ifc.HardwareAddr)
-	_, host := o.Clock.(*clock.System)
-	p.stampRx = o.RxTimestamp == "auto" && (host || o.Clock == nil)
-	if p.u, err = newUmem(o.Name+"/umem", o.Frames, o.FrameSize); err != nil {
-		return nil, fmt.Errorf("port %q: %w", o.Name, err)
+	log := o.Log
+	if !o.logNamed {
+		log = log.With("port", o.Name)
 	}
+	p := &Port{name: o.Name, ifname: o.Interface, ifindex: ifc.Index, mtu: ifc.MTU, opt: o, rxq: o.RxQueues,
+		txq: o.TxQueues, busy: o.BusyPoll, log: log}
+	copy(p.mac[:], ifc.HardwareAddr)
 	fail := func(err error) (*Port, error) {
 		p.Close()
 		return nil, fmt.Errorf("port %q: %s: %w", o.Name, o.Interface, err)
 	}
-	if p.stampRx {
-		// A NIC that stamps frames has a PTP hardware clock: its stamps are
-		// that clock's time, which the port follows to turn them into the
-		// engine's.
-		if p.phc, err = openPHC(o.Interface); err != nil {
-			o.Log.Warn("the NIC's rx stamps left out", "port", o.Name, "err", err)
-		}
-		// Most drivers stamp frames only once asked to stamp them all.
-		if p.phc != nil {
-			if p.stamping, err = netdev.StampAll(o.Interface); err != nil {
-				o.Log.Warn("the NIC's rx stamps left out", "port", o.Name, "err", err)
-				p.dropPHC()
+	if err := requireKernel(); err != nil {
+		return fail(err)
+	}
+	_, host := o.Clock.(*clock.System)
+	host = host || o.Clock == nil
+	if p.rx, err = planRx(o.RxTimestamp, ifaceOf(o.Interface, p.ifindex), host, o.forceVia); err != nil {
+		return fail(err)
+	}
+	if p.rx.source == TimestampHardware {
+		if err := p.openPHC(); err != nil {
+			if o.RxTimestamp == TimestampHardware {
+				return fail(fmt.Errorf(`rx_timestamp = "hardware": %w`, err))
 			}
+			p.hardwareRefused(fmt.Sprintf("the NIC's stamps: %v", flat(err.Error())))
 		}
+	}
+	if p.u, err = newUmem(o.Name+"/umem", o.Frames, o.FrameSize); err != nil {
+		return fail(err)
 	}
 	if err := p.attachDispatcher(nil); err != nil {
 		return fail(err)
 	}
-	if p.phc != nil && !p.devBound {
-		p.dropPHC() // only a device-bound program reads the NIC's stamp
-	}
+	p.via, p.strip = p.d.via, p.d.via.strip()
+	p.log.Info(p.rx.line(), "interface", p.ifname)
+	p.veth = watchVeth(p.ifname, p.ifindex)
 	shared := -1
 	for i := range max(o.RxQueues, o.TxQueues) {
 		s, err := openXsk(xskOptions{ifindex: p.ifindex, queue: i, ringSize: uint32(o.RingSize), u: p.u, sharedFD: shared,
@@ -333,7 +380,7 @@ func New(o Options) (*Port, error) {
 		p.q = append(p.q, q)
 		if o.BusyPoll {
 			if err := s.busyPoll(o.BusyPollBudget); err != nil {
-				o.Log.Warn("busy polling not available", "port", o.Name, "err", err)
+				p.log.Warn("busy polling not available", "interface", p.ifname, "err", err)
 				p.busy = false
 			}
 		}
@@ -347,8 +394,50 @@ func New(o Options) (*Port, error) {
 	return p, nil
 }
 
+// requireKernel is nil unless the kernel lacks what every xdp port needs:
+// AF_XDP sockets and bpf_loop (the dispatcher's rule walk). A probe that
+// cannot tell lets the load speak.
+func requireKernel() error {
+	for _, f := range []kernel.Feature{kernel.XSKMap, kernel.Loop} {
+		if r := kernel.Probe(f); r.State == kernel.Missing {
+			return r.Err()
+		}
+	}
+	return nil
+}
+
+// openPHC follows the NIC's PTP hardware clock, whose time its rx stamps
+// are, and turns its stamping of every frame on: most drivers stamp frames
+// only once asked to stamp them all.
+func (p *Port) openPHC() error {
+	c, err := openPHC(p.ifname)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		return fmt.Errorf("%s has no PTP hardware clock", p.ifname)
+	}
+	p.phc = c
+	if p.stamping, err = netdev.StampAll(p.ifname); err != nil {
+		p.dropPHC()
+		return err
+	}
+	return nil
+}
+
+// hardwareRefused falls back from the NIC's stamps to the kernel's clock
+// (auto only): why goes into the plan's one log line.
+func (p *Port) hardwareRefused(why string) {
+	if p.phc != nil {
+		p.dropPHC()
+	}
+	p.rx.source, p.rx.dev = TimestampKernel, false
+	p.rx.kernelLacks = append([]string{why}, p.rx.kernelLacks...)
+}
+
 // attachDispatcher loads the dispatcher with reqs in its slots, fills its
-// maps, and attaches it, or puts it in place of the one attached.
+// maps, and attaches it, or puts it in place of the one attached. It loads
+// once for all the modes it tries: the variant is chosen already.
 func (p *Port) attachDispatcher(reqs []*offload.Request) error {
 	if p.d != nil {
 		return p.replaceDispatcher(reqs)
@@ -359,49 +448,74 @@ func (p *Port) attachDispatcher(reqs []*offload.Request) error {
 				"attach: stop what attached it, or set replace = true to take its place", p.ifname, id, mode)
 		}
 		if err := xdpDetach(p.ifindex); err != nil {
-			return fmt.Errorf("replace the XDP program (id %d) on %s: %w (a bpf_link of another process "+
-				"cannot be replaced; stop that process)", id, p.ifname, err)
+			return fmt.Errorf("replace the XDP program (id %d) on %s: %s (a bpf_link of another process "+
+				"cannot be replaced; stop that process)", id, p.ifname, flat(err.Error()))
 		}
-		p.opt.Log.Warn("replaced an XDP program", "port", p.name, "interface", p.ifname, "id", id)
+		p.log.Warn("replaced an XDP program", "interface", p.ifname, "id", id)
 	}
-	// Device-bound first, for the NIC's rx timestamp: only in native mode.
-	type try struct {
-		dev  bool
-		mode link.XDPAttachFlags
-	}
-	tries := map[string][]try{
-		"auto":    {{true, link.XDPDriverMode}, {false, link.XDPDriverMode}, {false, link.XDPGenericMode}},
-		"native":  {{true, link.XDPDriverMode}, {false, link.XDPDriverMode}},
-		"generic": {{false, link.XDPGenericMode}},
-	}[p.opt.Attach]
-	var errs []error
-	for _, t := range tries {
-		d, err := p.load(t.dev, reqs)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		l, err := link.AttachXDP(link.XDPOptions{Program: d.prog, Interface: p.ifindex, Flags: t.mode})
-		if err != nil {
+	// The NIC's stamps need a device-bound program, which attaches in
+	// native mode only.
+	if p.rx.dev && p.opt.Attach != "generic" {
+		d, err := p.load(true, reqs)
+		if err == nil {
+			if err = p.attach(d, link.XDPDriverMode); err == nil {
+				return nil
+			}
 			d.close()
-			errs = append(errs, err)
-			continue
+			err = fmt.Errorf("attach the device-bound XDP dispatcher in native mode: %s", flat(err.Error()))
 		}
-		d.link = l
-		p.d, p.devBound = d, t.dev
-		p.mode = map[link.XDPAttachFlags]string{link.XDPDriverMode: "native", link.XDPGenericMode: "generic"}[t.mode]
-		return nil
+		if p.opt.RxTimestamp == TimestampHardware {
+			return fmt.Errorf(`rx_timestamp = "hardware": %w`, err)
+		}
+		p.hardwareRefused(err.Error())
+	} else if p.rx.dev {
+		if p.opt.RxTimestamp == TimestampHardware {
+			return errors.New(`rx_timestamp = "hardware" needs attach = "native" or "auto" (a device-bound ` +
+				`program attaches in native mode only)`)
+		}
+		p.hardwareRefused(`attach = "generic" (the NIC's stamps need native mode)`)
 	}
-	return fmt.Errorf("attach XDP to %s: %w", p.ifname, errors.Join(errs...))
+	d, err := p.load(false, reqs)
+	if err != nil {
+		return err
+	}
+	modes := map[string][]link.XDPAttachFlags{"auto": {link.XDPDriverMode, link.XDPGenericMode},
+		"native": {link.XDPDriverMode}, "generic": {link.XDPGenericMode}}[p.opt.Attach]
+	var errs []string
+	for _, m := range modes {
+		err := p.attach(d, m)
+		if err == nil {
+			if len(errs) > 0 {
+				p.log.Info("XDP in generic mode: native mode refused", "interface", p.ifname, "err", errs[0])
+			}
+			return nil
+		}
+		errs = append(errs, fmt.Sprintf("%s mode: %s", modeName[m], flat(err.Error())))
+	}
+	d.close()
+	return fmt.Errorf("attach XDP to %s: %s", p.ifname, strings.Join(errs, "; "))
 }
 
-// load loads a dispatcher with the port's match table.
-func (p *Port) load(dev bool, reqs []*offload.Request) (*dispatcher, error) {
-	ifindex := 0
-	if dev {
-		ifindex = p.ifindex
+var modeName = map[link.XDPAttachFlags]string{link.XDPDriverMode: "native", link.XDPGenericMode: "generic"}
+
+// attach attaches d in mode and makes it the port's.
+func (p *Port) attach(d *dispatcher, mode link.XDPAttachFlags) error {
+	l, err := link.AttachXDP(link.XDPOptions{Program: d.prog, Interface: p.ifindex, Flags: mode})
+	if err != nil {
+		return err
 	}
-	d, err := loadDispatcher(ifindex, reqs, p.stampRx, dev && p.phc != nil)
+	d.link = l
+	p.d, p.devBound, p.mode = d, d.devBound, modeName[mode]
+	return nil
+}
+
+// load loads a dispatcher with the port's match table and rx stamp variant.
+func (p *Port) load(dev bool, reqs []*offload.Request) (*dispatcher, error) {
+	c := dispatcherConfig{via: p.rx.via, hw: dev && p.phc != nil, log: p.log, name: p.name}
+	if dev {
+		c.ifindex = p.ifindex
+	}
+	d, err := loadDispatcher(c, reqs)
 	if err != nil {
 		return nil, err
 	}
@@ -429,7 +543,7 @@ func (p *Port) replaceDispatcher(reqs []*offload.Request) error {
 	}
 	if err := p.d.link.Update(d.prog); err != nil {
 		d.close()
-		return fmt.Errorf("replace the dispatcher: %w", err)
+		return fmt.Errorf("replace the dispatcher: %s", flat(err.Error()))
 	}
 	d.link, p.d.link = p.d.link, nil
 	old := p.d
@@ -497,8 +611,8 @@ func (p *Port) reloadOptions(c ports.Config) (Options, error) {
 	}
 	// decode checked the rules as open does.
 	n, c0 := o, p.opt
-	n.Rules, n.TakeAll, n.Clock, n.Log = nil, false, nil, nil
-	c0.Rules, c0.TakeAll, c0.Clock, c0.Log = nil, false, nil, nil
+	n.Rules, n.TakeAll, n.Clock, n.Log, n.forceVia, n.logNamed = nil, false, nil, nil, nil, false
+	c0.Rules, c0.TakeAll, c0.Clock, c0.Log, c0.forceVia, c0.logNamed = nil, false, nil, nil, nil, false
 	if fmt.Sprint(n) != fmt.Sprint(c0) {
 		return Options{}, errors.New("only match and take_all change with a reload; the port's other keys need a restart")
 	}
@@ -558,11 +672,15 @@ func (p *Port) RxBurst(queue int, b *packet.Burst) int {
 		h := p.u.handleAt(d.Addr)
 		packet.Own(h, packet.OpRecv, packet.NoOwner, -1)
 		pk := h.P()
-		off := int(d.Addr-p.u.frameOf(h)) - packet.MetaSize
+		// The headroom variant's descriptor starts at the stamp: every
+		// frame of the socket has one (the dispatcher makes sure).
+		off := int(d.Addr-p.u.frameOf(h)) - packet.MetaSize + p.strip
+		n := max(int(d.Len)-p.strip, 0)
 		pk.Reset(off)
-		pk.SetWindow(off, int(d.Len))
-		if p.stampRx && off >= int(unsafe.Sizeof(lrMeta{})) {
-			m := (*lrMeta)(unsafe.Add(unsafe.Pointer(&p.u.mem[0]), uintptr(d.Addr)-unsafe.Sizeof(lrMeta{})))
+		pk.SetWindow(off, n)
+		// Either variant leaves the stamp right in front of the data.
+		if p.via != viaNone && off >= lrMetaSize {
+			m := (*lrMeta)(unsafe.Add(unsafe.Pointer(&p.u.mem[0]), uintptr(d.Addr)+uintptr(p.strip)-lrMetaSize))
 			if m.magic == lrMetaMagic && m.source == lrRxKtime {
 				pk.RxTime = int64(m.rxNs)
 			} else if m.magic == lrMetaMagic && m.source == lrRxHW {
@@ -571,7 +689,7 @@ func (p *Port) RxBurst(queue int, b *packet.Burst) int {
 				p.hwStamps.Add(1)
 			}
 		}
-		bytes += int(d.Len)
+		bytes += n
 		b.H[b.N] = h
 		b.N++
 	}
@@ -582,19 +700,6 @@ func (p *Port) RxBurst(queue int, b *packet.Burst) int {
 	p.fill(q)
 	return int(n)
 }
-
-// lrMeta is lr_offload.h's struct lr_xdp_meta.
-type lrMeta struct {
-	rxNs   uint64
-	source uint32
-	magic  uint32
-}
-
-const (
-	lrMetaMagic = 0x6c724d31
-	lrRxKtime   = 1
-	lrRxHW      = 2
-)
 
 // TxBurst puts packets of the port's own UMEM on queue's tx ring, as they
 // are, and kicks the kernel. It takes what fits; the rest stays with the
@@ -681,17 +786,23 @@ func (p *Port) dropPHC() error {
 
 // Info describes the port.
 func (p *Port) Info() ports.Info {
-	src, detail := "engine", "the lcore's clock when it takes the burst"
-	switch {
-	case p.phc != nil:
-		src = "hardware"
+	var detail string
+	carried := map[stampVia]string{viaMeta: "carried to the port in the XDP metadata area",
+		viaHead: "carried to the port in the frame's headroom, which it strips"}[p.via]
+	switch p.rx.source {
+	case TimestampHardware:
 		detail = "the NIC's receive stamp (bpf_xdp_metadata_rx_timestamp in the device-bound XDP dispatcher), its " +
 			"PHC " + p.phc.name + " mapped onto the engine clock every 100 ms; frames the driver gives no stamp " +
-			"get bpf_ktime_get_ns (CLOCK_MONOTONIC) in the dispatcher instead (xdp_rx_hw_stamps counts the NIC's)"
-	case p.stampRx:
-		src = "kernel"
+			"get bpf_ktime_get_ns (CLOCK_MONOTONIC) in the dispatcher instead (xdp_rx_hw_stamps counts the NIC's); " +
+			carried
+	case TimestampKernel:
 		detail = "bpf_ktime_get_ns (CLOCK_MONOTONIC) in the XDP dispatcher, as the driver hands it the frame, " +
-			"before any stage or the AF_XDP socket (the interface has no PTP hardware clock for the NIC's stamps)"
+			"before any stage or the AF_XDP socket; " + carried
+	default:
+		detail = "the lcore's clock when it takes the burst"
+	}
+	if w := p.rx.why(); w != "" {
+		detail += " (" + w + ")"
 	}
 	zc := len(p.q) > 0 && p.q[0].s.zeroCopy
 	mode := "copy"
@@ -699,8 +810,9 @@ func (p *Port) Info() ports.Info {
 		mode = "zero-copy"
 	}
 	detail += fmt.Sprintf("; XDP %s mode, AF_XDP %s", p.mode, mode)
-	return ports.Info{Driver: "xdp", RxQueues: p.rxq, TxQueues: p.txq, MTU: p.mtu, MAC: p.mac, TimestampSource: src,
-		TimestampDetail: detail, OwnPoolOnly: true, LinkUp: p.linkUp(), Ifindex: p.ifindex}
+	return ports.Info{Driver: "xdp", RxQueues: p.rxq, TxQueues: p.txq, MTU: p.mtu, MAC: p.mac,
+		TimestampSource: p.rx.source, TimestampDetail: detail, OwnPoolOnly: true, LinkUp: p.linkUp(),
+		Ifindex: p.ifindex}
 }
 
 func (p *Port) linkUp() bool {
@@ -747,6 +859,9 @@ func (p *Port) Stats() ports.Stats {
 				extra[k] = v
 			}
 		}
+		if p.veth != nil {
+			extra["xdp_tx_errors"] = p.veth.check(p.log)
+		}
 	}
 	p.statsMu.Unlock()
 	s.Extra = extra
@@ -768,6 +883,7 @@ func (p *Port) Close() error {
 	if p.phc != nil {
 		errs = append(errs, p.dropPHC())
 	}
+	p.veth.close()
 	for _, q := range p.q {
 		q.s.close()
 	}

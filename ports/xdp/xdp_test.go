@@ -104,14 +104,19 @@ func openPort(t *testing.T, ns *netns.NS, o Options) *Port {
 
 // TestRxTx: the dispatcher takes the UDP port the rules name and leaves the
 // rest to the kernel; the port receives those frames without a copy into its
-// UMEM, stamped by the XDP program, and transmits them back, MACs swapped,
-// to the peer; every frame returns to the UMEM.
+// UMEM, stamped by the XDP program in the variant it loaded (the engine
+// variant leaves RxTime to the engine), and transmits them back, MACs
+// swapped, to the peer; every frame returns to the UMEM.
 func TestRxTx(t *testing.T) {
+	eachVariant(t, testRxTx)
+}
+
+func testRxTx(t *testing.T, v variant) {
 	ns := netns.New(t)
 	netns.Veth(t, ns, "xa", ns, "xb")
 	peer := openRaw(t, ns, "xb")
 	p := openPort(t, ns, Options{Name: "p0", Interface: "xa", Rules: []Rule{{UDPDstPort: ptr(862)}},
-		Clock: clock.NewSystem(), RingSize: 256})
+		Clock: clock.NewSystem(), RingSize: 256, forceVia: &v.via})
 	info := p.Info()
 	var index int
 	if err := ns.Do(func() error {
@@ -123,15 +128,21 @@ func TestRxTx(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if info.TimestampSource != "kernel" || !strings.Contains(info.TimestampDetail, "copy") || !info.OwnPoolOnly ||
-		info.Ifindex != index {
-		t.Errorf("info %+v, want ifindex %d", info, index)
+	src, where := "kernel", v.name
+	if v.via == viaNone {
+		src, where = "engine", "the lcore's clock"
+	}
+	if info.TimestampSource != src || !strings.Contains(info.TimestampDetail, where) ||
+		!strings.Contains(info.TimestampDetail, "copy") || !info.OwnPoolOnly || info.Ifindex != index {
+		t.Errorf("info %+v, want ifindex %d, source %s, %s", info, index, src, where)
 	}
 	const n = 40
+	sent := make([][]byte, n)
 	before := clock.Mono()
 	for i := range n {
 		f := frame6(t, "2001:db8::2", nil, 862)
 		f[len(f)-1] = byte(i)
+		sent[i] = f
 		peer.send(t, f)
 		peer.send(t, frame6(t, "2001:db8::2", nil, 863)) // the kernel's
 	}
@@ -152,13 +163,17 @@ func TestRxTx(t *testing.T) {
 	for i, h := range got {
 		pk := h.P()
 		d := pk.Data()
-		if len(d) < 20 || d[len(d)-1] != byte(i) {
-			t.Fatalf("frame %d: % x", i, d)
+		// The frame as sent: the headroom variant's stamp is stripped.
+		if !bytes.Equal(d, sent[i]) {
+			t.Fatalf("frame %d:\n got % x\nwant % x", i, d, sent[i])
 		}
 		if pk.Offset() < packet.MinHeadroom {
 			t.Errorf("frame %d: headroom %d", i, pk.Offset())
 		}
-		if pk.RxTime < before || pk.RxTime > after {
+		if v.via == viaNone && pk.RxTime != 0 {
+			t.Errorf("frame %d: rx time %d from an engine variant, want 0 (the engine's to set)", i, pk.RxTime)
+		}
+		if v.via != viaNone && (pk.RxTime < before || pk.RxTime > after) {
 			t.Errorf("frame %d: rx time %d outside [%d, %d]", i, pk.RxTime, before, after)
 		}
 		var tmp [6]byte
@@ -177,6 +192,11 @@ func TestRxTx(t *testing.T) {
 	if len(back) != n {
 		t.Fatalf("peer got %d of %d back", len(back), n)
 	}
+	for i, f := range back {
+		if len(f) != len(sent[i]) || f[len(f)-1] != byte(i) {
+			t.Errorf("frame %d back: % x", i, f)
+		}
+	}
 	// The completions come back with the next transmit.
 	for deadline := time.Now().Add(wait); p.u.inUse.Load() != int64(p.q[0].fillLen) && time.Now().Before(deadline); {
 		b.N = 0
@@ -184,7 +204,8 @@ func TestRxTx(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	st := p.Stats()
-	if st.RxPackets != n || st.TxPackets != n || st.Extra["xdp_matched"] != n || st.Extra["xdp_passed"] < n {
+	if st.RxPackets != n || st.TxPackets != n || st.Extra["xdp_matched"] != n || st.Extra["xdp_passed"] < n ||
+		st.Extra["xdp_no_room"] != 0 || st.RxBytes != uint64(n*len(sent[0])) {
 		t.Errorf("stats %+v", st)
 	}
 	// The frames to port 863 (and whatever else the kernel sent) went by
@@ -200,7 +221,7 @@ func TestRxTx(t *testing.T) {
 func TestRefuseOthers(t *testing.T) {
 	ns := netns.New(t)
 	netns.Veth(t, ns, "xa", ns, "xb")
-	other, err := loadDispatcher(0, nil, false, false)
+	other, err := loadDispatcher(dispatcherConfig{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,9 +287,8 @@ func TestReload(t *testing.T) {
 	if len(p.opt.Rules) != 1 || p.opt.Rules[0].NextHeader == nil || p.d.link != l {
 		t.Errorf("rules %+v, link kept %v", p.opt.Rules, p.d.link == l)
 	}
-	// The attached program is device-bound, which BPF_PROG_TEST_RUN refuses:
-	// the table it reads is the other half now (TestDispatcherRules runs a
-	// reload through the plain program).
+	// The table the attached program reads is the other half now
+	// (TestDispatcherRules runs a reload through the program).
 	var ctl [16]byte
 	if err := p.d.control.Lookup(uint32(0), &ctl); err != nil {
 		t.Fatal(err)

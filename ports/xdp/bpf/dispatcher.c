@@ -5,8 +5,8 @@
  * slot functions), then redirects what the
  * port's match rules take to the queue's AF_XDP socket, and passes the rest
  * to the kernel untouched. Built twice from this source: device-bound
- * (-DLR_DEV_BOUND, attached; it may read the NIC's rx timestamp) and plain
- * (for BPF_PROG_TEST_RUN).
+ * (-DLR_DEV_BOUND, attached where it reads the NIC's rx timestamp) and plain
+ * (attached elsewhere, and for BPF_PROG_TEST_RUN).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -89,6 +89,7 @@ enum {
 	C_OFFLOAD_PASS,
 	C_UNPARSED, /* too short or truncated headers: left to the kernel */
 	C_PASSED_EARLY, /* left to the kernel on the summary: C_PASSED does not count these */
+	C_NO_ROOM, /* taken, but no room for the stamp in the headroom: left to the kernel */
 	C_COUNT
 };
 
@@ -132,8 +133,13 @@ struct {
 volatile const __u32 use_summary = 1;
 /* Slots in use, set at load: the calls beyond are dead code to the verifier. */
 volatile const __u32 nslots = 0;
-/* Write struct lr_xdp_meta in front of what goes up (set at load). */
-volatile const __u32 stamp = 1;
+/* How the rx stamp (struct lr_xdp_meta) goes up with a frame, set at load:
+ * a constant, so the verifier never walks the other variant's helper call,
+ * which a kernel may refuse (some refuse bpf_xdp_adjust_meta to XDP). */
+#define VIA_NONE 0 /* no stamp: the engine's clock */
+#define VIA_META 1 /* in the XDP metadata area, in front of the data */
+#define VIA_HEAD 2 /* in the headroom, as the frame's first bytes: the port strips them */
+volatile const __u32 stamp_via = VIA_META;
 /* Ask the NIC for its rx stamp (device-bound only): set at load when the
  * port follows the NIC's PTP hardware clock, which turns them into the
  * engine's time. */
@@ -418,31 +424,64 @@ static __always_inline int ruled_out_parsed(const struct layers *l, const struct
 extern int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx, __u64 *timestamp) __ksym;
 #endif
 
-/* up sends the packet to the queue's AF_XDP socket, stamped. */
+#define META_LEN ((int)sizeof(struct lr_xdp_meta))
+
+static __always_inline void put_stamp(struct lr_xdp_meta *m, __u64 ts, __u32 src)
+{
+	m->rx_ns = ts;
+	m->source = src;
+	m->magic = LR_META_MAGIC;
+}
+
+/* up sends the packet to the queue's AF_XDP socket, stamped as stamp_via
+ * says. In the headroom variant every frame the socket gets starts with the
+ * stamp (the port cannot tell one by its bytes): one that cannot carry it is
+ * left to the kernel, and a frame left to the kernel gets its bytes back. */
 static __always_inline int up(struct xdp_md *ctx)
 {
-	if (stamp && bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct lr_xdp_meta)) == 0) {
-		struct lr_xdp_meta *m = (void *)(long)ctx->data_meta;
-		if ((void *)(m + 1) <= (void *)(long)ctx->data) {
-			__u64 ts = 0;
-			__u32 src = LR_RX_KTIME;
+	__u64 ts = 0;
+	__u32 src = LR_RX_KTIME;
+	int moved = 0;
+	if (stamp_via != VIA_NONE) {
 #ifdef LR_DEV_BOUND
-			/* Drivers without a stamp say so, or (veth) give 0. */
-			if (hw_stamp && bpf_xdp_metadata_rx_timestamp(ctx, &ts) == 0 && ts != 0)
-				src = LR_RX_HW;
-			else
-				ts = 0;
+		/* Drivers without a stamp say so, or (veth) give 0. */
+		if (hw_stamp && bpf_xdp_metadata_rx_timestamp(ctx, &ts) == 0 && ts != 0)
+			src = LR_RX_HW;
+		else
+			ts = 0;
 #endif
-			if (!ts)
-				ts = bpf_ktime_get_ns();
-			m->rx_ns = ts;
-			m->source = src;
-			m->magic = LR_META_MAGIC;
+		if (!ts)
+			ts = bpf_ktime_get_ns();
+	}
+	if (stamp_via == VIA_META) {
+		if (bpf_xdp_adjust_meta(ctx, -META_LEN) == 0) {
+			struct lr_xdp_meta *m = (void *)(long)ctx->data_meta;
+			if ((void *)(m + 1) <= (void *)(long)ctx->data)
+				put_stamp(m, ts, src);
 		}
+	} else if (stamp_via == VIA_HEAD) {
+		/* The way back (adjust_head +META_LEN) keeps ETH_HLEN bytes: a
+		 * shorter frame could not get its bytes back. */
+		if ((void *)(long)ctx->data + ETH_HLEN > (void *)(long)ctx->data_end ||
+		    bpf_xdp_adjust_head(ctx, -META_LEN) != 0) {
+			count(C_NO_ROOM);
+			return XDP_PASS;
+		}
+		struct lr_xdp_meta *m = (void *)(long)ctx->data;
+		if ((void *)(m + 1) > (void *)(long)ctx->data_end) {
+			bpf_xdp_adjust_head(ctx, META_LEN); /* for the verifier: it had ETH_HLEN */
+			count(C_NO_ROOM);
+			return XDP_PASS;
+		}
+		put_stamp(m, ts, src);
+		moved = 1;
 	}
 	int r = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
-	if (r != XDP_REDIRECT)
+	if (r != XDP_REDIRECT) {
 		count(C_NO_SOCKET);
+		if (moved)
+			bpf_xdp_adjust_head(ctx, META_LEN); /* the kernel gets what came in */
+	}
 	return r;
 }
 
