@@ -44,6 +44,7 @@ rate = "10kpps"
 kind = "external"
 name = "a-sampler-with-a-long-name"
 plugin = %q
+user = "root" # its directory is root's alone (t.TempDir)
 config = { every = 10 }
 [[pipelines.stages]]
 kind = "sink"

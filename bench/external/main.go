@@ -162,7 +162,7 @@ func engineRun(count int, plugin string, kpps float64) result {
 	}
 	stage := "[[pipelines.stages]]\nkind = \"bench.pass\"\n"
 	if plugin != "" {
-		stage = fmt.Sprintf("[[pipelines.stages]]\nkind = \"external\"\nname = \"pass\"\nplugin = %q\ncpu = 1\nring_size = %d\n", plugin, *ringSize)
+		stage = fmt.Sprintf("[[pipelines.stages]]\nkind = \"external\"\nname = \"pass\"\nplugin = %q\nuser = \"root\"\ncpu = 1\nring_size = %d\n", plugin, *ringSize)
 	}
 	toml := fmt.Sprintf(`
 version = 1

@@ -20,7 +20,7 @@ import (
 func buildTestPlugin(t *testing.T, name string) string {
 	t.Helper()
 	goBin := testenv.RequireCmd(t, "go")
-	bin := filepath.Join(t.TempDir(), name)
+	bin := filepath.Join(trustedTree(t), name)
 	if out, err := exec.Command(goBin, "build", "-o", bin, "./testdata/"+name).CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}

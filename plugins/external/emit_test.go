@@ -21,7 +21,7 @@ import (
 func buildMirror(t *testing.T) string {
 	t.Helper()
 	goBin := testenv.RequireCmd(t, "go")
-	bin := filepath.Join(t.TempDir(), "linerate-mirror")
+	bin := filepath.Join(trustedTree(t), "linerate-mirror")
 	if out, err := exec.Command(goBin, "build", "-o", bin, "../sdk/examples/mirror").CombinedOutput(); err != nil {
 		t.Fatalf("build the mirror: %v\n%s", err, out)
 	}
@@ -92,6 +92,7 @@ rate = "100kpps"
 kind = "external"
 name = "mirror"
 plugin = %q
+user = "nobody"
 config = { port = "span", buffers = 1024 }
 [[pipelines.stages]]
 kind = "forward"

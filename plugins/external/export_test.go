@@ -39,3 +39,11 @@ func SetCgroupParent(dir string) (restore func()) {
 	cgroupParent = func() (string, error) { return dir, nil }
 	return func() { cgroupParent = old }
 }
+
+// SetDefaultUser makes name the user a plugin with no user runs as, until
+// restore.
+func SetDefaultUser(name string) (restore func()) {
+	old := defaultUser
+	defaultUser = name
+	return func() { defaultUser = old }
+}

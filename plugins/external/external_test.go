@@ -27,11 +27,12 @@ import (
 )
 
 // buildSampler builds the example plugin into a directory of the test's own
-// (root's, mode 0700, as the stage asks of a plugin's directory).
+// (root's, 0755: writable by root alone, as the stage asks of every directory
+// on the way, and open to the unprivileged user the plugin runs as).
 func buildSampler(t *testing.T) string {
 	t.Helper()
 	goBin := testenv.RequireCmd(t, "go")
-	bin := filepath.Join(t.TempDir(), "linerate-sampler")
+	bin := filepath.Join(trustedTree(t), "linerate-sampler")
 	if out, err := exec.Command(goBin, "build", "-o", bin, "../sdk/examples/sampler").CombinedOutput(); err != nil {
 		t.Fatalf("build the sampler: %v\n%s", err, out)
 	}
@@ -45,8 +46,12 @@ func config(bin string, count int, rate, extra string) string {
 // pluginConfig runs the plugin bin as the external stage name, with table
 // as its config, between a generator of count packets at rate (0: until
 // stopped) and a forward to a mem port whose peer a sink reads; extra goes
-// into the stage's table.
+// into the stage's table. The plugin runs as nobody unless extra names a
+// user.
 func pluginConfig(bin, name, table string, count int, rate, extra string) string {
+	if !strings.Contains(extra, "user =") {
+		extra += "\n" + `user = "nobody"`
+	}
 	return fmt.Sprintf(`
 version = 1
 [engine]
@@ -261,24 +266,9 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestPrivileges: the plugin runs as the config's user, with no new
-// privileges, in a process group of its own.
-func TestPrivileges(t *testing.T) {
-	testenv.RequireRoot(t)
-	bin := buildSampler(t)
-	// nobody must reach the binary: a directory root owns and only root writes.
-	for _, d := range []string{filepath.Dir(bin), filepath.Dir(filepath.Dir(bin))} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := enginetest.Start(t, config(bin, 0, "10kpps", `user = "nobody"`), appliance.Options{})
-	counter := func(stage, name string) uint64 { return enginetest.Counter(e.Snapshot(), stage, name) }
-	waitFor(t, "results from the plugin", time.Minute, func() bool { return counter("sampler", "returned") > 100 })
-	pid := pluginPID(t, bin)
-	if pid == 0 {
-		t.Fatal("no plugin process")
-	}
+// procStatus is /proc/pid/status as key: value, the value's blanks squeezed.
+func procStatus(t *testing.T, pid int) map[string]string {
+	t.Helper()
 	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		t.Fatal(err)
@@ -289,11 +279,45 @@ func TestPrivileges(t *testing.T) {
 			fields[k] = strings.Join(strings.Fields(v), " ")
 		}
 	}
-	if fields["Uid"] != "65534 65534 65534 65534" || fields["NoNewPrivs"] != "1" {
-		t.Errorf("plugin Uid %q, NoNewPrivs %q", fields["Uid"], fields["NoNewPrivs"])
+	return fields
+}
+
+// TestPrivileges: with no user in its table, the plugin runs as the default
+// unprivileged user (nobody here, for linerate-plugin), with no
+// capabilities and no new privileges, in a process group of its own; its
+// sockets' directory is that user's, 0700.
+func TestPrivileges(t *testing.T) {
+	testenv.RequireRoot(t)
+	defer external.SetDefaultUser("nobody")()
+	bin := buildSampler(t)
+	e := enginetest.Start(t, config(bin, 0, "10kpps", `# user = default`), appliance.Options{})
+	counter := func(stage, name string) uint64 { return enginetest.Counter(e.Snapshot(), stage, name) }
+	waitFor(t, "results from the plugin", time.Minute, func() bool { return counter("sampler", "returned") > 100 })
+	pid := pluginPID(t, bin)
+	if pid == 0 {
+		t.Fatal("no plugin process")
+	}
+	fields := procStatus(t, pid)
+	if fields["Uid"] != "65534 65534 65534 65534" || fields["NoNewPrivs"] != "1" || fields["Groups"] != "" {
+		t.Errorf("plugin Uid %q, Groups %q, NoNewPrivs %q", fields["Uid"], fields["Groups"], fields["NoNewPrivs"])
+	}
+	for _, c := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
+		if fields[c] != "0000000000000000" {
+			t.Errorf("plugin %s %s", c, fields[c])
+		}
 	}
 	if pgid, _ := syscall.Getpgid(pid); pgid != pid {
 		t.Errorf("plugin pgid %d, want its own (%d)", pgid, pid)
+	}
+	// Its sockets' directory: the plugin's, 0700.
+	env, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if dir, ok := strings.CutPrefix(kv, "PLUGIN_UNIX_SOCKET_DIR="); ok {
+			var st syscall.Stat_t
+			if err := syscall.Stat(dir, &st); err != nil || st.Uid != 65534 || st.Mode&0o777 != 0o700 {
+				t.Errorf("the sockets' directory %s: %v, uid %d, mode %o", dir, err, st.Uid, st.Mode&0o777)
+			}
+		}
 	}
 	// The marked threads are gone: linerate itself keeps its privileges.
 	tasks, _ := filepath.Glob("/proc/self/task/*/status")
@@ -301,6 +325,35 @@ func TestPrivileges(t *testing.T) {
 		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "NoNewPrivs:\t1") {
 			t.Errorf("linerate's thread %s has no_new_privs", f)
 		}
+	}
+	e.Stop()
+}
+
+// TestDefaultUserMissing: where the default user does not exist (a
+// development machine), the plugin does not run, and the error says how to
+// create the user or choose one.
+func TestDefaultUserMissing(t *testing.T) {
+	testenv.RequireRoot(t)
+	defer external.SetDefaultUser("linerate-no-such-user")()
+	bin := buildSampler(t)
+	_, err := newEngine(t, config(bin, 0, "1kpps", `# user = default`))
+	if err == nil || !strings.Contains(err.Error(), "adduser --system --no-create-home --group linerate-no-such-user") ||
+		!strings.Contains(err.Error(), `user = "root"`) {
+		t.Fatalf("err = %v, want how to create the user or choose one", err)
+	}
+	if pluginPID(t, bin) != 0 {
+		t.Error("a plugin process is left")
+	}
+}
+
+// TestRootByName: user = "root" runs the plugin as root, asked by name.
+func TestRootByName(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin := buildSampler(t)
+	e := enginetest.Start(t, config(bin, 0, "10kpps", `user = "root"`), appliance.Options{})
+	waitFor(t, "the plugin", time.Minute, func() bool { return pluginPID(t, bin) != 0 })
+	if uid := procStatus(t, pluginPID(t, bin))["Uid"]; uid != "0 0 0 0" {
+		t.Errorf("plugin Uid %q", uid)
 	}
 	e.Stop()
 }

@@ -161,15 +161,14 @@ func (sv *supervisor) launch() error {
 	cmd.Args[0] = sv.cfg.Plugin
 	cmd.ExtraFiles = []*os.File{bin} // fd 3: pluginExec; open in the child, so a #! script's interpreter can read it
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	uid := -1
-	if sv.cfg.User != "" {
-		u, err := user.Lookup(sv.cfg.User)
-		if err != nil {
-			return fmt.Errorf("user %q: %w", sv.cfg.User, err)
-		}
-		uid, _ = strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	uid, gid, err := sv.pluginUser()
+	if err != nil {
+		return err
+	}
+	if uid >= 0 {
+		// No supplementary groups (root's would stay otherwise); a non-root
+		// linerate may not set them, nor switch to another user at all.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: os.Geteuid() != 0}
 	}
 	// The generation's cgroup: the plugin starts in it (clone3's
 	// CLONE_INTO_CGROUP), and so does whatever it starts.
@@ -191,7 +190,7 @@ func (sv *supervisor) launch() error {
 	// itself). kill removes it.
 	dir, err := os.MkdirTemp("", "linerate-plugin-")
 	if err == nil && uid >= 0 {
-		err = os.Chown(dir, uid, -1)
+		err = os.Chown(dir, uid, gid)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -722,4 +721,36 @@ func (sv *supervisor) serves(service string) grpc.ClientConnInterface {
 		}
 	}
 	return nil
+}
+
+// defaultUser is who a plugin runs as when its table names no user: a
+// system user of its own, which the Debian package creates. Setting the uid
+// from root drops every capability.
+var defaultUser = "linerate-plugin"
+
+// pluginUser is the uid and gid the plugin runs as; -1 when it keeps
+// linerate's (a linerate that is not root, whose plugin has its user and
+// no more, and cannot switch).
+func (sv *supervisor) pluginUser() (uid, gid int, err error) {
+	name := sv.cfg.User
+	if name == "" {
+		if os.Geteuid() != 0 {
+			return -1, -1, nil
+		}
+		name = defaultUser
+	}
+	u, err := user.Lookup(name)
+	if err != nil && sv.cfg.User == "" {
+		return 0, 0, fmt.Errorf("plugin %s runs as the unprivileged user %q when its table names none, and there is no such user: "+
+			"create it (adduser --system --no-create-home --group %s; the Debian package does), "+
+			"or name one in the stage's table: user = \"nobody\", or user = \"root\" to run it as root", sv.cfg.Plugin, name, name)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("plugin %s: user %q: %w", sv.cfg.Plugin, name, err)
+	}
+	uid, err = strconv.Atoi(u.Uid)
+	if err == nil {
+		gid, err = strconv.Atoi(u.Gid)
+	}
+	return uid, gid, err
 }

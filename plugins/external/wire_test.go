@@ -58,6 +58,7 @@ rx = ["in"]
 kind = "external"
 name = "mirror"
 plugin = %q
+user = "nobody"
 config = { port = "span" }
 [[pipelines.stages]]
 kind = "sink"
