@@ -41,6 +41,7 @@ func init() {
 	commands = []command{
 		{"run", "run a config's pipelines (the embedded lab without -c)", cmdRun},
 		{"validate", "check a config file: keys, types, values and every stage", cmdValidate},
+		{"doctor", "say what this host offers linerate, and what a config gets of it (-c)", cmdDoctor},
 		{"config", "print the embedded lab config (config default)", cmdConfig},
 		{"status", "show a running appliance's status and stats", cmdStatus},
 		{"reload", "make a running appliance read its config file again (as SIGHUP)", cmdReload},

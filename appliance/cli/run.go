@@ -27,6 +27,7 @@ import (
 	"github.com/linerate/linerate/appliance/stats"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/ports"
 )
 
 func loadConfig(path string) (*config.File, error) {
@@ -354,7 +355,8 @@ Checks a config without running it: TOML syntax, unknown keys, types and values
 (each error names the file, line and key), then builds every stage and checks
 every port's keys without opening anything. It also checks that this host has
 what the config names (interfaces, capture and key files), unless --offline.
-Exits 0 when the config is good.
+Exits 0 when the config is good. Where this host gives the config less than
+it asks (a fallback, a failure, a warning), it points at 'linerate doctor -c'.
 
 Flags:
 `)
@@ -379,9 +381,17 @@ Flags:
 		return fail("%v", err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := appliance.New(cfg, appliance.Options{Log: quiet, DryRun: true, Offline: *offline})
+	var short []ports.Finding // what the host gives less of than asked
+	eng, err := appliance.New(cfg, appliance.Options{Log: quiet, DryRun: true, Offline: *offline,
+		Plan: func(f ports.Finding) {
+			if f.Outcome != ports.AsAsked {
+				short = append(short, f)
+			}
+		}})
 	if err != nil {
-		return fail("%v", err)
+		code := fail("%v", err)
+		pointAtDoctor(*cfgPath, short, nil)
+		return code
 	}
 	warnings := eng.Warnings()
 	_ = eng.Close()
@@ -389,7 +399,32 @@ Flags:
 		fmt.Fprintf(os.Stderr, "linerate: warning: %s\n", w)
 	}
 	fmt.Printf("%s: ok\n", *cfgPath)
+	pointAtDoctor(*cfgPath, short, warnings)
 	return 0
+}
+
+// pointAtDoctor says, when this host gives the config less than it asks
+// (a fallback, a failure, a driver's warning), where to read what and why.
+func pointAtDoctor(path string, short []ports.Finding, warnings []string) {
+	if len(short) == 0 && len(warnings) == 0 {
+		return
+	}
+	n := map[ports.Outcome]int{}
+	for _, f := range short {
+		n[f.Outcome]++
+	}
+	var what []string
+	if n[ports.FallsBack] > 0 {
+		what = append(what, fmt.Sprintf("%d fall back", n[ports.FallsBack]))
+	}
+	if n[ports.Fails] > 0 {
+		what = append(what, fmt.Sprintf("%d fail", n[ports.Fails]))
+	}
+	if len(warnings) > 0 {
+		what = append(what, fmt.Sprintf("%d warnings", len(warnings)))
+	}
+	fmt.Fprintf(os.Stderr, "linerate: this host gives the config less than it asks (%s): "+
+		"'linerate doctor -c %s' says what and why\n", strings.Join(what, ", "), path)
 }
 
 func cmdConfig(args []string) int {

@@ -141,10 +141,12 @@ func TestRouteOutputFits(t *testing.T) {
 }
 
 // Commands and how their output is held to 100 columns: tableCommands are
-// run by TestOutputFits, TestRouteOutputFits or (test) TestTestCommand; plainCommands print no
+// run by TestOutputFits, TestRouteOutputFits, (test) TestTestCommand or
+// (doctor) TestDoctorOutput and TestDoctorUnprivileged; plainCommands print no
 // table (a line, a config file, JSON, key files).
 var (
-	tableCommands = map[string]bool{"run": true, "status": true, "stamp": true, "stages": true, "route": true, "neighbor": true, "plugins": true, "test": true}
+	tableCommands = map[string]bool{"run": true, "status": true, "stamp": true, "stages": true, "route": true, "neighbor": true, "plugins": true, "test": true,
+		"doctor": true}
 	plainCommands = map[string]string{
 		"reload":   "a line, then one line a changed stage or port",
 		"validate": "one line: ok, or the errors with file:line",

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/netns"
 	"github.com/linerate/linerate/internal/testenv"
@@ -55,8 +55,7 @@ type kernelLab struct {
 func newKernelLab(t *testing.T, h *harness) *kernelLab {
 	t.Helper()
 	testenv.RequireRoot(t)
-	_, err := os.Stat("/proc/sys/net/ipv6/ioam6_id")
-	testenv.Require(t, "a kernel with IPv6 IOAM (CONFIG_IPV6_IOAM6_LWTUNNEL or 5.15+ ioam6)", err == nil)
+	testenv.RequireKernel(t, kernel.IOAM6)
 	testenv.RequireCmd(t, "ip")
 	kl := &kernelLab{lr: netns.New(t), k: netns.New(t), outerSrc: "2001:db8:a::2", outerDst: "2001:db8:b::2"}
 	netns.Veth(t, kl.lr, "lra0", kl.k, "lra1")

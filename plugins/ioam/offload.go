@@ -39,7 +39,9 @@ func (t *transit) askXDP(s *plugins.Setup, mode offload.Mode) error {
 		if mode == offload.XDP {
 			return fmt.Errorf("%s: ioam.transit: offload = \"xdp\": %s", s.Config.Where(), why)
 		}
-		s.Log.Info("ioam.transit runs in Go", "stage", s.Name, "why", why)
+		if s.Instance == 0 { // once, not per instance
+			s.Log.Info("ioam.transit runs in Go", "stage", s.Name, "why", why)
+		}
 		return nil
 	}
 	x := s.Shared("ioam.transit/xdp", func() any { return &trXDP{} }).(*trXDP)

@@ -28,6 +28,7 @@ import (
 // (its data lands in the next slot, RemainingLen lowered by both).
 func TestXDPTransitThenKernel(t *testing.T) {
 	h := newHarness(t)
+	requireTransit(t, 1) // device-bound
 	kl := newKernelLab(t, h)
 	xdpKeys := nodeKeys(2)
 	goTr := h.MustBuildNamed("ioam.transit", "tr", xdpKeys).(*transit)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/plugins/ioam/bpf"
@@ -36,6 +37,7 @@ type xdpTransitPair struct {
 func newXDPTransitPair(t testing.TB, keys string) *xdpTransitPair {
 	t.Helper()
 	testenv.RequireRoot(t)
+	requireTransit(t, 0)
 	p, err := bpf.LoadTransit(0)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +46,17 @@ func newXDPTransitPair(t testing.TB, keys string) *xdpTransitPair {
 	x := &xdpTransitPair{prog: p}
 	x.reset(t, keys)
 	return x
+}
+
+// requireTransit skips, naming the feature, where the kernel lacks what
+// LoadTransit(ifindex) loads needs.
+func requireTransit(t testing.TB, ifindex int) {
+	t.Helper()
+	fs, err := bpf.TransitNeeds(ifindex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RequireKernel(t, fs...)
 }
 
 // reset builds a fresh Go stage and gives the program its config.
@@ -210,24 +223,70 @@ func xdpTransitConfigs() []string {
 	}
 }
 
+// The seeds on both paths a transit with an offload takes: "xdp", the
+// program in the kernel against the Go stage, byte for byte but for what
+// it cannot know; "fallback", offload = "auto" where the kernel lacks what
+// the program needs (forced on every kernel): the stage, declined, is the
+// Go stage, byte for byte and counter for counter. Each config fills
+// traces on both.
 func TestXDPTransitGolden(t *testing.T) {
 	pot := diffPOTKeys(t)
 	seeds := append(ioamSeeds(t, pot[0]), ioamPrimers(t)...)
-	for ci, keys := range xdpTransitConfigs() {
-		x := newXDPTransitPair(t, keys)
-		seen := map[string]int{}
-		for i, f := range seeds {
-			x.reset(t, keys)
-			t.Run(fmt.Sprintf("config%d/seed%d", ci, i), func(t *testing.T) {
-				seen[x.compare(t, f)]++
-			})
+	t.Run("xdp", func(t *testing.T) {
+		for ci, keys := range xdpTransitConfigs() {
+			x := newXDPTransitPair(t, keys)
+			seen := map[string]int{}
+			for i, f := range seeds {
+				x.reset(t, keys)
+				t.Run(fmt.Sprintf("config%d/seed%d", ci, i), func(t *testing.T) {
+					seen[x.compare(t, f)]++
+				})
+			}
+			t.Logf("config %d: %v", ci, seen)
+			// Each config fills traces in the kernel and leaves some to Go.
+			if seen["filled"] == 0 || seen["to_go"] == 0 {
+				t.Errorf("config %d: outcomes %v", ci, seen)
+			}
 		}
-		t.Logf("config %d: %v", ci, seen)
-		// Each config fills traces in the kernel and leaves some to Go.
-		if seen["filled"] == 0 || seen["to_go"] == 0 {
-			t.Errorf("config %d: outcomes %v", ci, seen)
+	})
+	t.Run("fallback", func(t *testing.T) {
+		t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns")
+		for ci, keys := range xdpTransitConfigs() {
+			seen := map[string]int{}
+			for i, f := range seeds {
+				h := newHarness(t)
+				auto := h.MustBuildNamed("ioam.transit", "auto", "offload = \"auto\"\n"+keys).(*transit)
+				if i == 0 {
+					req := auto.xdp.req
+					if err := req.RequireKernel(); err != nil || req.InKernel() ||
+						!strings.Contains(req.Reason(), "the kernel lacks bpf_ktime_get_tai_ns") {
+						t.Fatalf("auto: %v, in the kernel %v, reason %q", err, req.InKernel(), req.Reason())
+					}
+				}
+				ref := h.MustBuildNamed("ioam.transit", "tr", keys)
+				ga := h.run(append([]byte(nil), f...), 0, false, auto)
+				gr := h.run(append([]byte(nil), f...), 0, false, ref)
+				moved := ""
+				for _, n := range transitCounters {
+					a, r := h.StageCounter("auto", n), h.StageCounter("tr", n)
+					if a != r {
+						t.Errorf("config %d seed %d: counter %s %d, the Go stage's %d", ci, i, n, a, r)
+					}
+					if a != 0 {
+						moved = n
+					}
+				}
+				if ga.dropped != gr.dropped || !bytes.Equal(ga.data, gr.data) {
+					t.Errorf("config %d seed %d: dropped %q, the Go stage %q\nauto %x\n  go %x", ci, i, ga.dropped, gr.dropped, ga.data, gr.data)
+				}
+				seen[moved]++
+			}
+			t.Logf("config %d: %v", ci, seen)
+			if seen["filled"] == 0 {
+				t.Errorf("config %d: outcomes %v", ci, seen)
+			}
 		}
-	}
+	})
 }
 
 // FuzzXDPTransit is the differential fuzzer: any frame, in any of the

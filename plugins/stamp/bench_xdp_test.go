@@ -112,6 +112,7 @@ func BenchmarkXDPPrograms(b *testing.B) {
 // costs).
 func loadXDPBench(b *testing.B) (*bpf.Bench, []byte, bpf.ReflectorConfig) {
 	testenv.RequireRoot(b)
+	requireProgram(b, bpf.BenchNeeds, 0)
 	h := newHarness(b)
 	// A stateful session, no allow list, no rate limit: what reflecting
 	// costs.

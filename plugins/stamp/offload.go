@@ -60,7 +60,9 @@ func (r *reflector) askXDP(s *plugins.Setup, c *reflectorConfig, mode offload.Mo
 		if mode == offload.XDP {
 			return fmt.Errorf("%s: stamp.reflector: offload = \"xdp\": %s", s.Config.Where(), why)
 		}
-		s.Log.Info("stamp.reflector runs in Go", "stage", s.Name, "why", why)
+		if s.Instance == 0 { // once, not per instance
+			s.Log.Info("stamp.reflector runs in Go", "stage", s.Name, "why", why)
+		}
 		return nil
 	}
 	x := s.Shared("stamp.reflector/xdp", func() any { return &rfXDP{} }).(*rfXDP)
@@ -282,7 +284,9 @@ func (c *collector) askXDP(s *plugins.Setup, mode offload.Mode) error {
 		if mode == offload.XDP {
 			return fmt.Errorf("%s: stamp.collector: offload = \"xdp\": %s", s.Config.Where(), why)
 		}
-		s.Log.Info("stamp.collector runs in Go", "stage", s.Name, "why", why)
+		if s.Instance == 0 { // once, not per instance
+			s.Log.Info("stamp.collector runs in Go", "stage", s.Name, "why", why)
+		}
 		return nil
 	}
 	x := s.Shared("stamp.collector/xdp", func() any { return &coXDP{} }).(*coXDP)

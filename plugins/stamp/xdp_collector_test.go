@@ -6,12 +6,14 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/plugins"
@@ -74,6 +76,7 @@ type xdpCollectorPair struct {
 
 func newXDPCollectorPair(t testing.TB, p *bpf.Collector) *xdpCollectorPair {
 	testenv.RequireRoot(t)
+	requireProgram(t, bpf.CollectorNeeds, 0)
 	x := &xdpCollectorPair{}
 	for _, c := range []**chain{&x.a, &x.b} {
 		h := newHarness(t)
@@ -173,55 +176,124 @@ func (x *xdpCollectorPair) compare(t testing.TB, f []byte) (string, uint32) {
 	return moved, act
 }
 
+// collectorGoldenRounds is how many rounds of replies the golden test
+// sends; the four sessions send alike.
+const collectorGoldenRounds = 5
+
+// The replies of four sessions on both paths a collector with an offload
+// takes: "xdp", the program in the kernel in front of the Go stage (its
+// records against a Go collector's); "fallback", offload = "auto" where the
+// kernel lacks what the program needs (forced on every kernel), the Go
+// stage alone. On both every reply is a record, and a reply from another
+// reflector a stamp_wrong_source drop.
 func TestXDPCollectorGolden(t *testing.T) {
-	x := newXDPCollectorPair(t, nil)
-	seen := map[string]int{}
-	wall := time.Now().UnixNano()
-	for range 5 {
-		for _, f := range x.replies(t) {
-			m, _ := x.compare(t, f)
-			seen[m]++
+	t.Run("xdp", func(t *testing.T) {
+		x := newXDPCollectorPair(t, nil)
+		seen := map[string]int{}
+		wall := time.Now().UnixNano()
+		n := 0
+		for range collectorGoldenRounds {
+			for _, f := range x.replies(t) {
+				m, _ := x.compare(t, f)
+				seen[m]++
+				n++
+			}
+			x.a.h.advance(10 * time.Millisecond)
+			x.b.h.advance(10 * time.Millisecond)
 		}
-		x.a.h.advance(10 * time.Millisecond)
-		x.b.h.advance(10 * time.Millisecond)
-	}
-	// A base reply from another reflector.
-	var f []byte
-	for _, r := range x.replies(t) {
-		if pay, l := payloadOf(t, r); len(pay) == BaseLen && l.IPVersion == 6 {
-			f = r
+		if m, act := x.compare(t, wrongReflector(t, x.replies(t))); m != "stamp_wrong_source" || act != 1 {
+			t.Errorf("a reply from elsewhere: %q, action %d", m, act)
 		}
-	}
-	wrong := append([]byte(nil), f...)
-	_, l := payloadOf(t, wrong)
-	if l.IPVersion == 6 {
-		packet.IPv6(wrong[l.L3:]).SetSrc(netip.MustParseAddr("2001:db8:b::99").As16())
-	}
-	if m, act := x.compare(t, wrong); m != "stamp_wrong_source" || act != 1 {
-		t.Errorf("a reply from elsewhere: %q, action %d", m, act)
-	}
-	t.Logf("outcomes %v", seen)
-	// Sessions 7, 8 and 9 in the kernel, 10 (TLVs) in Go.
-	if seen["to_go"] == 0 || seen["records"] != 3*seen["to_go"] || len(seen) != 2 {
-		t.Errorf("outcomes %v, want three records in the kernel for each reply with TLVs left to Go", seen)
-	}
-	for _, id := range []uint16{7, 8, 9, 10} {
-		ga, gb := drain(x.a.session(id)), drain(x.b.session(id))
-		if len(ga) != len(gb) || len(ga) == 0 {
-			t.Fatalf("session %d: %d records in Go, %d through the program", id, len(ga), len(gb))
+		t.Logf("outcomes %v", seen)
+		// Sessions 7, 8 and 9 in the kernel, 10 (TLVs) in Go.
+		if seen["to_go"] == 0 || seen["records"] != 3*seen["to_go"] || len(seen) != 2 {
+			t.Errorf("outcomes %v, want three records in the kernel for each reply with TLVs left to Go", seen)
 		}
-		for i := range ga {
-			if id != 10 {
-				if d := gb[i].T4 - wall; d < -int64(5*time.Second) || d > int64(5*time.Second) {
-					t.Errorf("session %d: T4 %s is not the time of the run", id, time.Unix(0, gb[i].T4).UTC())
+		for _, id := range []uint16{7, 8, 9, 10} {
+			ga, gb := drain(x.a.session(id)), drain(x.b.session(id))
+			if len(ga) != len(gb) || len(ga) != n/4 {
+				t.Fatalf("session %d: %d records in Go, %d through the program, want %d", id, len(ga), len(gb), n/4)
+			}
+			for i := range ga {
+				if id != 10 {
+					if d := gb[i].T4 - wall; d < -int64(5*time.Second) || d > int64(5*time.Second) {
+						t.Errorf("session %d: T4 %s is not the time of the run", id, time.Unix(0, gb[i].T4).UTC())
+					}
+				}
+				ga[i].T4, gb[i].T4 = 0, 0
+				if !reflect.DeepEqual(ga[i], gb[i]) {
+					t.Errorf("session %d record %d:\n  go %+v\n xdp %+v", id, i, ga[i], gb[i])
 				}
 			}
-			ga[i].T4, gb[i].T4 = 0, 0
-			if !reflect.DeepEqual(ga[i], gb[i]) {
-				t.Errorf("session %d record %d:\n  go %+v\n xdp %+v", id, i, ga[i], gb[i])
+		}
+	})
+	t.Run("fallback", func(t *testing.T) {
+		t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns")
+		h := newHarness(t)
+		c := &chain{h: h,
+			snd:  h.MustBuildNamed("stamp.sender", "tx", xdpSenderKeys),
+			rfl:  h.MustBuildNamed("stamp.reflector", "refl", xdpReflectorKeys),
+			coll: h.MustBuildNamed("stamp.collector", "coll", `offload = "auto"`)}
+		req := c.coll.(*collector).xdp.req
+		if err := req.RequireKernel(); err != nil || req.InKernel() ||
+			!strings.Contains(req.Reason(), "the kernel lacks bpf_ktime_get_tai_ns") {
+			t.Fatalf("auto: %v, in the kernel %v, reason %q", err, req.InKernel(), req.Reason())
+		}
+		replies := func() [][]byte {
+			var out [][]byte
+			for _, f := range h.produce(c.snd) {
+				h.advance(time.Millisecond)
+				rr := h.run(f, 0, c.rfl)
+				if rr.dropped != "" {
+					t.Fatalf("reflector: %s", rr.dropped)
+				}
+				out = append(out, rr.data)
+			}
+			return out
+		}
+		n := 0
+		for range collectorGoldenRounds {
+			for _, f := range replies() {
+				if gr := h.run(f, 1, c.coll); gr.dropped != "consumed" {
+					t.Fatalf("a reply: %q, want a record", gr.dropped)
+				}
+				n++
+			}
+			h.advance(10 * time.Millisecond)
+		}
+		if gr := h.run(wrongReflector(t, replies()), 1, c.coll); gr.dropped != "stamp_wrong_source" {
+			t.Errorf("a reply from elsewhere: %q", gr.dropped)
+		}
+		for _, id := range []uint16{7, 8, 9, 10} {
+			recs := drain(c.session(id))
+			if len(recs) != n/4 {
+				t.Fatalf("session %d: %d records, want %d", id, len(recs), n/4)
+			}
+			for i, r := range recs {
+				if r.Seq != uint32(i) || r.T4 < r.T1 {
+					t.Errorf("session %d record %d: %+v", id, i, r)
+				}
 			}
 		}
+	})
+}
+
+// wrongReflector is a base IPv6 reply among replies, from another
+// reflector's address.
+func wrongReflector(t testing.TB, replies [][]byte) []byte {
+	t.Helper()
+	var f []byte
+	for _, r := range replies {
+		if pay, l := payloadOf(t, r); len(pay) == BaseLen && l.IPVersion == 6 {
+			f = append([]byte(nil), r...)
+		}
 	}
+	if f == nil {
+		t.Fatal("no base IPv6 reply")
+	}
+	_, l := payloadOf(t, f)
+	packet.IPv6(f[l.L3:]).SetSrc(netip.MustParseAddr("2001:db8:b::99").As16())
+	return f
 }
 
 // FuzzXDPCollector is the collector's differential fuzzer: any frame, to

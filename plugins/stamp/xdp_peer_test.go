@@ -51,6 +51,7 @@ func newXDPLab(t *testing.T, keys string) *xdpLab { return newXDPLabPass(t, keys
 func newXDPLabPass(t *testing.T, keys string, pass bool) *xdpLab {
 	t.Helper()
 	testenv.RequireRoot(t)
+	requireProgram(t, bpf.ReflectorNeeds, 1) // device-bound
 	l := &xdpLab{snd: netns.New(t), rfl: netns.New(t)}
 	netns.Veth(t, l.snd, xdpSndIf, l.rfl, xdpRflIf)
 	l.sndMAC, l.rflMAC = l.snd.MAC(t, xdpSndIf), l.rfl.MAC(t, xdpRflIf)
@@ -469,6 +470,7 @@ clock_error = "1us"
 // interface: the rx timestamp kfunc needs one.
 func TestXDPCollectorDevBound(t *testing.T) {
 	testenv.RequireRoot(t)
+	requireProgram(t, bpf.CollectorNeeds, 1)
 	ns := netns.New(t)
 	netns.Veth(t, ns, "lrxa", ns, "lrxb")
 	err := ns.Do(func() error {

@@ -15,6 +15,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/plugins/stamp/bpf"
@@ -36,6 +37,7 @@ type xdpPair struct {
 func newXDPPair(t testing.TB, keys string) *xdpPair {
 	t.Helper()
 	testenv.RequireRoot(t)
+	requireProgram(t, bpf.ReflectorNeeds, 0)
 	h := newHarness(t)
 	st := h.MustBuildNamed("stamp.reflector", "refl", keys)
 	p, err := bpf.LoadReflector(0)
@@ -72,11 +74,41 @@ func (x *xdpPair) sync(t testing.TB) {
 	}
 }
 
+// requireProgram skips, naming the feature, where the kernel lacks what a
+// program needs (needs(ifindex): bpf.ReflectorNeeds, bpf.CollectorNeeds).
+func requireProgram(t testing.TB, needs func(int) ([]kernel.Feature, error), ifindex int) {
+	t.Helper()
+	fs, err := needs(ifindex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RequireKernel(t, fs...)
+}
+
 // xdpOut is what the program made of a frame.
 type xdpOut struct {
 	action uint32
 	data   []byte
 	reason string // the counter that moved: "reflected", "to_go" or a drop reason
+	path   string // the outcome of the path, the program then the Go stage (pathOutcome)
+}
+
+// pathOutcome names what became of a frame on its way through: the
+// program's counter where it finished with it, else the Go stage's fate
+// ("reflected" back out of port 0, a drop reason, "continue").
+func pathOutcome(reason string, gr result) string {
+	if reason != "to_go" && reason != "" {
+		return reason
+	}
+	switch {
+	case gr.dropped != "":
+		return gr.dropped
+	case gr.port == packet.NoPort:
+		return "continue"
+	case gr.port == 0:
+		return "reflected"
+	}
+	return fmt.Sprintf("forwarded to %d", gr.port)
 }
 
 func (x *xdpPair) runXDP(t testing.TB, frame []byte) xdpOut {
@@ -115,6 +147,7 @@ func (x *xdpPair) compare(t testing.TB, frame []byte) xdpOut {
 	xo := x.runXDP(t, frame)
 	wallAfter := time.Now().UnixNano()
 	gr := x.h.run(append([]byte(nil), frame...), 0, x.r)
+	xo.path = pathOutcome(xo.reason, gr)
 	switch xo.action {
 	case 2: // XDP_PASS: left to the Go stage, untouched
 		if !bytes.Equal(xo.data, frame) {
@@ -320,24 +353,88 @@ func xdpGolden(t testing.TB) []struct {
 	}
 }
 
+// xdpGoldenInGo is what the Go stage makes of the golden frames the
+// program leaves to it (to_go) or lets pass (""): with the program or
+// without it, the path's outcome. The others' is the program's want.
+var xdpGoldenInGo = map[string]string{
+	"srv6_return_too_long_for_xdp": "reflected",
+	"stopped":                      "stamp_session_stopped",
+	"tlvs_to_go":                   "reflected",
+	"reflected_to_go":              "stamp_reflected",
+	"auth_to_go":                   "stamp_unknown_session",
+	"other_port":                   "continue",
+}
+
+func goldenPath(name, want string) string {
+	if p, ok := xdpGoldenInGo[name]; ok {
+		return p
+	}
+	return want
+}
+
+// The golden frames on both paths a reflector with an offload takes: "xdp",
+// the program in the kernel in front of the Go stage (each frame's bytes
+// against the Go stage's); "fallback", offload = "auto" where the kernel
+// lacks what the program needs (forced on every kernel), the Go stage
+// alone. Each frame ends the same on both.
 func TestXDPReflectorGolden(t *testing.T) {
-	x := newXDPPair(t, xdpKeys)
-	for _, g := range xdpGolden(t) {
-		t.Run(g.name, func(t *testing.T) {
-			o := x.compare(t, g.frame)
-			if o.reason != g.want {
-				t.Errorf("the program: %q, want %q", o.reason, g.want)
-			}
-		})
+	t.Run("xdp", func(t *testing.T) {
+		x := newXDPPair(t, xdpKeys)
+		for _, g := range xdpGolden(t) {
+			t.Run(g.name, func(t *testing.T) {
+				o := x.compare(t, g.frame)
+				if o.reason != g.want || o.path != goldenPath(g.name, g.want) {
+					t.Errorf("the program: %q, the path: %q; want %q, %q", o.reason, o.path, g.want, goldenPath(g.name, g.want))
+				}
+			})
+		}
+		// The stateful session's sequence moved in both, once per packet.
+		st, err := x.prog.State(7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Seq != 4 || st.Replied != 4 {
+			t.Errorf("session 7 in the program: seq %d, replied %d; want 4, 4", st.Seq, st.Replied)
+		}
+	})
+	t.Run("fallback", func(t *testing.T) {
+		h := newHarness(t)
+		r := fallbackReflector(t, h, xdpKeys)
+		for _, g := range xdpGolden(t) {
+			t.Run(g.name, func(t *testing.T) {
+				gr := h.run(append([]byte(nil), g.frame...), 0, r)
+				if got, want := pathOutcome("", gr), goldenPath(g.name, g.want); got != want {
+					t.Fatalf("the Go stage: %q, want %q", got, want)
+				}
+				if gr.dropped == "" && gr.port == 0 {
+					checkUDP(t, gr.data)
+				}
+			})
+		}
+		// The four the program would answer and the one with TLVs it
+		// would leave to Go.
+		if st := h.registry().rf.Load().get(7); st.st.seq != 5 || st.st.replied != 5 {
+			t.Errorf("session 7 in Go: seq %d, replied %d; want 5, 5", st.st.seq, st.st.replied)
+		}
+	})
+}
+
+// fallbackReflector builds a reflector with offload = "auto" and keys where
+// the kernel lacks bpf_ktime_get_tai_ns (LINERATE_KERNEL_DISABLE): its
+// request is declined, naming it, as the engine declines it before a port
+// loads the program, and the stage runs in Go.
+func fallbackReflector(t *testing.T, h *harness, keys string) *reflector {
+	t.Helper()
+	t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns")
+	r := h.MustBuildNamed("stamp.reflector", "refl", "offload = \"auto\"\n"+keys).(*reflector)
+	req := r.xdp.req
+	if err := req.RequireKernel(); err != nil {
+		t.Fatalf("auto: %v", err)
 	}
-	// The stateful session's sequence moved in both, once per packet.
-	st, err := x.prog.State(7)
-	if err != nil {
-		t.Fatal(err)
+	if req.InKernel() || !strings.Contains(req.Reason(), "the kernel lacks bpf_ktime_get_tai_ns") {
+		t.Fatalf("auto: in the kernel %v, reason %q", req.InKernel(), req.Reason())
 	}
-	if st.Seq != 4 || st.Replied != 4 {
-		t.Errorf("session 7 in the program: seq %d, replied %d; want 4, 4", st.Seq, st.Replied)
-	}
+	return r
 }
 
 // The per-source rate limit: a burst, then drops, in both.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/offload"
 )
 
@@ -45,6 +46,20 @@ func TransitSpec() (*ebpf.CollectionSpec, error) { return loadTransitPlain() }
 
 // TransitSlot names the slot function in TransitSpec.
 const TransitSlot = "ioam_transit_slot"
+
+// TransitNeeds is what LoadTransit(ifindex) needs of the kernel: the
+// device-bound variant (ifindex ≠ 0) calls the rx-timestamp kfunc too.
+func TransitNeeds(ifindex int) ([]kernel.Feature, error) {
+	load := loadTransitPlain
+	if ifindex != 0 {
+		load = loadTransitDev
+	}
+	spec, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return offload.Program{Spec: spec, Slot: "ioam_transit_xdp"}.Needs(), nil
+}
 
 // Transit is the transit program's maps, and the program when it was loaded
 // on its own (LoadTransit).

@@ -2,8 +2,12 @@ package bpf
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/linerate/linerate/appliance/kernel"
+	"github.com/linerate/linerate/appliance/offload"
 )
 
 // Bench holds the reflector's benchmark programs (bench.c): each run
@@ -36,6 +40,24 @@ type Cost struct {
 // BenchFrameLen is the request the programs restore: Ethernet, IPv6, UDP
 // and the base test packet.
 const BenchFrameLen = 106
+
+// BenchNeeds is what LoadBench needs of the kernel: every program's needs.
+func BenchNeeds(int) ([]kernel.Feature, error) {
+	spec, err := loadBench()
+	if err != nil {
+		return nil, err
+	}
+	var out []kernel.Feature
+	for name := range spec.Programs {
+		for _, f := range (offload.Program{Spec: spec, Slot: name}).Needs() {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
 
 // LoadBench loads the benchmark programs with frame as the request.
 func LoadBench(frame []byte) (*Bench, error) {

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/offload"
 	"golang.org/x/sys/unix"
 )
@@ -60,6 +61,15 @@ var (
 // per-CPU array: "records" (handed to Go through the rings), "to_go", drop
 // reasons by the Go names, and "ring_full" (left to the Go stage instead).
 var CollectorCounters = []string{"records", "to_go", "stamp_short", "stamp_unknown_session", "stamp_wrong_source", "ring_full"}
+
+// CollectorNeeds is what LoadCollector(ifindex, n) needs of the kernel.
+func CollectorNeeds(ifindex int) ([]kernel.Feature, error) {
+	load := loadCollectorPlain
+	if ifindex != 0 {
+		load = loadCollectorDev
+	}
+	return needs(load, "stamp_collect_xdp")
+}
 
 // CollectorSpec is the program's collection, for a port that links its
 // slot (CollectorSlot), with rings for instances.

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/offload"
 	"golang.org/x/sys/unix"
 )
@@ -72,6 +73,25 @@ func ReflectorSpec() (*ebpf.CollectionSpec, error) { return loadReflectorPlain()
 
 // ReflectorSlot names the slot function in ReflectorSpec.
 const ReflectorSlot = "stamp_reflector_slot"
+
+// ReflectorNeeds is what LoadReflector(ifindex) needs of the kernel: the
+// device-bound variant (ifindex ≠ 0) calls the rx-timestamp kfunc too.
+func ReflectorNeeds(ifindex int) ([]kernel.Feature, error) {
+	load := loadReflectorPlain
+	if ifindex != 0 {
+		load = loadReflectorDev
+	}
+	return needs(load, "stamp_reflector_xdp")
+}
+
+// needs are the kernel features program prog of load's collection needs.
+func needs(load func() (*ebpf.CollectionSpec, error), prog string) ([]kernel.Feature, error) {
+	spec, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return offload.Program{Spec: spec, Slot: prog}.Needs(), nil
+}
 
 // Reflector is the reflector program's maps, and the program when it was
 // loaded on its own (LoadReflector).
