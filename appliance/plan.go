@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/linerate/linerate/appliance/kernel"
@@ -20,14 +21,12 @@ func (e *Engine) hostPlan() func(ports.Finding) {
 
 // offloadNeeds are the kernel features an offload needs: the dispatcher it
 // runs in redirects to AF_XDP sockets and walks its slots with bpf_loop, and
-// the stage's program calls its own helpers.
+// the stage's program needs its own (Program.Needs).
 func offloadNeeds(r *offload.Request) []kernel.Feature {
 	fs := []kernel.Feature{kernel.XSKMap, kernel.Loop}
-	if ps := r.Program.Spec.Programs[r.Program.Slot]; ps != nil {
-		for _, f := range kernel.ProgramNeeds(ps.Instructions) {
-			if f != kernel.XSKMap && f != kernel.Loop {
-				fs = append(fs, f)
-			}
+	for _, f := range r.Program.Needs() {
+		if !slices.Contains(fs, f) {
+			fs = append(fs, f)
 		}
 	}
 	return fs
