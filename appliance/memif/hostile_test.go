@@ -4,8 +4,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -363,4 +365,108 @@ func TestNoRings(t *testing.T) {
 		}
 		reg.Close()
 	}
+}
+
+// fuzzFD is a descriptor of kind k for FuzzHandshake to attach: none (-1), a
+// memfd sealed with two rings' cookies laid out (log2 4, at 0 and one ring
+// on), an unsealed one, an empty sealed one, a pipe, a socket, a directory,
+// an eventfd.
+func fuzzFD(k byte) int {
+	switch k % 8 {
+	case 0:
+		return -1
+	case 1, 2, 3:
+		fd, _ := unix.MemfdCreate("fuzz", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		if k%8 != 3 {
+			_ = unix.Ftruncate(fd, 1<<16)
+		}
+		if k%8 == 1 {
+			var c [4]byte
+			le.PutUint32(c[:], Cookie)
+			_, _ = unix.Pwrite(fd, c[:], 0)
+			_, _ = unix.Pwrite(fd, c[:], int64(RingBytes(4)))
+		}
+		if k%8 != 2 {
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
+		}
+		return fd
+	case 4:
+		var p [2]int
+		_ = unix.Pipe2(p[:], unix.O_CLOEXEC)
+		unix.Close(p[0])
+		return p[1]
+	case 5:
+		p, _ := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		unix.Close(p[0])
+		return p[1]
+	case 6:
+		fd, _ := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return fd
+	default:
+		fd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
+		return fd
+	}
+}
+
+// FuzzHandshake drives a live server's handshake with the fuzzer's control
+// messages, each a record of an fd kind (fuzzFD) and 128 bytes sent as they
+// are: the server never crashes, ends every handshake, and leaks no
+// descriptor.
+func FuzzHandshake(f *testing.F) {
+	rec := func(k byte, m Msg) []byte {
+		var b [MsgSize]byte
+		m.Encode(&b)
+		return append([]byte{k}, b[:]...)
+	}
+	good := slices.Concat(
+		rec(0, Msg{Type: MsgInit, Version: Version, Name: "fuzz"}),
+		rec(1, Msg{Type: MsgAddRegion, Size: 1 << 16}),
+		rec(7, Msg{Type: MsgAddRing, Flags: addRingFlagC2S, Log2Ring: 4}),
+		rec(7, Msg{Type: MsgAddRing, Offset: uint32(RingBytes(4)), Log2Ring: 4}),
+		rec(0, Msg{Type: MsgConnect}))
+	f.Add(good)
+	f.Add(slices.Concat(rec(1, Msg{Type: MsgInit, Version: Version}), rec(4, Msg{Type: MsgAddRegion, Size: 1 << 16})))
+	f.Add(slices.Concat(rec(0, Msg{Type: MsgInit, Version: Version}), rec(3, Msg{Type: MsgAddRegion, Size: 1 << 16})))
+	f.Add(slices.Concat(rec(0, Msg{Type: MsgInit, Version: Version}), rec(0, Msg{Type: MsgConnect})))
+	f.Add([]byte("garbage"))
+	sock, res := server(f, ServerConfig{MaxC2S: 2, MaxS2C: 2, Timeout: 2 * time.Second})
+	baseline := -1
+	f.Fuzz(func(t *testing.T, in []byte) {
+		uc, err := net.DialUnix("unixpacket", nil, Addr(sock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = uc.SetDeadline(time.Now().Add(5 * time.Second))
+		p := &rawPeer{t: t, uc: uc}
+		if _, err := p.recv(); err != nil {
+			t.Fatal(err)
+		}
+		for len(in) > 0 {
+			n := min(len(in), 1+MsgSize)
+			fd := fuzzFD(in[0])
+			_, _, err := uc.WriteMsgUnix(in[1:n], rightsOf(fd), nil)
+			closeFD(fd)
+			in = in[n:]
+			if err != nil {
+				break
+			}
+			if m, err := p.recv(); err != nil || m.Type == MsgDisconnect || m.Type == MsgConnected {
+				break
+			}
+		}
+		uc.Close()
+		<-res
+		if n := countFDs(t); baseline < 0 {
+			baseline = n
+		} else if n != baseline {
+			t.Fatalf("%d descriptors open, %d after the first handshake", n, baseline)
+		}
+	})
+}
+
+func rightsOf(fd int) []byte {
+	if fd < 0 {
+		return nil
+	}
+	return unix.UnixRights(fd)
 }

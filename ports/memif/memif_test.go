@@ -12,7 +12,7 @@ import (
 	pm "github.com/linerate/linerate/ports/memif"
 )
 
-func newPool(t *testing.T, name string) *packet.Slab {
+func newPool(t testing.TB, name string) *packet.Slab {
 	t.Helper()
 	pool, err := packet.NewSlab(packet.SlabConfig{Name: name, Buffers: 1024})
 	if err != nil {
