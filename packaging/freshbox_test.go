@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ import (
 // ExecStart lines from the packaged unit with systemd's notify socket, and
 // sees READY=1; then Debian's prometheus scrapes it with the docs' scrape
 // config and nfacctd, with the package's example files, prints its IOAM
-// hops; ExecReload's SIGHUP reloads it, and a stop exits cleanly.
+// hops; ExecReload (linerate reload) reloads it, and a stop exits cleanly.
 func TestFreshBox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the package: not in -short")
@@ -139,11 +138,12 @@ func TestFreshBox(t *testing.T) {
 	}
 	checkExposition(t, testenv.RequireCmd(t, "promtool"), expo)
 
-	// ExecReload, then systemctl stop.
-	if r := line("ExecReload"); r[0] != "/bin/kill" || r[1] != "-HUP" {
-		t.Errorf("ExecReload is %v", r)
+	// ExecReload, which waits for the appliance's answer, then systemctl stop.
+	rl := exec.Command(line("ExecReload")[0], line("ExecReload")[1:]...)
+	rl.Env = append(os.Environ(), "LINERATE_CONTROL=unix:"+filepath.Join(dir, "ctl.sock"))
+	if out, err := rl.CombinedOutput(); err != nil {
+		t.Errorf("ExecReload %v: %v\n%s", rl.Args, err, out)
 	}
-	_ = lr.cmd.Process.Signal(syscall.SIGHUP)
 	next("RELOADING=1")
 	next("READY=1")
 	if err := lr.stop(); err != nil {

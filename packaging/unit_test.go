@@ -88,7 +88,7 @@ func TestUnitVerify(t *testing.T) {
 	if out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput(); err != nil || strings.Contains(string(out), "linerate") {
 		t.Errorf("systemd-analyze verify with the DPDK drop-in: %v\n%s", err, out)
 	}
-	for _, want := range []string{"Type=notify", "Restart=on-failure", "ExecReload=/bin/kill -HUP $MAINPID",
+	for _, want := range []string{"Type=notify", "Restart=on-failure", "ExecReload=/usr/bin/linerate reload ",
 		"RuntimeDirectory=linerate", "LimitMEMLOCK=infinity", "CapabilityBoundingSet="} {
 		if !strings.Contains(string(unit), "\n"+want) {
 			t.Errorf("the unit has no %s", want)

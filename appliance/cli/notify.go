@@ -7,7 +7,8 @@ import (
 
 // sdNotify tells systemd the service's state (sd_notify(3)): "READY=1" once
 // the engine runs and the control API and metrics listen, "RELOADING=1"
-// while a SIGHUP's config is applied, "STOPPING=1" when it drains. It is one
+// while a reload (SIGHUP, the control API) is applied, then "READY=1" with
+// STATUS= its refusal if any, "STOPPING=1" when it drains. It is one
 // datagram to the unix socket NOTIFY_SOCKET names (a leading '@' is the
 // abstract namespace); without NOTIFY_SOCKET, as outside a Type=notify
 // unit, it does nothing.

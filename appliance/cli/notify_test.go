@@ -2,10 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,5 +119,96 @@ func TestSdNotifyAbstract(t *testing.T) {
 	n, err := sock.Read(buf)
 	if err != nil || string(buf[:n]) != "READY=1" {
 		t.Fatalf("abstract socket got %q, %v", buf[:n], err)
+	}
+}
+
+// TestNotifyRefusedReload: a reload that is refused, by SIGHUP or through the
+// control API, tells systemd: RELOADING=1 with MONOTONIC_USEC (as
+// Type=notify-reload wants), then READY=1 with the refusal in STATUS; the
+// log has one ERROR line with the reason. A reload that applies puts the
+// running STATUS back.
+func TestNotifyRefusedReload(t *testing.T) {
+	dir := t.TempDir()
+	sockPath := filepath.Join(dir, "notify")
+	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	ctl := "unix:" + filepath.Join(dir, "ctl.sock")
+	cfg := filepath.Join(dir, "lr.toml")
+	write := func(extra string) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(reloadLab(strconv.Quote(ctl), "0", extra)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("")
+	run := exec.Command(linerateBin, "run", "-c", cfg, "--live=false")
+	run.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
+	var logs syncBuffer
+	run.Stdout, run.Stderr = &logs, &logs
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = run.Process.Kill() }()
+	next := func(want string) string {
+		t.Helper()
+		buf := make([]byte, 4096)
+		_ = sock.SetReadDeadline(time.Now().Add(time.Minute))
+		n, err := sock.Read(buf)
+		if err != nil {
+			t.Fatalf("waiting for %s: %v\n%s", want, err, logs.String())
+		}
+		got := string(buf[:n])
+		if !strings.HasPrefix(got, want) {
+			t.Fatalf("sd_notify: got %q, want %q first", got, want)
+		}
+		return got
+	}
+	reloading := func() {
+		t.Helper()
+		m := next("RELOADING=1")
+		_, usec, ok := strings.Cut(m, "\nMONOTONIC_USEC=")
+		usec, _, _ = strings.Cut(usec, "\n")
+		if v, err := strconv.ParseUint(usec, 10, 64); !ok || err != nil || v == 0 {
+			t.Errorf("RELOADING=1 without MONOTONIC_USEC: %q", m)
+		}
+	}
+	next("READY=1")
+	write("[[ports]]\nname = \"m9\"\ndriver = \"mem\"")
+	_ = run.Process.Signal(syscall.SIGHUP)
+	reloading()
+	if m := next("READY=1"); !strings.Contains(m, "\nSTATUS=reload refused; nothing changed: ") || !strings.Contains(m, "ports[1]") {
+		t.Errorf("READY=1 after a refused reload has no STATUS with the reason: %q", m)
+	}
+	// The control API's reload says the same.
+	if code := runReload([]string{"--control", ctl, "--timeout", "30s"}, io.Discard, io.Discard); code != 1 {
+		t.Errorf("linerate reload of a refused file: exit %d, want 1", code)
+	}
+	reloading()
+	if m := next("READY=1"); !strings.Contains(m, "\nSTATUS=reload refused; nothing changed: ") {
+		t.Errorf("READY=1 after a refused API reload: %q", m)
+	}
+	write("")
+	_ = run.Process.Signal(syscall.SIGHUP)
+	reloading()
+	if m := next("READY=1"); !strings.Contains(m, "\nSTATUS=running "+cfg) {
+		t.Errorf("READY=1 after a reload that applied: %q", m)
+	}
+	// The log is whole once run has exited.
+	_ = run.Process.Signal(syscall.SIGTERM)
+	next("STOPPING=1")
+	if err := run.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, logs.String())
+	}
+	var errs []string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "level=ERROR") {
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) != 2 || !strings.Contains(errs[0], "ports[1]") || !strings.Contains(errs[1], "ports[1]") {
+		t.Errorf("want one ERROR line with the reason per refused reload, got:\n%s", strings.Join(errs, ""))
 	}
 }

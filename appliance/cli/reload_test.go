@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,5 +180,83 @@ func TestReloadCommand(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "stages=p/wan") {
 		t.Errorf("the log does not say which stages reloaded:\n%s", log.String())
+	}
+}
+
+// TestExecReload: the systemd unit's ExecReload, run as systemd runs it
+// against the appliance, exits non-zero when the reload is refused, naming
+// the key — so 'systemctl reload' fails — and 0 when it applies.
+func TestExecReload(t *testing.T) {
+	unit, err := os.ReadFile("../../packaging/linerate.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var argv []string
+	for l := range strings.Lines(string(unit)) {
+		if v, ok := strings.CutPrefix(l, "ExecReload="); ok {
+			argv = strings.Fields(v)
+		}
+	}
+	if len(argv) == 0 {
+		t.Fatal("the unit has no ExecReload")
+	}
+	dir := t.TempDir()
+	ctl := "unix:" + filepath.Join(dir, "ctl.sock")
+	path := filepath.Join(dir, "lab.toml")
+	write := func(extra string) {
+		if err := os.WriteFile(path, []byte(reloadLab(`"unix:/run/linerate/linerate.sock"`, "0", extra)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("")
+	// LINERATE_CONTROL moves the control socket, for run and the clients
+	// alike, off the unit's /run/linerate.
+	env := append(os.Environ(), "LINERATE_CONTROL="+ctl)
+	cmd := exec.Command(linerateBin, "run", "-c", path, "--live=false")
+	cmd.Env = env
+	var log syncBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	deadline := time.Now().Add(time.Minute)
+	for runReload([]string{"--check", "--control", ctl}, io.Discard, io.Discard) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the control API did not come up within a minute:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	execReload := func() (int, string) {
+		t.Helper()
+		a := slices.Clone(argv)
+		for i, s := range a {
+			a[i] = strings.NewReplacer("/usr/bin/linerate", linerateBin, "$MAINPID", strconv.Itoa(cmd.Process.Pid)).Replace(s)
+		}
+		c := exec.Command(a[0], a[1:]...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatalf("%s: %v", strings.Join(a, " "), err)
+		}
+		return 0, string(out)
+	}
+	write("[[ports]]\nname = \"m9\"\ndriver = \"mem\"")
+	if code, out := execReload(); code == 0 || !strings.Contains(out, "ports[1]: changes only with a restart") {
+		t.Errorf("ExecReload %q of a refused file: exit %d, want non-zero and the key named\n%s", argv, code, out)
+	}
+	write("")
+	if code, out := execReload(); code != 0 {
+		t.Errorf("ExecReload %q of a good file: exit %d\n%s", argv, code, out)
+	}
+	// The log is whole once run has exited.
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if n := strings.Count(log.String(), "level=ERROR"); n != 1 {
+		t.Errorf("%d ERROR lines in the log, want 1 for the refusal:\n%s", n, log.String())
 	}
 }

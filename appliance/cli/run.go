@@ -37,35 +37,6 @@ func loadConfig(path string) (*config.File, error) {
 	return config.Load(path)
 }
 
-// daemon is the engine as `linerate run` serves it: it reads its config file
-// again on SIGHUP and on the control API's Reload.
-type daemon struct {
-	*appliance.Engine
-	path string // "" is the embedded lab
-	log  *slog.Logger
-}
-
-// ReloadConfig reads the file and applies it (with check, only says what
-// would change), saying in the log what it did.
-func (d daemon) ReloadConfig(check bool) (string, appliance.ReloadResult, error) {
-	cfg, err := loadConfig(d.path)
-	if err != nil {
-		d.log.Error("reload refused; nothing changed", "config", d.path, "err", err)
-		return d.path, appliance.ReloadResult{}, err
-	}
-	if check {
-		res, err := d.CheckReload(cfg)
-		return cfg.Path, res, err
-	}
-	res, err := d.Reload(cfg)
-	if err != nil {
-		d.log.Error("reload refused; nothing changed", "config", cfg.Path, "err", err)
-		return cfg.Path, res, err
-	}
-	d.log.Info("reloaded", "config", cfg.Path, "stages", strings.Join(res.Stages, " "), "ports", strings.Join(res.Ports, " "))
-	return cfg.Path, res, nil
-}
-
 func cmdRun(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	cfgPath := fs.String("c", "", "config `file` (default: the embedded lab)")
@@ -136,9 +107,10 @@ Flags:
 		log.Warn(w)
 	}
 
+	d := &daemon{Engine: eng, path: *cfgPath, name: cfg.Path, log: log}
 	var srv *control.Server
 	if addr := controlAddr(cfg); addr != "" {
-		srv = control.NewServer(daemon{eng, *cfgPath, log}, log)
+		srv = control.NewServer(d, log)
 		srv.RegisterServices(control.Host(eng))
 		if _, err := srv.Start(addr); err != nil {
 			log.Warn("control API not served", "listen", addr, "err", err)
@@ -180,13 +152,14 @@ Flags:
 		}
 		log.Info("otlp", "endpoint", otlpCfg.Endpoint, "interval", time.Duration(otlpCfg.Interval))
 	}
-	notify(log, fmt.Sprintf("READY=1\nSTATUS=running %s, %d lcores", cfg.Path, eng.Lcores()))
-
+	// The handlers come before READY=1: systemd may send SIGHUP (a reload)
+	// from then on, and SIGHUP's default is to exit.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	d.ready()
 	var timeout <-chan time.Time
 	if *duration > 0 {
 		timeout = time.After(*duration)
@@ -208,9 +181,7 @@ loop:
 		case <-eng.Done():
 			break loop
 		case <-hup:
-			notify(log, "RELOADING=1")
-			_, _, _ = daemon{eng, *cfgPath, log}.ReloadConfig(false)
-			notify(log, "READY=1")
+			_, _, _ = d.ReloadConfig(false)
 		case <-tick.C:
 			if *live {
 				fmt.Fprintf(os.Stderr, "\r%s", meter.line(eng.Snapshot()))
