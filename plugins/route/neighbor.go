@@ -16,6 +16,7 @@ var (
 	reasonNDInvalid   = packet.RegisterReason("neighbor_invalid")      // failed RFC 4861 §7.1 / RFC 826 validation
 	reasonNDNotOurs   = packet.RegisterReason("neighbor_not_ours")     // solicits or requests another node's address
 	reasonNDRateLimit = packet.RegisterReason("neighbor_rate_limited") // a reply over reply_rate
+	reasonNDBadLLAddr = packet.RegisterReason("neighbor_bad_lladdr")   // a link-layer address no neighbour has: multicast, broadcast, zero
 )
 
 // neighborConfig is the neighbor stage's table.
@@ -176,6 +177,10 @@ func (n *neighbor) ndp(ctx *plugins.Context, p *packet.Packet, d []byte) {
 			p.Drop(reasonNDInvalid)
 			return
 		}
+		if hasSLL && !neighborMAC(sll) {
+			p.Drop(reasonNDBadLLAddr) // nor answered: the answer would go to that MAC
+			return
+		}
 		target := ns.Target()
 		if !in.Owns6(target) {
 			p.Drop(reasonNDNotOurs)
@@ -198,6 +203,11 @@ func (n *neighbor) ndp(ctx *plugins.Context, p *packet.Packet, d []byte) {
 			p.Drop(reasonNDInvalid)
 			return
 		}
+		tll, hasTLL := na.Options().LinkAddr(packet.NDPOptTargetLinkAddr)
+		if hasTLL && !neighborMAC(tll) {
+			p.Drop(reasonNDBadLLAddr)
+			return
+		}
 		n.naIn.Inc()
 		target := na.Target()
 		if in.Owns6(target) {
@@ -205,7 +215,6 @@ func (n *neighbor) ndp(ctx *plugins.Context, p *packet.Packet, d []byte) {
 			ctx.Log.Warn("another node advertises one of our addresses", "port", in.Name,
 				"address", netip.AddrFrom16(target).String(), "mac", packet.Ethernet(d).Src().String())
 		} else {
-			tll, hasTLL := na.Options().LinkAddr(packet.NDPOptTargetLinkAddr)
 			n.table.Advert(in.ID, target, tll, hasTLL, na.Solicited(), na.Override(), na.Router(), true, ctx.Now)
 		}
 		consume(ctx, p)
@@ -230,17 +239,35 @@ func (n *neighbor) ndp(ctx *plugins.Context, p *packet.Packet, d []byte) {
 			n.raIn.Inc()
 			opts = ra.Options()
 		}
-		if sll, ok := opts.LinkAddr(packet.NDPOptSourceLinkAddr); ok && !unspecified {
+		sll, ok := opts.LinkAddr(packet.NDPOptSourceLinkAddr)
+		if ok && !neighborMAC(sll) {
+			p.Drop(reasonNDBadLLAddr)
+			return
+		}
+		if ok && !unspecified {
 			if n.table.Learn(in.ID, src, sll, n.rt.Learn, true, ctx.Now) {
 				n.learned.Inc()
 			}
 		}
 		consume(ctx, p)
 	default:
-		// Redirects are for hosts; a router ignores them (RFC 4861 §8.1).
+		// Redirects are for hosts; a router ignores them (RFC 4861 §8.1),
+		// but counts those no host should believe either.
+		if len(m) < redirectLen || m[1] != 0 || packet.NDPOptions(m[redirectLen:]).Validate() != nil {
+			p.Drop(reasonNDInvalid)
+			return
+		}
+		if tll, ok := packet.NDPOptions(m[redirectLen:]).LinkAddr(packet.NDPOptTargetLinkAddr); ok && !neighborMAC(tll) {
+			p.Drop(reasonNDBadLLAddr)
+			return
+		}
 		consume(ctx, p)
 	}
 }
+
+// redirectLen is a Redirect's fixed part (RFC 4861 §4.5): type, code,
+// checksum, reserved, target and destination addresses.
+const redirectLen = 40
 
 // advertise turns the Neighbor Solicitation in p into the Advertisement that
 // answers it, in place, and sends it back out of its port (RFC 4861 §7.2.4):
@@ -285,8 +312,8 @@ func (n *neighbor) arp(ctx *plugins.Context, p *packet.Packet, d []byte) {
 	}
 	in := n.ports[p.InPort]
 	sha, spa, tpa := a.SenderMAC(), a.SenderIP(), a.TargetIP()
-	if sha[0]&1 != 0 || sha == (packet.MAC{}) {
-		p.Drop(reasonNDInvalid)
+	if !neighborMAC(sha) {
+		p.Drop(reasonNDBadLLAddr)
 		return
 	}
 	ours := in.Owns4(tpa)

@@ -413,8 +413,9 @@ func (t *Table) Use(port uint16, addr [16]byte, now int64) {
 // flood of solicitations from made-up sources cannot push out the neighbours
 // in use. A known entry whose address changed becomes STALE, and takes no
 // token. try makes an lcore skip the update when a writer holds the table.
+// A mac no neighbour can have (neighborMAC) changes nothing.
 func (t *Table) Learn(port uint16, addr [16]byte, mac packet.MAC, create *Limiter, try bool, now int64) (created bool) {
-	if !t.lock(try) {
+	if !neighborMAC(mac) || !t.lock(try) {
 		return false
 	}
 	defer t.mu.Unlock()
@@ -440,11 +441,17 @@ func (t *Table) Learn(port uint16, addr [16]byte, mac packet.MAC, create *Limite
 	return false
 }
 
+// neighborMAC reports whether m can be a neighbour's own address: not
+// multicast or broadcast, which would send routed traffic to every host on
+// the link, and not zero. Only a static entry may hold another.
+func neighborMAC(m packet.MAC) bool { return m[0]&1 == 0 && m != (packet.MAC{}) }
+
 // Advert applies a Neighbor Advertisement, or an ARP reply (solicited and
 // override), for addr on port (RFC 4861 §7.2.5): hasMAC says it carried a
-// target link-layer address. An address with no entry is ignored.
+// target link-layer address. An address with no entry is ignored, and so is
+// an advertisement of a mac no neighbour can have (neighborMAC).
 func (t *Table) Advert(port uint16, addr [16]byte, mac packet.MAC, hasMAC, solicited, override, router, try bool, now int64) {
-	if !t.lock(try) {
+	if hasMAC && !neighborMAC(mac) || !t.lock(try) {
 		return
 	}
 	defer t.mu.Unlock()

@@ -36,7 +36,7 @@ func TestReadme(t *testing.T) {
 		cfg     any
 		reasons []packet.Reason
 	}{
-		{"neighbor", neighborConfig{}, []packet.Reason{reasonNDInvalid, reasonNDNotOurs, reasonNDRateLimit, reasonNotForUs}},
+		{"neighbor", neighborConfig{}, []packet.Reason{reasonNDInvalid, reasonNDNotOurs, reasonNDRateLimit, reasonNDBadLLAddr, reasonNotForUs}},
 		{"route", routeConfig{}, []packet.Reason{reasonNoRoute, reasonHopLimit, reasonUnresolved, reasonTooBig, reasonNotForUs,
 			reasonScope, reasonBadChecksum, packet.ReasonMalformed, packet.ReasonNoBuffer, packet.ReasonTooBig, packet.ReasonNoPort}},
 		{"icmp", icmpConfig{}, []packet.Reason{reasonEchoRateLimit, reasonNotForUs}},
