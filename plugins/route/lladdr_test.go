@@ -175,3 +175,29 @@ func TestTableRefusesBadMAC(t *testing.T) {
 		}
 	}
 }
+
+// TestNeighborRedirect: a router ignores Redirects (RFC 4861 §8.1), learning
+// nothing from one, and drops one that is not well formed.
+func TestNeighborRedirect(t *testing.T) {
+	h := newHarness(t)
+	n := h.build("neighbor", "")
+	rd := &layers.ICMPv6Redirect{TargetAddress: ip("2001:db8:1::9"), DestinationAddress: ip("2001:db8:99::1"),
+		Options: lladdrOpt(layers.ICMPv6OptTargetAddress, host2)}
+	good := ndFrame(t, host1, mac0, "fe80::2", "2001:db8:1::1", 255, rd, packet.ICMPv6Redirect)
+	// Code 1, the checksum made again.
+	bad := ndFrame(t, host1, mac0, "fe80::2", "2001:db8:1::1", 255, rd, packet.ICMPv6Redirect)
+	bad[14+40+1] = 1
+	icmp := packet.ICMPv6(bad[14+40:])
+	icmp.SetChecksum(icmp.CalculateChecksum(a16("fe80::2"), a16("2001:db8:1::1")))
+	if !icmp.IsChecksumValid(a16("fe80::2"), a16("2001:db8:1::1")) {
+		t.Fatal("checksum")
+	}
+	o := h.run(port0, [][]byte{good, bad}, n)
+	if o.Consumed != 1 || o.Dropped["neighbor_invalid"] != 1 {
+		t.Errorf("outcome %+v, want one consumed and one neighbor_invalid", o)
+	}
+	o.Free()
+	if m, st, ok := h.routed().Neighbors().Lookup(port0, a16("2001:db8:1::9"), h.Clock.Now()); ok {
+		t.Errorf("learnt from a Redirect: %v %v", m, st)
+	}
+}
