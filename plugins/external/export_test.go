@@ -18,7 +18,7 @@ func PluginConns(stage string) (main, brokered *grpc.ClientConn) {
 		client, conn := sv.client, sv.conn
 		sv.mu.Unlock()
 		if client == nil {
-			return nil, nil
+			continue // a stage built and never started (newEngine) stays registered
 		}
 		proto, err := client.Client()
 		if err != nil {
@@ -47,3 +47,6 @@ func SetDefaultUser(name string) (restore func()) {
 	defaultUser = name
 	return func() { defaultUser = old }
 }
+
+// CgroupParent is where plugins' cgroups are made: linerate's own cgroup.
+func CgroupParent() (string, error) { return cgroupParent() }

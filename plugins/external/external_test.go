@@ -309,14 +309,27 @@ func TestPrivileges(t *testing.T) {
 	if pgid, _ := syscall.Getpgid(pid); pgid != pid {
 		t.Errorf("plugin pgid %d, want its own (%d)", pgid, pid)
 	}
-	// Its sockets' directory: the plugin's, 0700.
+	// Its sockets' directory: the plugin's and linerate's group's alone,
+	// setgid so that its sockets are born in that group; each socket is
+	// writable by the group, no one else.
 	env, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	dir := ""
 	for _, kv := range strings.Split(string(env), "\x00") {
-		if dir, ok := strings.CutPrefix(kv, "PLUGIN_UNIX_SOCKET_DIR="); ok {
-			var st syscall.Stat_t
-			if err := syscall.Stat(dir, &st); err != nil || st.Uid != 65534 || st.Mode&0o777 != 0o700 {
-				t.Errorf("the sockets' directory %s: %v, uid %d, mode %o", dir, err, st.Uid, st.Mode&0o777)
-			}
+		if d, ok := strings.CutPrefix(kv, "PLUGIN_UNIX_SOCKET_DIR="); ok {
+			dir = d
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil || st.Uid != 65534 || st.Gid != uint32(os.Getegid()) || st.Mode&0o7777 != 0o2770 {
+		t.Errorf("the sockets' directory %q: %v, uid %d, gid %d, mode %o", dir, err, st.Uid, st.Gid, st.Mode&0o7777)
+	}
+	socks, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(socks) < 2 {
+		t.Errorf("sockets %v: want go-plugin's and memif's", socks)
+	}
+	for _, s := range socks {
+		if err := syscall.Stat(s, &st); err != nil || st.Gid != uint32(os.Getegid()) || st.Mode&0o007 != 0 || st.Mode&0o020 == 0 {
+			t.Errorf("socket %s: %v, gid %d, mode %o", s, err, st.Gid, st.Mode&0o777)
 		}
 	}
 	// The marked threads are gone: linerate itself keeps its privileges.

@@ -185,21 +185,19 @@ func (sv *supervisor) launch() error {
 		defer unix.Close(cgfd) // the child has it from the clone on
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
 	}
-	// A directory of the launch's own, the plugin's, for its sockets: memif's,
+	// A directory of the launch's own for the plugin's sockets: memif's,
 	// and go-plugin's and its broker's (which a killed plugin cannot remove
 	// itself). kill removes it.
-	dir, err := os.MkdirTemp("", "linerate-plugin-")
-	if err == nil && uid >= 0 {
-		err = os.Chown(dir, uid, gid)
-	}
+	dir, err := socketDir(uid)
 	if err != nil {
-		os.RemoveAll(dir)
 		if cg != nil {
 			cg.remove()
 		}
-		return err
+		return fmt.Errorf("plugin %s: its sockets' directory: %w", sv.cfg.Plugin, err)
 	}
-	cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+dir)
+	// go-plugin's sockets are made group-writable for linerate's group, as
+	// the SDK makes memif's: linerate reaches them with no DAC override.
+	cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+dir, plugin.EnvUnixSocketGroup+"="+strconv.Itoa(os.Getegid()))
 	var client *plugin.Client
 	var conn *grpc.ClientConn
 	brokered := false
@@ -563,7 +561,7 @@ func (sv *supervisor) kill() error {
 		sv.reap(p.client)
 	}
 	if p.dir != "" {
-		os.RemoveAll(p.dir)
+		removeSocketDir(p.dir)
 	}
 	if p.cg != nil {
 		if err := p.cg.remove(); err != nil {
@@ -722,6 +720,38 @@ func (sv *supervisor) serves(service string) grpc.ClientConnInterface {
 	}
 	return nil
 }
+
+// socketDir makes the plugin's sockets' directory, private to the plugin's
+// user (uid, -1 for linerate's own) and linerate: the plugin's, in linerate's
+// group, 02770 (its sockets are born in linerate's group), inside a
+// directory of linerate's own, 0711, from which linerate can remove it
+// without CAP_FOWNER (a directory of another user's in sticky /tmp it could
+// not).
+func socketDir(uid int) (string, error) {
+	outer, err := os.MkdirTemp("", "linerate-plugin-")
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(outer, "s")
+	err = os.Chmod(outer, 0o711)
+	if err == nil {
+		err = os.Mkdir(dir, 0o700)
+	}
+	if err == nil && uid >= 0 {
+		// Mode before owner: once it is the plugin's, changing it would need
+		// CAP_FOWNER.
+		if err = os.Chmod(dir, os.ModeSetgid|0o770); err == nil {
+			err = os.Chown(dir, uid, os.Getegid())
+		}
+	}
+	if err != nil {
+		os.RemoveAll(outer)
+		return "", err
+	}
+	return dir, nil
+}
+
+func removeSocketDir(dir string) { os.RemoveAll(filepath.Dir(dir)) }
 
 // defaultUser is who a plugin runs as when its table names no user: a
 // system user of its own, which the Debian package creates. Setting the uid

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -261,6 +262,12 @@ func (s *server) Start(_ context.Context, r *api.StartRequest) (*api.StartReply,
 	}
 	ln, err := memif.Listen(r.Socket)
 	if err != nil {
+		return nil, err
+	}
+	// linerate may reach its plugin's sockets by their group alone (its
+	// directory gives them linerate's), as go-plugin's are.
+	if err := os.Chmod(r.Socket, 0o660); err != nil && !strings.HasPrefix(r.Socket, "@") {
+		ln.Close()
 		return nil, err
 	}
 	s.ln = ln
