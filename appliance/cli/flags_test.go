@@ -78,6 +78,8 @@ kind = "sink"
 		{[]string{"stamp", "list", "--control", nowhere, "--timeout=100ms"}, 1, "cannot reach"},
 		{[]string{"stamp", "--control", nowhere, "--timeout=100ms", "stop", "--reflector", "3"}, 1, "cannot reach"},
 		{[]string{"route", "get", "2001:db8::1", "--frob"}, 2, "flag provided but not defined: -frob"},
+		{[]string{"doctor", "--wide", "-c", cfg}, 0, "0 fail"},
+		{[]string{"doctor", "-c", cfg, "extra"}, 2, `unexpected argument "extra"`},
 	} {
 		out, errs, code := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(out+errs, c.want) {
