@@ -17,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/internal/netns"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/plugins/stamp/bpf"
 )
 
 // The seed's SDN controller drives linerate unchanged: a Python client with
@@ -28,13 +30,24 @@ import (
 // Destroy against two linerate processes with default STAMP stages (no
 // port set anywhere), a Session-Sender and a Session-Reflector joined by a
 // veth pair, and gets consistent T1..T4.
-func TestSeedController(t *testing.T) { runSeedController(t, false) }
+func TestSeedController(t *testing.T) { runSeedController(t, "") }
 
-// TestSeedControllerXDP is TestSeedController with the reflector offloaded:
-// an xdp port, and stamp.reflector with offload = "xdp". The seed's
-// controller drives it through the same API; the unauthenticated session's
-// test packets are reflected in the kernel, the authenticated one's in Go.
-func TestSeedControllerXDP(t *testing.T) { runSeedController(t, true) }
+// TestSeedControllerXDP is TestSeedController with the reflector on an xdp
+// port and an offload. The seed's controller drives it through the same
+// API. "xdp": offload = "xdp", the unauthenticated session's test packets
+// are reflected in the kernel, the authenticated one's in Go; "fallback":
+// offload = "auto" where the kernel lacks bpf_ktime_get_tai_ns (forced, so
+// on every kernel): all in Go, the reflector's log saying so once.
+func TestSeedControllerXDP(t *testing.T) {
+	t.Run("xdp", func(t *testing.T) {
+		requireProgram(t, bpf.ReflectorNeeds, 0)
+		runSeedController(t, "xdp")
+	})
+	t.Run("fallback", func(t *testing.T) {
+		t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns") // the processes inherit it
+		runSeedController(t, "auto")
+	})
+}
 
 // lockedBuffer is a process's output, which exec's copying goroutine writes
 // while the test reads it (waiting for the control socket).
@@ -55,7 +68,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func runSeedController(t *testing.T, xdp bool) {
+// runSeedController runs the seed's client against two linerate
+// processes; offloadMode set puts the reflector on an xdp port with that
+// offload key.
+func runSeedController(t *testing.T, offloadMode string) {
+	xdp := offloadMode != ""
 	began := float64(time.Now().UnixNano()) / 1e9
 	testenv.RequireRoot(t)
 	goBin := testenv.RequireCmd(t, "go")
@@ -129,8 +146,9 @@ port = "s0"
 		// The sender's end takes the frames the reflector's program sends
 		// back (XDP_TX) with an XDP program of its own.
 		ns.PassXDP(t, "lrpa")
+		testenv.RequireKernel(t, kernel.XSKMap, kernel.Loop) // every xdp port's
 		port = "driver = \"xdp\"\n[[ports.match]]\nnext_header = 17\nudp_dst_port = 862"
-		offload = `offload = "xdp"`
+		offload = fmt.Sprintf("offload = %q", offloadMode)
 	}
 	reflectorCfg := fmt.Sprintf(`
 version = 1
@@ -153,13 +171,13 @@ key_dir = %q
 forward = "in"
 %s
 `, rSock, port, rAddr, keys, offload)
-	start := func(name, cfg, sock string) {
+	start := func(name, cfg, sock string) *lockedBuffer {
 		path := filepath.Join(dir, name+".toml")
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out := &lockedBuffer{}
-		p := exec.Command("ip", "netns", "exec", ns.Name(), bin, "run", "-c", path, "--live=false", "--log-level", "warn")
+		p := exec.Command("ip", "netns", "exec", ns.Name(), bin, "run", "-c", path, "--live=false", "--log-level", "info")
 		p.Stdout, p.Stderr = out, out
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
@@ -180,7 +198,7 @@ forward = "in"
 		})
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			if _, err := os.Stat(sock); err == nil {
-				return
+				return out
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: no control socket: %s", name, out.String())
@@ -188,7 +206,18 @@ forward = "in"
 		}
 	}
 	start("sender", senderCfg, sSock)
-	start("reflector", reflectorCfg, rSock)
+	rOut := start("reflector", reflectorCfg, rSock)
+	if xdp {
+		// auto falls back to Go with one line saying why; xdp says nothing.
+		want := 0
+		if offloadMode == "auto" {
+			want = 1
+		}
+		if n := strings.Count(rOut.String(), "stage runs in Go"); n != want ||
+			want == 1 && !strings.Contains(rOut.String(), "bpf_ktime_get_tai_ns") {
+			t.Errorf("the reflector logged %d fallbacks, want %d:\n%s", n, want, rOut.String())
+		}
+	}
 
 	cl := exec.Command(python, "testdata/seed_client.py", gen, sSock, rSock, sAddr, rAddr, "site-a", "50000")
 	out, err := cl.Output()
@@ -276,8 +305,11 @@ forward = "in"
 			}
 		}
 		t.Logf("reflector counters %v", c)
-		if c["reflected"] <= c["xdp_to_go"] || c["xdp_to_go"] == 0 {
+		if offloadMode == "xdp" && (c["reflected"] <= c["xdp_to_go"] || c["xdp_to_go"] == 0) {
 			t.Errorf("reflected %d, left to Go %d: want some of each in the kernel and in Go", c["reflected"], c["xdp_to_go"])
+		}
+		if offloadMode == "auto" && (c["reflected"] == 0 || c["xdp_to_go"] != 0) {
+			t.Errorf("reflected %d, left to Go by the program %d: want all in Go", c["reflected"], c["xdp_to_go"])
 		}
 	}
 }

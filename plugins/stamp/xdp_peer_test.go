@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os/exec"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/clock"
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
@@ -192,20 +194,109 @@ mode = "stateful"
 	}
 }
 
-// The reflector offloaded through a real xdp port: linerate runs in the
-// reflector's namespace with an xdp port on the veth and stamp.reflector
-// with offload = "xdp". Scapy sends base test packets, which the program
-// reflects in the kernel, and test packets with a TLV, which it leaves to
-// the Go stage through the port's AF_XDP socket. Every one is answered;
-// the stage's counters show which path took which.
+// xdpOffloadModes are the paths a stage with an offload takes on an xdp
+// port: "xdp", its program in the kernel (where the kernel has what it
+// needs); "fallback", offload = "auto" where the kernel lacks
+// bpf_ktime_get_tai_ns (forced with LINERATE_KERNEL_DISABLE, so on every
+// kernel): the stage in Go behind the AF_XDP socket, said once in the log.
+// Each test runs f on both with the same expectations but where the work
+// was done; "refused", offload = "xdp" on that kernel, fails to build,
+// naming the feature in one line.
+func xdpOffloadModes(t *testing.T, needs func(int) ([]kernel.Feature, error), build func(t *testing.T, offload string) error,
+	f func(t *testing.T, offload string, inKernel bool)) {
+	t.Run("xdp", func(t *testing.T) {
+		requireProgram(t, needs, 0)
+		f(t, "xdp", true)
+	})
+	t.Run("fallback", func(t *testing.T) {
+		t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns")
+		f(t, "auto", false)
+	})
+	t.Run("refused", func(t *testing.T) {
+		t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns")
+		err := build(t, "xdp")
+		if err == nil || !strings.Contains(err.Error(), `offload = "xdp": the kernel lacks bpf_ktime_get_tai_ns (Linux >= 6.1)`) ||
+			strings.Contains(err.Error(), "\n") {
+			t.Errorf("offload = \"xdp\" without bpf_ktime_get_tai_ns: %v", err)
+		}
+	})
+}
+
+// logLines is a logger for an engine and what it logged.
+type logLines struct{ b lockedBuffer }
+
+func (l *logLines) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(&l.b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// count is how many lines hold every one of parts.
+func (l *logLines) count(parts ...string) int {
+	n := 0
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		all := line != ""
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// checkGoLog: a stage in the kernel logged no fallback; one in Go said so,
+// once, naming the feature the kernel lacks.
+func checkGoLog(t *testing.T, l *logLines, stage string, inKernel bool) {
+	t.Helper()
+	want := 1
+	if inKernel {
+		want = 0
+	}
+	if n := l.count("stage runs in Go"); n != want || l.count("stage runs in Go", `stage=`+stage, "bpf_ktime_get_tai_ns") != want {
+		t.Errorf("%d lines say the stage runs in Go, want %d:\n%s", n, want, l.b.String())
+	}
+}
+
+// xdpEngine builds (and, with start, starts) an engine from toml in ns.
+func xdpEngine(t *testing.T, ns *netns.NS, name, toml string, log *slog.Logger, start bool) (*appliance.Engine, error) {
+	t.Helper()
+	cfg, err := config.Parse(name, []byte(toml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *appliance.Engine
+	if err := ns.Do(func() (err error) {
+		e, err = appliance.New(cfg, appliance.Options{Log: log})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if start {
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e, nil
+}
+
+// The reflector with an offload on a real xdp port: linerate runs in the
+// reflector's namespace with an xdp port on the veth and stamp.reflector.
+// Scapy sends base test packets and test packets with a TLV. In the kernel
+// the program reflects the first and leaves the others to the Go stage
+// through the port's AF_XDP socket; in the fallback the Go stage answers
+// all. Every one is answered alike; the stage's counters show which path
+// took which.
 func TestXDPOffloadEngine(t *testing.T) {
 	requireScapy(t)
 	testenv.RequireRoot(t)
-	snd, rfl := netns.New(t), netns.New(t)
-	netns.Veth(t, snd, xdpSndIf, rfl, xdpRflIf)
-	sndMAC, rflMAC := snd.MAC(t, xdpSndIf), rfl.MAC(t, xdpRflIf)
-	snd.PassXDP(t, xdpSndIf)
-	cfg, err := config.Parse("xdp.toml", []byte(fmt.Sprintf(`
+	testenv.RequireKernel(t, kernel.XSKMap, kernel.Loop) // every xdp port's
+	toml := func(offload string) string {
+		return fmt.Sprintf(`
 version = 1
 [engine]
 pin = false
@@ -226,88 +317,98 @@ rx = ["x0"]
 [[pipelines.stages]]
 kind = "stamp.reflector"
 name = "refl"
-offload = "xdp"
+offload = %q
 forward = "in"
 synchronized = true
 clock_error = "1us"
 [[pipelines.stages.sessions]]
 ssid = 4242
 mode = "stateful"
-`, xdpRflIf)))
-	if err != nil {
-		t.Fatal(err)
+`, xdpRflIf, offload)
 	}
-	var e *appliance.Engine
-	if err := rfl.Do(func() (err error) {
-		e, err = appliance.New(cfg, appliance.Options{Log: enginetest.Quiet})
+	lab := func(t *testing.T) (snd, rfl *netns.NS, sndMAC, rflMAC [6]byte) {
+		snd, rfl = netns.New(t), netns.New(t)
+		netns.Veth(t, snd, xdpSndIf, rfl, xdpRflIf)
+		snd.PassXDP(t, xdpSndIf)
+		return snd, rfl, snd.MAC(t, xdpSndIf), rfl.MAC(t, xdpRflIf)
+	}
+	build := func(t *testing.T, offload string) error {
+		_, rfl, _, _ := lab(t)
+		_, err := xdpEngine(t, rfl, "xdp.toml", toml(offload), enginetest.Quiet, false)
 		return err
-	}); err != nil {
-		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Error(err)
+	xdpOffloadModes(t, bpf.ReflectorNeeds, build, func(t *testing.T, offload string, inKernel bool) {
+		snd, rfl, sndMAC, rflMAC := lab(t)
+		var log logLines
+		e, err := xdpEngine(t, rfl, "xdp.toml", toml(offload), log.logger(), true)
+		if err != nil {
+			t.Fatal(err)
 		}
+		checkGoLog(t, &log, "refl", inKernel)
+		const n = 6
+		tlv := []int{1, 4}
+		spec := map[string]any{"dst_mac": net.HardwareAddr(rflMAC[:]).String(), "src_mac": net.HardwareAddr(sndMAC[:]).String(),
+			"src": addrS.String(), "dst": addrR.String(), "hlim": 61, "tc": 0, "sport": 50000, "ts": 3913056000,
+			"scale": 3, "multiplier": 7, "ssid": 4242, "tlv": tlv, "tlv_hex": "8001000400000000"}
+		js, _ := json.Marshal(spec)
+		cmd := exec.Command("ip", "netns", "exec", snd.Name(), python, "testdata/scapy_xdp.py", xdpSndIf, fmt.Sprint(n))
+		cmd.Stdin = bytes.NewReader(js)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("scapy: %v: %s", err, stderrOf(err))
+		}
+		bySeq := map[uint32][]byte{}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			kind, hx, _ := strings.Cut(sc.Text(), " ")
+			f, err := hex.DecodeString(hx)
+			if err != nil || kind != "reply" {
+				continue
+			}
+			checkUDP(t, f)
+			pay, _ := payloadOf(t, f)
+			rp := ReflectorPacket(pay)
+			// One stateful sequence over both paths: the program's
+			// counter, which the Go stage takes its numbers from too.
+			if rp.SSID() != 4242 || rp.SenderTTL() != 61 || rp.Seq() != rp.SenderSeq() {
+				t.Errorf("reply %+v", ParseReflectorOrZero(pay))
+			}
+			bySeq[rp.SenderSeq()] = f
+		}
+		if len(bySeq) != n {
+			t.Fatalf("%d of %d test packets answered", len(bySeq), n)
+		}
+		for _, i := range tlv {
+			pay, _ := payloadOf(t, bySeq[uint32(i)])
+			if len(pay) != BaseLen+8 {
+				t.Errorf("reply %d: %d bytes of payload, want the TLV back", i, len(pay))
+			}
+		}
+		// In the kernel the TLVs' go to Go; in the fallback the program
+		// never runs.
+		wantToGo := uint64(0)
+		if inKernel {
+			wantToGo = uint64(len(tlv))
+		}
+		// The program's counters reach the stage's within a tick or so.
+		var reflected, toGo uint64
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			s := e.Snapshot()
+			reflected = enginetest.Counter(s, "refl", "reflected")
+			toGo = enginetest.Counter(s, "refl", "xdp_to_go")
+			if reflected == n && toGo == wantToGo {
+				break
+			}
+		}
+		if reflected != n || toGo != wantToGo {
+			t.Errorf("reflected %d, of which %d left to Go by the program; want %d and %d", reflected, toGo, n, wantToGo)
+		}
+		tx := e.Snapshot().Ports[0].TxPackets // through the AF_XDP socket
+		if inKernel && tx != wantToGo || !inKernel && tx != n {
+			t.Errorf("port x0 sent %d replies from Go", tx)
+		}
+		t.Logf("reflected %d: %d sent by Go", reflected, tx)
 	})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	const n = 6
-	tlv := []int{1, 4}
-	spec := map[string]any{"dst_mac": net.HardwareAddr(rflMAC[:]).String(), "src_mac": net.HardwareAddr(sndMAC[:]).String(),
-		"src": addrS.String(), "dst": addrR.String(), "hlim": 61, "tc": 0, "sport": 50000, "ts": 3913056000,
-		"scale": 3, "multiplier": 7, "ssid": 4242, "tlv": tlv, "tlv_hex": "8001000400000000"}
-	js, _ := json.Marshal(spec)
-	cmd := exec.Command("ip", "netns", "exec", snd.Name(), python, "testdata/scapy_xdp.py", xdpSndIf, fmt.Sprint(n))
-	cmd.Stdin = bytes.NewReader(js)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("scapy: %v: %s", err, stderrOf(err))
-	}
-	bySeq := map[uint32][]byte{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		kind, hx, _ := strings.Cut(sc.Text(), " ")
-		f, err := hex.DecodeString(hx)
-		if err != nil || kind != "reply" {
-			continue
-		}
-		checkUDP(t, f)
-		pay, _ := payloadOf(t, f)
-		rp := ReflectorPacket(pay)
-		// One stateful sequence over both paths: the program's counter,
-		// which the Go stage takes its numbers from too.
-		if rp.SSID() != 4242 || rp.SenderTTL() != 61 || rp.Seq() != rp.SenderSeq() {
-			t.Errorf("reply %+v", ParseReflectorOrZero(pay))
-		}
-		bySeq[rp.SenderSeq()] = f
-	}
-	if len(bySeq) != n {
-		t.Fatalf("%d of %d test packets answered", len(bySeq), n)
-	}
-	for _, i := range tlv {
-		pay, _ := payloadOf(t, bySeq[uint32(i)])
-		if len(pay) != BaseLen+8 {
-			t.Errorf("reply %d: %d bytes of payload, want the TLV back", i, len(pay))
-		}
-	}
-	// The program's counters reach the stage's within a tick or so.
-	deadline := time.Now().Add(10 * time.Second)
-	var inKernel, toGo, reflected uint64
-	for time.Now().Before(deadline) {
-		s := e.Snapshot()
-		reflected = enginetest.Counter(s, "refl", "reflected")
-		toGo = enginetest.Counter(s, "refl", "xdp_to_go")
-		if reflected == n && toGo == uint64(len(tlv)) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	inKernel = reflected - toGo
-	if reflected != n || toGo != uint64(len(tlv)) {
-		t.Errorf("reflected %d, of which %d in Go; want %d and %d", reflected, toGo, n, len(tlv))
-	}
-	t.Logf("reflected %d: %d in the kernel, %d in Go", reflected, inKernel, toGo)
 }
 
 // A Linux router namespace with linerate's xdp port on its client-side
@@ -321,18 +422,23 @@ mode = "stateful"
 //	10.1.0.2                  10.1.0.1                    10.2.0.1          10.2.0.2
 func TestXDPRouterNamespace(t *testing.T) {
 	testenv.RequireRoot(t)
-	cl, rt, sv := netns.New(t), netns.New(t), netns.New(t)
-	netns.Veth(t, cl, "lrcc", rt, "lrrc")
-	netns.Veth(t, rt, "lrrs", sv, "lrss")
-	cl.IP(t, "addr", "add", "10.1.0.2/24", "dev", "lrcc")
-	cl.IP(t, "route", "add", "default", "via", "10.1.0.1")
-	rt.IP(t, "addr", "add", "10.1.0.1/24", "dev", "lrrc")
-	rt.IP(t, "addr", "add", "10.2.0.1/24", "dev", "lrrs")
-	sv.IP(t, "addr", "add", "10.2.0.2/24", "dev", "lrss")
-	sv.IP(t, "route", "add", "default", "via", "10.2.0.1")
-	rt.Sysctl(t, [][2]string{{"ipv4/ip_forward", "1"}})
-	cl.PassXDP(t, "lrcc") // the client takes the program's XDP_TX frames
-	cfg, err := config.Parse("router.toml", []byte(`
+	testenv.RequireKernel(t, kernel.XSKMap, kernel.Loop) // every xdp port's
+	lab := func(t *testing.T) (cl, rt, sv *netns.NS) {
+		cl, rt, sv = netns.New(t), netns.New(t), netns.New(t)
+		netns.Veth(t, cl, "lrcc", rt, "lrrc")
+		netns.Veth(t, rt, "lrrs", sv, "lrss")
+		cl.IP(t, "addr", "add", "10.1.0.2/24", "dev", "lrcc")
+		cl.IP(t, "route", "add", "default", "via", "10.1.0.1")
+		rt.IP(t, "addr", "add", "10.1.0.1/24", "dev", "lrrc")
+		rt.IP(t, "addr", "add", "10.2.0.1/24", "dev", "lrrs")
+		sv.IP(t, "addr", "add", "10.2.0.2/24", "dev", "lrss")
+		sv.IP(t, "route", "add", "default", "via", "10.2.0.1")
+		rt.Sysctl(t, [][2]string{{"ipv4/ip_forward", "1"}})
+		cl.PassXDP(t, "lrcc") // the client takes the program's XDP_TX frames
+		return cl, rt, sv
+	}
+	toml := func(offload string) string {
+		return `
 version = 1
 [engine]
 pin = false
@@ -353,24 +459,40 @@ rx = ["x0"]
 [[pipelines.stages]]
 kind = "stamp.reflector"
 name = "refl"
-offload = "xdp"
+offload = "` + offload + `"
 forward = "in"
 addresses = ["10.1.0.1"]
 unknown = "reflect"
 allow = ["10.1.0.0/24"]
 synchronized = true
 clock_error = "1us"
-`))
+`
+	}
+	build := func(t *testing.T, offload string) error {
+		_, rt, _ := lab(t)
+		_, err := xdpEngine(t, rt, "router.toml", toml(offload), enginetest.Quiet, false)
+		return err
+	}
+	xdpOffloadModes(t, bpf.ReflectorNeeds, build, func(t *testing.T, offload string, inKernel bool) {
+		testXDPRouterNamespace(t, lab, toml(offload), inKernel)
+	})
+}
+
+func testXDPRouterNamespace(t *testing.T, lab func(t *testing.T) (cl, rt, sv *netns.NS), toml string, inKernel bool) {
+	cl, rt, sv := lab(t)
+	cfg, err := config.Parse("router.toml", []byte(toml))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var log logLines
 	var e *appliance.Engine
 	if err := rt.Do(func() (err error) {
-		e, err = appliance.New(cfg, appliance.Options{Log: enginetest.Quiet})
+		e, err = appliance.New(cfg, appliance.Options{Log: log.logger()})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
+	checkGoLog(t, &log, "refl", inKernel)
 	closed := false
 	t.Cleanup(func() {
 		if !closed {
@@ -442,7 +564,8 @@ clock_error = "1us"
 			t.Fatalf("reply %d: %x", i, buf[:k])
 		}
 	}
-	// In the kernel: the program counted them, nothing went up to Go.
+	// In the kernel the program counted them, nothing went up to Go; in
+	// the fallback Go answered each through the AF_XDP socket.
 	deadline := time.Now().Add(10 * time.Second)
 	var reflected, toGo uint64
 	for time.Now().Before(deadline) {
@@ -454,7 +577,10 @@ clock_error = "1us"
 		time.Sleep(20 * time.Millisecond)
 	}
 	if reflected != n || toGo != 0 {
-		t.Errorf("reflected %d, left to Go %d; want %d in the kernel", reflected, toGo, n)
+		t.Errorf("reflected %d, left to Go by the program %d; want %d, none", reflected, toGo, n)
+	}
+	if tx := e.Snapshot().Ports[0].TxPackets; inKernel && tx != 0 || !inKernel && tx != n {
+		t.Errorf("port x0 sent %d replies from Go", tx)
 	}
 
 	closed = true
@@ -489,22 +615,79 @@ func TestXDPCollectorDevBound(t *testing.T) {
 	}
 }
 
-// The collector offloaded through a real xdp port: linerate's sender sends
-// through the port to the device-bound XDP reflector in another namespace;
-// the replies come back to the port, whose XDP program takes them in the
-// collector's program and hands them through the owner instance's ring to
-// the collector, whose records and counters show them all.
-func TestXDPCollectorEngine(t *testing.T) {
-	l := newXDPLabPass(t, `
+// collectorPeer is the reflector the collector's tests send to, in a
+// namespace of its own beside the sender's.
+type collectorPeer struct {
+	snd            *netns.NS
+	sndMAC, rflMAC [6]byte
+	reflected      func(t *testing.T) uint64
+}
+
+const collectorPeerKeys = `
 forward = "in"
 synchronized = true
 clock_error = "1us"
 [[sessions]]
 ssid = 7
 mode = "stateful"
-`, false)
+`
+
+// xdpReflectorPeer is the device-bound XDP reflector on the far end; the
+// sender's end gets no XDP_PASS program, linerate's xdp port is there.
+func xdpReflectorPeer(t *testing.T) collectorPeer {
+	l := newXDPLabPass(t, collectorPeerKeys, false)
+	return collectorPeer{snd: l.snd, sndMAC: l.sndMAC, rflMAC: l.rflMAC,
+		reflected: func(t *testing.T) uint64 { return l.counter(t, "reflected") }}
+}
+
+// goReflectorPeer is linerate's Go reflector on an afpacket port on the
+// far end: a peer for every kernel.
+func goReflectorPeer(t *testing.T) collectorPeer {
+	testenv.RequireRoot(t)
+	p := collectorPeer{snd: netns.New(t)}
+	rfl := netns.New(t)
+	netns.Veth(t, p.snd, xdpSndIf, rfl, xdpRflIf)
+	p.sndMAC, p.rflMAC = p.snd.MAC(t, xdpSndIf), rfl.MAC(t, xdpRflIf)
+	e, err := xdpEngine(t, rfl, "peer.toml", fmt.Sprintf(`
+version = 1
+[engine]
+pin = false
+[control]
+listen = ""
+[[ports]]
+name = "r0"
+driver = "afpacket"
+interface = %q
+block_timeout = "1ms"
+[[pipelines]]
+name = "reflector"
+lcores = [1]
+rx = ["r0"]
+[[pipelines.stages]]
+kind = "stamp.reflector"
+name = "refl"
+%s`, xdpRflIf, strings.Replace(collectorPeerKeys, "[[sessions]]", "[[pipelines.stages.sessions]]", 1)), enginetest.Quiet, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.reflected = func(t *testing.T) uint64 { return enginetest.Counter(e.Snapshot(), "refl", "reflected") }
+	return p
+}
+
+// The collector with an offload on a real xdp port: linerate's sender
+// sends through the port to a reflector in another namespace; the replies
+// come back to the port. In the kernel the collector's program takes them
+// and hands them through the owner instance's ring to the collector (the
+// peer is the device-bound XDP reflector); in the fallback they go up
+// through the port's AF_XDP socket to the Go stage (the peer is linerate's
+// Go reflector, which every kernel runs). The records and counters show
+// them all.
+func TestXDPCollectorEngine(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireKernel(t, kernel.XSKMap, kernel.Loop) // every xdp port's
 	const n = 20
-	cfg, err := config.Parse("collector.toml", []byte(fmt.Sprintf(`
+	toml := func(p collectorPeer, offload string) string {
+		return fmt.Sprintf(`
 version = 1
 [engine]
 pin = false
@@ -525,7 +708,7 @@ rx = ["x0"]
 [[pipelines.stages]]
 kind = "stamp.collector"
 name = "coll"
-offload = "xdp"
+offload = %q
 [[pipelines.stages]]
 kind = "stamp.sender"
 src = %q
@@ -541,42 +724,48 @@ reflector = %q
 interval = "5ms"
 count = %d
 reflector_mode = "stateful"
-`, xdpSndIf, addrS, net.HardwareAddr(l.sndMAC[:]), net.HardwareAddr(l.rflMAC[:]), addrR, n)))
-	if err != nil {
-		t.Fatal(err)
+`, xdpSndIf, offload, addrS, net.HardwareAddr(p.sndMAC[:]), net.HardwareAddr(p.rflMAC[:]), addrR, n)
 	}
-	var e *appliance.Engine
-	if err := l.snd.Do(func() (err error) {
-		e, err = appliance.New(cfg, appliance.Options{Log: enginetest.Quiet})
+	build := func(t *testing.T, offload string) error {
+		p := goReflectorPeer(t)
+		_, err := xdpEngine(t, p.snd, "collector.toml", toml(p, offload), enginetest.Quiet, false)
 		return err
-	}); err != nil {
-		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Error(err)
+	xdpOffloadModes(t, bpf.CollectorNeeds, build, func(t *testing.T, offload string, inKernel bool) {
+		peer := goReflectorPeer
+		if inKernel {
+			peer = xdpReflectorPeer
+		}
+		p := peer(t)
+		var log logLines
+		e, err := xdpEngine(t, p.snd, "collector.toml", toml(p, offload), log.logger(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkGoLog(t, &log, "coll", inKernel)
+		var records, viaProgram, toGo uint64
+		done := func() bool {
+			if !inKernel {
+				return records == n && viaProgram == 0 && toGo == 0
+			}
+			return records == n && viaProgram > 0 && viaProgram+toGo == n
+		}
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			s := e.Snapshot()
+			records = enginetest.Counter(s, "coll", "records")
+			viaProgram = enginetest.Counter(s, "coll", "xdp_records")
+			toGo = enginetest.Counter(s, "coll", "xdp_to_go")
+			if done() {
+				break
+			}
+		}
+		t.Logf("records %d: %d taken in the kernel, %d left to Go by the program", records, viaProgram, toGo)
+		if !done() {
+			t.Errorf("records %d, through the program %d, left to Go by it %d; want %d records, in the kernel: %v",
+				records, viaProgram, toGo, n, inKernel)
+		}
+		if got := p.reflected(t); got != n {
+			t.Errorf("the reflector reflected %d of %d", got, n)
 		}
 	})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	var records, inKernel, toGo uint64
-	for time.Now().Before(deadline) {
-		s := e.Snapshot()
-		records = enginetest.Counter(s, "coll", "records")
-		inKernel = enginetest.Counter(s, "coll", "xdp_records")
-		toGo = enginetest.Counter(s, "coll", "xdp_to_go")
-		if records == n && inKernel+toGo == n {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Logf("records %d: %d taken in the kernel, %d left to Go", records, inKernel, toGo)
-	if records != n || inKernel == 0 || inKernel+toGo != n {
-		t.Errorf("records %d, through the program %d, left to Go %d; want %d records, most through the program", records, inKernel, toGo, n)
-	}
-	if got := l.counter(t, "reflected"); got != n {
-		t.Errorf("the reflector reflected %d of %d", got, n)
-	}
 }

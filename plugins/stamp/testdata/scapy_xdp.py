@@ -11,6 +11,7 @@ whose UDP source port is 862) as "reply HEX".
 """
 import json
 import sys
+import threading
 
 from scapy.all import AsyncSniffer, Ether, Raw, raw, sendp
 from scapy.contrib.stamp import ErrorEstimate, STAMPSessionSenderTestUnauthenticated
@@ -21,10 +22,14 @@ from scapy.layers.inet6 import IPv6
 def main():
     iface, n = sys.argv[1], int(sys.argv[2])
     spec = json.load(sys.stdin)
+    # The first packet leaves once the socket is open, however long a busy
+    # machine takes to open it.
+    ready = threading.Event()
     sniffer = AsyncSniffer(iface=iface, lfilter=lambda p: UDP in p and p[UDP].sport == 862,
-                           count=n, timeout=30)
+                           count=n, timeout=60, started_callback=ready.set)
     sniffer.start()
-    sniffer.join(0.5)  # let the socket open before the first packet leaves
+    if not ready.wait(60):
+        sys.exit("the sniffer did not start")
     for i in range(n):
         p = (Ether(dst=spec["dst_mac"], src=spec["src_mac"]) /
              IPv6(src=spec["src"], dst=spec["dst"], hlim=spec["hlim"], tc=spec["tc"]) /
