@@ -104,7 +104,7 @@ type Env interface {
 // Context is a stage's view of its lcore during a call.
 type Context struct {
 	Instance int   // this instance's index among its pipeline's instances (one per lcore)
-	Now      int64 // monotonic ns: the rx time of this burst, or the loop time
+	Now      int64 // monotonic ns: the rx time of this burst, or the loop time; see Stamp
 	Clock    clock.Clock
 	Log      *slog.Logger // rate-limited
 	Stage    int          // position of the running stage in the chain
@@ -128,6 +128,18 @@ func (c *Context) ForwardBurst(b *packet.Burst, port uint16) {
 	for i := 0; i < b.N; i++ {
 		b.H[i].P().Forward(port)
 	}
+}
+
+// Stamp reads the clock for a time a stage writes into a packet (STAMP's T1
+// and T3) and moves Now on to it, so the stages after it in the chain (a
+// link's delay, a rate) count from that same reading: a timestamp taken
+// after Now would otherwise shorten every delay measured from it by the time
+// between the two readings.
+func (c *Context) Stamp() int64 {
+	if t := c.Clock.Now(); t > c.Now {
+		c.Now = t
+	}
+	return c.Now
 }
 
 // Emit queues h for transmit on port; see Env.

@@ -145,3 +145,34 @@ func (s *Sim) Set(t int64) {
 		}
 	}
 }
+
+// Ticking is a Sim whose every Now reading first moves time on, by the next
+// of its steps in turn: as on a real lcore, where work and preemption take
+// time between two readings, no two readings are equal. Tests use it to
+// check that what is computed from several readings (a delay from two
+// timestamps) does not depend on their being read at one moment.
+type Ticking struct {
+	Sim
+	steps []int64
+	i     atomic.Uint64
+}
+
+// NewTicking is a Ticking clock at zero on a wall epoch of unixBase
+// nanoseconds; each reading advances it by steps[0], steps[1], … cyclically
+// (1 ns without steps).
+func NewTicking(unixBase int64, steps ...time.Duration) *Ticking {
+	t := &Ticking{Sim: Sim{base: unixBase, sync: SyncState{Synchronized: true, TAIOffset: 37}}}
+	for _, d := range steps {
+		t.steps = append(t.steps, int64(d))
+	}
+	if len(t.steps) == 0 {
+		t.steps = []int64{1}
+	}
+	return t
+}
+
+// Now advances the clock by its next step and reads it.
+func (t *Ticking) Now() int64 {
+	i := t.i.Add(1) - 1
+	return t.now.Add(t.steps[i%uint64(len(t.steps))])
+}

@@ -19,22 +19,7 @@ import (
 // The embedded lab's STAMP path, in virtual time: the delays, the jitter and
 // the loss the collector reports per direction are the links'.
 func TestLabSTAMP(t *testing.T) {
-	cfg, err := config.LoadLab()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Control.Listen = ""
-	// Only the STAMP path: the others are their plugins' to test.
-	var pls []config.Pipeline
-	for _, p := range cfg.Pipelines {
-		if strings.HasPrefix(p.Name, "stamp-") {
-			pls = append(pls, p)
-		}
-	}
-	if len(pls) != 2 {
-		t.Fatalf("the lab has %d STAMP pipelines", len(pls))
-	}
-	cfg.Pipelines = pls
+	cfg := labSTAMP(t)
 	sim := clock.NewSim(testUnixBase)
 	e := enginetest.Build(t, cfg, appliance.Options{Manual: true, Clock: sim})
 	if err := e.Start(); err != nil {
@@ -88,5 +73,71 @@ func TestLabSTAMP(t *testing.T) {
 	within("backward loss", float64(m.LostBackward)/float64(m.Answered-uint64(m.LostForward)), 0.02, 0.2)
 	if !m.Split || m.Unsynchronized != 0 || m.Duplicates != 0 || m.Reordered != 0 {
 		t.Errorf("metrics %+v", m)
+	}
+}
+
+// labSTAMP is the embedded lab's config with only its STAMP path: the others
+// are their plugins' to test.
+func labSTAMP(t *testing.T) *config.File {
+	t.Helper()
+	cfg, err := config.LoadLab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Control.Listen = ""
+	var pls []config.Pipeline
+	for _, p := range cfg.Pipelines {
+		if strings.HasPrefix(p.Name, "stamp-") {
+			pls = append(pls, p)
+		}
+	}
+	if len(pls) != 2 {
+		t.Fatalf("the lab has %d STAMP pipelines", len(pls))
+	}
+	cfg.Pipelines = pls
+	return cfg
+}
+
+// TestLabSTAMPFloor: no delay the lab's STAMP path measures is below its
+// links' floor (forward 2 ms − 200 µs, backward 5 ms − 500 µs, round trip
+// the two), however much time passes between the clock readings of one
+// loop. The clock moves on at every reading, and now and then by 900 µs, as
+// when the lcore's thread is preempted: T1 read after the loop's time, or T3
+// after T2, must still be the time the link after it delays the packet from.
+func TestLabSTAMPFloor(t *testing.T) {
+	cfg := labSTAMP(t)
+	const us = time.Microsecond
+	clk := clock.NewTicking(testUnixBase, us, us, us, us, us, us, 900*us)
+	e := enginetest.Build(t, cfg, appliance.Options{Manual: true, Clock: clk})
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Run(e, &clk.Sim, 4*time.Second, 10*us)
+	var reg *Registry
+	for _, st := range e.Stages("stamp-sender") {
+		reg = st.(*sender).reg
+	}
+	s := reg.tx.Load().get(1)
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Run(e, &clk.Sim, 20*time.Millisecond, 10*us)
+	m := metricsOf(s)
+	e.Stop()
+	if m.RTT.N < 1000 {
+		t.Fatalf("only %d round trips measured", m.RTT.N)
+	}
+	for _, d := range []struct {
+		name       string
+		got, floor int64
+	}{
+		{"forward", m.Forward.Min, int64(1800 * us)},
+		{"backward", m.Backward.Min, int64(4500 * us)},
+		{"round trip", m.RTT.Min, int64(6300 * us)},
+	} {
+		t.Logf("%s: min %v (floor %v) over %d", d.name, time.Duration(d.got), time.Duration(d.floor), m.RTT.N)
+		if d.got < d.floor {
+			t.Errorf("%s delay min %v is below the links' floor %v", d.name, time.Duration(d.got), time.Duration(d.floor))
+		}
 	}
 }

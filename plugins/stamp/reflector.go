@@ -879,7 +879,8 @@ func (r *reflector) finish(ctx *plugins.Context) {
 	if r.np == 0 {
 		return
 	}
-	t3 := ctx.Clock.Now()
+	// T3 is the time the stages after this one (a link) count from.
+	t3 := ctx.Stamp()
 	var ts [2]uint64
 	ts[formatNTP] = r.ee.wire(t3, formatNTP)
 	ts[formatPTP] = r.ee.wire(t3, formatPTP)

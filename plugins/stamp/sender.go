@@ -186,7 +186,8 @@ func (st *sender) Produce(ctx *plugins.Context, b *packet.Burst) {
 	if now < st.nextDue {
 		return
 	}
-	t1 := ctx.Clock.Now()
+	// T1 is the time the link after the sender delays the packets from.
+	t1 := ctx.Stamp()
 	st.ee.refresh()
 	next := int64(math.MaxInt64)
 	allDone := st.finite
