@@ -443,7 +443,8 @@ func (t *Table) Learn(port uint16, addr [16]byte, mac packet.MAC, create *Limite
 
 // neighborMAC reports whether m can be a neighbour's own address: not
 // multicast or broadcast, which would send routed traffic to every host on
-// the link, and not zero. Only a static entry may hold another.
+// the link, and not zero. Learn and Advert take no other; static entries
+// are checked where they are made.
 func neighborMAC(m packet.MAC) bool { return m[0]&1 == 0 && m != (packet.MAC{}) }
 
 // Advert applies a Neighbor Advertisement, or an ARP reply (solicited and
