@@ -24,23 +24,11 @@ const copiedOptionsMax = 40
 // and returns their length. A malformed option ends them.
 func copiedOptions(dst, opts []byte) int {
 	n := 0
-	for i := 0; i < len(opts); {
-		t := opts[i]
-		if t == 0 { // end of options
-			break
+	it := options4{b: opts} // No Operation is never copied
+	for o, ok := it.next(); ok; o, ok = it.next() {
+		if o[0]&0x80 != 0 {
+			n += copy(dst[n:], o)
 		}
-		if t == 1 { // no operation: never copied
-			i++
-			continue
-		}
-		if i+1 >= len(opts) || opts[i+1] < 2 || i+int(opts[i+1]) > len(opts) {
-			break
-		}
-		l := int(opts[i+1])
-		if t&0x80 != 0 {
-			n += copy(dst[n:], opts[i:i+l])
-		}
-		i += l
 	}
 	for ; n%4 != 0; n++ {
 		dst[n] = 0

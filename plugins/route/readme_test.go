@@ -38,7 +38,7 @@ func TestReadme(t *testing.T) {
 	}{
 		{"neighbor", neighborConfig{}, []packet.Reason{reasonNDInvalid, reasonNDNotOurs, reasonNDRateLimit, reasonNDBadLLAddr, reasonNotForUs}},
 		{"route", routeConfig{}, []packet.Reason{reasonNoRoute, reasonHopLimit, reasonUnresolved, reasonTooBig, reasonNotForUs,
-			reasonScope, reasonBadChecksum, packet.ReasonMalformed, packet.ReasonNoBuffer, packet.ReasonTooBig, packet.ReasonNoPort}},
+			reasonScope, reasonBadChecksum, reasonSourceRoute, packet.ReasonMalformed, packet.ReasonNoBuffer, packet.ReasonTooBig, packet.ReasonNoPort}},
 		{"icmp", icmpConfig{}, []packet.Reason{reasonEchoRateLimit, reasonNotForUs}},
 		{"punt", puntConfig{}, []packet.Reason{reasonPuntNoPort, reasonPuntLoop, reasonNotForUs}},
 	} {

@@ -18,11 +18,15 @@ var (
 	reasonNotForUs    = packet.RegisterReason("route_not_for_us")   // a unicast frame to another MAC
 	reasonScope       = packet.RegisterReason("route_scope")        // a link-local address, not forwarded
 	reasonBadChecksum = packet.RegisterReason("route_bad_checksum") // IPv4 header checksum
+	reasonSourceRoute = packet.RegisterReason("route_source_route") // IPv4 LSRR or SSRR, and accept_source_route = false
 )
 
 type routeConfig struct {
 	Hold     int             `toml:"hold"`
 	HoldTime config.Duration `toml:"hold_time"`
+	// AcceptSourceRoute routes IPv4 packets with a source route option by
+	// their destination; by default they are dropped, as Linux does.
+	AcceptSourceRoute bool `toml:"accept_source_route"`
 }
 
 // heldPacket waits for its next hop's link-layer address.
@@ -50,6 +54,7 @@ type forwarder struct {
 	lastGen  uint64
 	check    int64
 	report   bool
+	srr      bool // accept_source_route
 
 	forwarded, local, held6, released, expired *stats.Counter
 	resolutions                                *stats.Counter
@@ -75,7 +80,7 @@ func newForwarder(s *plugins.Setup) (plugins.Stage, error) {
 		return nil, err
 	}
 	f := &forwarder{rt: rt, ports: rt.Ports, held: make([]heldPacket, c.Hold), holdTime: int64(c.HoldTime),
-		report: rt.reporter("route")}
+		report: rt.reporter("route"), srr: c.AcceptSourceRoute}
 	if c.Hold > 0 {
 		room := 2048
 		for _, p := range rt.Ports {
@@ -226,6 +231,20 @@ func (f *forwarder) route4(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 	if !ip.IsChecksumValid() {
 		p.Drop(reasonBadChecksum)
 		return
+	}
+	// A source route steers a packet around filters and past the path its
+	// destination would take (RFC 7126 §4.3): dropped wherever it goes, as
+	// Linux does by default, and so is a packet whose options hide what
+	// they hold.
+	if l.Flags&packet.FlagIPv4Options != 0 {
+		switch srr, ok := sourceRoute4(ip.Options()); {
+		case !ok:
+			p.Drop(packet.ReasonMalformed)
+			return
+		case srr && !f.srr:
+			p.Drop(reasonSourceRoute)
+			return
+		}
 	}
 	dst := ip.Dst()
 	if dst[0] >= 224 {
