@@ -132,7 +132,7 @@ func lendRigOf(b testing.TB, pool *packet.Slab, emits bool) (*instance, *memif.C
 		dropped: set.New("dropped", ""), consumed: set.New("consumed", ""), marked: set.New("marked", ""),
 		copies: set.New("copies", ""), badWindow: set.New("bad_window", ""), reclaimed: set.New("reclaimed", ""),
 		lost: set.New("plugin_lost", ""), restarts: set.New("plugin_restarts", ""),
-		emitted: set.New("emitted", ""), badEmit: set.New("bad_emit", "")}
+		emitted: set.New("emitted", ""), badEmit: set.New("bad_emit", ""), badResult: set.New("bad_result", "")}
 	in.sync()
 	if in.l == nil {
 		b.Fatal("no link")

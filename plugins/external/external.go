@@ -160,6 +160,7 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 		marked:    cs.New("marked", "packets the plugin marked"),
 		copies:    cs.New("copies", "packets of unshared pools copied before they were lent"),
 		badWindow: cs.New("bad_window", "results whose data window left the packet's buffer: dropped"),
+		badResult: cs.New("bad_result", "results for packets never lent (the plugin's result tail ahead of what was lent, or behind what was taken): ignored"),
 		reclaimed: cs.New("reclaimed", "packets taken back from a lost plugin"),
 		lost:      cs.New("plugin_lost", "times the plugin died or hung and was killed (instance 0 counts)"),
 		restarts:  cs.New("plugin_restarts", "times the plugin was started again (instance 0 counts)"),
@@ -201,7 +202,7 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 
 type counters struct {
 	lent, returned, forwarded, dropped, consumed, marked, copies, badWindow, reclaimed, lost, restarts *stats.Counter
-	emitted, badEmit                                                                                   *stats.Counter
+	emitted, badEmit, badResult                                                                        *stats.Counter
 }
 
 // instance is the stage on one lcore.
@@ -225,7 +226,13 @@ type instance struct {
 	done    uint16 // next result expected (the S2C slot)
 	// orphans: after the plugin's loss, lent packets [done, head) are taken
 	// back by Produce.
-	orphans                bool
+	orphans bool
+	// Results the plugin wrote for packets not lent yet: slots [earlyFrom,
+	// earlyFrom+early) (early 0: none); behindAt the last result tail seen
+	// behind what was taken.
+	earlyFrom, early       uint16
+	behind                 bool
+	behindAt               uint16
 	seenLost, seenRestarts uint64
 
 	// The plugin's new packets (nil emitPool: it makes none). spare[id] is
@@ -267,6 +274,7 @@ func (in *instance) sync() {
 			in.l = l
 			in.head, in.done = 0, 0
 			in.spareHead, in.emitDone = 0, 0
+			in.early, in.behind = 0, false
 			// Every result and emit slot is free: the host's S2C slots
 			// carry no buffers.
 			l.conn.S2C[0].SetHead(uint16(len(in.lent)))
@@ -362,7 +370,10 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 	r := in.l.conn.S2C[0]
 	// Results first, then emits: the plugin publishes a burst's emits before
 	// its results, so every emit of a result seen here is seen too.
-	avail := min(r.Tail()-in.done, in.head-in.done)
+	avail := r.Tail() - in.done
+	if lent := in.head - in.done; avail > lent {
+		avail = in.badTail(r.Tail(), lent)
+	}
 	if in.emitting() {
 		in.emits(ctx, b)
 		in.lendSpares(ctx)
@@ -379,6 +390,11 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 	for ; avail > 0 && b.N < packet.MaxBurst; avail-- {
 		h := in.lent[in.done&in.mask]
 		d := r.Load(in.done)
+		if in.early != 0 && in.answeredEarly() {
+			in.c.badResult.Inc()
+			ctx.Env.Free(h)
+			continue
+		}
 		in.done++
 		in.result(ctx, h, d, b)
 	}
@@ -386,6 +402,43 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 	r.SetHead(in.done + uint16(len(in.lent)))
 	in.outstanding.Store(int64(in.head - in.done))
 	in.progress.Store(clock.Mono())
+}
+
+// badTail is how many results may be taken when the plugin's result tail
+// names packets never lent. Past the last lent: those results were written
+// before their packets were lent, and are refused when their packets come
+// (answeredEarly); the lent ones are taken. Behind the last taken: the
+// slots hold stale results, and none is taken. Each bad tail is counted
+// once (bad_result).
+func (in *instance) badTail(tail, lent uint16) uint16 {
+	ahead := int16(tail - in.head)
+	if ahead > 0 {
+		if in.early == 0 {
+			in.earlyFrom = in.head
+		}
+		in.early = min(uint16(ahead)+(in.head-in.earlyFrom), uint16(len(in.lent)))
+		return lent
+	}
+	if !in.behind || tail != in.behindAt {
+		in.behind, in.behindAt = true, tail
+		in.c.badResult.Inc()
+	}
+	return 0
+}
+
+// answeredEarly reports, and consumes, the next result when the plugin
+// wrote it before its packet was lent: it is refused (bad_result). The
+// caller has checked in.early != 0.
+func (in *instance) answeredEarly() bool {
+	if in.done-in.earlyFrom >= in.early {
+		in.early = 0
+		return false
+	}
+	in.done++
+	if in.done-in.earlyFrom == in.early {
+		in.early = 0
+	}
+	return true
 }
 
 // result applies one verdict. The window is checked against the packet's own
