@@ -5,17 +5,24 @@ package ioam
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf/link"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
+	"github.com/linerate/linerate/internal/testenv"
 	"github.com/linerate/linerate/plugins/ioam/bpf"
 
+	_ "github.com/linerate/linerate/plugins/route" // punt
+	_ "github.com/linerate/linerate/ports/tap"
 	_ "github.com/linerate/linerate/ports/xdp"
 )
 
@@ -138,16 +145,26 @@ func opaqueOf(tt uint32) int {
 	return 0
 }
 
-// ioam.transit offloaded through a real xdp port: linerate runs in the
+// ioam.transit with an offload on a real xdp port: linerate runs in the
 // kernel namespace with an xdp port on lra1 (named apart from its
 // interface: the program knows the ingress port by the port's ifindex, and
-// writes its ids) and ioam.transit with offload = "xdp". The program fills its node as frames arrive and hands them to the
-// kernel, which fills its own and routes them; linerate's decap on the far
-// side reads encap, the offloaded transit, the kernel, decap.
+// writes its ids). The kernel fills its own node as it routes, and
+// linerate's decap on the far side reads encap, the transit, the kernel,
+// decap. Two paths, the same records:
+//
+//   - xdp: offload = "xdp", where the kernel has what the program needs:
+//     the program fills its node as frames arrive and hands them to the
+//     kernel (ioam6 on lra1);
+//   - fallback: offload = "auto" where the kernel lacks
+//     bpf_ktime_get_tai_ns (forced, so on every kernel): the port's IOAM
+//     rule takes the frames up to the Go stage, which fills the node, and a
+//     punt stage hands them to the kernel through a TAP (ioam6 on it);
+//   - refused: offload = "xdp" there fails, naming the feature in one line.
 func TestXDPTransitOffloadEngine(t *testing.T) {
-	h := newHarness(t)
-	kl := newKernelLab(t, h)
-	cfg, err := config.Parse("transit.toml", []byte(`
+	testenv.RequireRoot(t)
+	testenv.RequireKernel(t, kernel.XSKMap, kernel.Loop) // every xdp port's
+	toml := func(offload string) string {
+		return `
 version = 1
 [engine]
 pin = false
@@ -157,8 +174,13 @@ listen = ""
 name = "edge0"
 driver = "xdp"
 interface = "lra1"
-[[ports.match]]          # nothing the test sends: the program handles it all
-udp_dst_port = 9
+[[ports.match]]          # what the program leaves to Go; all IOAM without it
+ioam = true
+[[ports]]
+name = "host0"
+driver = "tap"
+interface = "lrtap"
+mac = "02:00:00:00:77:01"
 
 [[pipelines]]
 name = "transit"
@@ -167,33 +189,65 @@ rx = ["edge0"]
 [[pipelines.stages]]
 kind = "ioam.transit"
 name = "tr"
-offload = "xdp"
+offload = "` + offload + `"
 node_id = 2
 node_id_wide = 0x202
 timestamp = "posix"
 egress_port = "edge0"
 namespaces = [ { id = 123, data = 0xD2 } ]
 interfaces = [ { port = "edge0", id = 20, id_wide = 2000 } ]
-`))
-	if err != nil {
-		t.Fatal(err)
+[[pipelines.stages]]
+kind = "punt"            # to the kernel, which routes it
+name = "host"
+port = "host0"
+`
 	}
-	var e *appliance.Engine
-	if err := kl.k.Do(func() (err error) {
-		e, err = appliance.New(cfg, appliance.Options{Log: enginetest.Quiet})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Error(err)
+	engine := func(t *testing.T, kl *kernelLab, offload string, log *slog.Logger) (*appliance.Engine, error) {
+		cfg, err := config.Parse("transit.toml", []byte(toml(offload)))
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
+		var e *appliance.Engine
+		if err := kl.k.Do(func() (err error) {
+			e, err = appliance.New(cfg, appliance.Options{Log: log})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() {
+			if err := e.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		return e, nil
 	}
-	enc := h.MustBuild("ioam.encap", fmt.Sprintf(`
+	run := func(t *testing.T, offload string, inKernel bool) {
+		h := newHarness(t)
+		kl := newKernelLab(t, h)
+		var logs lockedLog
+		e, err := engine(t, kl, offload, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The kernel takes the punted frames on the TAP as it takes them on
+		// lra1: IPv6, no addresses of its own, its IOAM node on.
+		kl.k.Sysctl(t, [][2]string{
+			{"ipv6/conf/lrtap/addr_gen_mode", "1"}, {"ipv6/conf/lrtap/accept_dad", "0"},
+			{"ipv6/conf/lrtap/disable_ipv6", "0"}, {"ipv6/conf/lrtap/forwarding", "1"},
+			{"ipv6/conf/lrtap/ioam6_enabled", "1"}, {"ipv6/conf/lrtap/ioam6_id", fmt.Sprint(kIngressID)},
+		})
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if !inKernel {
+			want = 1
+		}
+		if n := strings.Count(logs.String(), "stage runs in Go"); n != want ||
+			want == 1 && !strings.Contains(logs.String(), "bpf_ktime_get_tai_ns") {
+			t.Errorf("%d lines say the stage runs in Go, want %d:\n%s", n, want, logs.String())
+		}
+		enc := h.MustBuild("ioam.encap", fmt.Sprintf(`
 node_id = 1
 timestamp = "posix"
 mode = "encap"
@@ -203,42 +257,83 @@ namespaces = [ { id = 123 } ]
 [[profiles]]
 trace = { namespace = 123, type = "0xd40000", hops = 4 }
 `, kl.outerSrc, kl.outerDst))
-	dec := h.MustBuild("ioam.decap", `
+		dec := h.MustBuild("ioam.decap", `
 node_id = 3
 timestamp = "posix"
 export = true
 namespaces = [ { id = 123 } ]
 `)
-	const n = 3
-	for i := range n {
-		got := kl.forward(t, h, h.run(buildFrame(t, frameSpec{payload: 100, hopLimit: 40}), 0, false, enc).data)
-		if got == nil {
-			t.Fatalf("frame %d: nothing came through the kernel", i)
+		const n = 3
+		for i := range n {
+			got := kl.forward(t, h, h.run(buildFrame(t, frameSpec{payload: 100, hopLimit: 40}), 0, false, enc).data)
+			if got == nil {
+				t.Fatalf("frame %d: nothing came through the kernel; stages %+v", i, e.Snapshot().Stages)
+			}
+			h.run(got, 1, false, dec)
+			recs := drainRecords(t, dec)
+			if len(recs) != 1 || len(recs[0].Hops()) != 4 {
+				t.Fatalf("frame %d: %d records", i, len(recs))
+			}
+			x := recs[0].Hops()[1]
+			if x.NodeID != 2 || x.HopLimit != 40 || x.IngressIf != 20 || x.EgressIf != 20 || x.NamespaceData != 0xD2 {
+				t.Errorf("frame %d: linerate's transit's hop %+v", i, x.Node)
+			}
+			if k := recs[0].Hops()[2]; k.NodeID != kNodeID {
+				t.Errorf("frame %d: the kernel's hop %+v", i, k.Node)
+			}
 		}
-		h.run(got, 1, false, dec)
-		recs := drainRecords(t, dec)
-		if len(recs) != 1 || len(recs[0].Hops()) != 4 {
-			t.Fatalf("frame %d: %d records", i, len(recs))
+		// The program's counters reach the stage's within a tick or so.
+		wantPunted := uint64(0)
+		if !inKernel {
+			wantPunted = n
 		}
-		x := recs[0].Hops()[1]
-		if x.NodeID != 2 || x.HopLimit != 40 || x.IngressIf != 20 || x.EgressIf != 20 || x.NamespaceData != 0xD2 {
-			t.Errorf("frame %d: the offloaded transit's hop %+v", i, x.Node)
+		var filled, toGo, punted uint64
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			s := e.Snapshot()
+			filled, toGo = enginetest.Counter(s, "tr", "filled"), enginetest.Counter(s, "tr", "xdp_to_go")
+			punted = s.Counter("host", "punted")
+			if filled == n && punted == wantPunted {
+				break
+			}
 		}
-		if k := recs[0].Hops()[2]; k.NodeID != kNodeID {
-			t.Errorf("frame %d: the kernel's hop %+v", i, k.Node)
+		if filled != n || toGo != 0 || punted != wantPunted {
+			t.Errorf("filled %d, left to Go by the program %d, punted %d; want %d, 0, %d", filled, toGo, punted, n, wantPunted)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	var filled, toGo uint64
-	for time.Now().Before(deadline) {
-		s := e.Snapshot()
-		filled, toGo = enginetest.Counter(s, "tr", "filled"), enginetest.Counter(s, "tr", "xdp_to_go")
-		if filled == n {
-			break
+	t.Run("xdp", func(t *testing.T) {
+		requireTransit(t, 0)
+		run(t, "xdp", true)
+	})
+	t.Run("fallback", func(t *testing.T) {
+		t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns")
+		run(t, "auto", false)
+	})
+	t.Run("refused", func(t *testing.T) {
+		t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns")
+		h := newHarness(t)
+		_, err := engine(t, newKernelLab(t, h), "xdp", enginetest.Quiet)
+		if err == nil || !strings.Contains(err.Error(), `offload = "xdp": the kernel lacks bpf_ktime_get_tai_ns (Linux >= 6.1)`) ||
+			strings.Contains(err.Error(), "\n") {
+			t.Errorf("offload = \"xdp\" without bpf_ktime_get_tai_ns: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if filled != n || toGo != 0 {
-		t.Errorf("filled %d, left to Go %d; want %d in the kernel", filled, toGo, n)
-	}
+	})
+}
+
+// lockedLog is an engine's log, which its lcores write while the test
+// reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
