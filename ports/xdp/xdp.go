@@ -224,10 +224,19 @@ func open(s *ports.Setup) (ports.Port, error) {
 			if err != nil {
 				return nil, fmt.Errorf("interface %q: no such network interface here (ip link lists them)", o.Interface)
 			}
-			if s.Plan != nil {
-				for _, f := range plan(o, ifc.Index) {
+			// What cannot work here fails validate too, after doctor has
+			// heard every finding.
+			var fail error
+			for _, f := range plan(o, ifc.Index) {
+				if s.Plan != nil {
 					s.Plan(f)
 				}
+				if f.Outcome == ports.Fails && fail == nil {
+					fail = fmt.Errorf("%s: %s", f.Need, f.Detail)
+				}
+			}
+			if fail != nil {
+				return nil, fail
 			}
 		}
 		return nil, nil
