@@ -7,14 +7,14 @@ import (
 
 	"github.com/linerate/linerate/appliance"
 	"github.com/linerate/linerate/appliance/kernel"
-	"github.com/linerate/linerate/appliance/offload/offloadtest" // test.macswap
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/testenv"
+	stampbpf "github.com/linerate/linerate/plugins/stamp/bpf"
 	"github.com/linerate/linerate/ports"
 )
 
-// planConfig: test.macswap with the offload key on a port of driver.
+// planConfig: a STAMP reflector with the offload key on a port of driver.
 func planConfig(driver, port, mode string) string {
 	return fmt.Sprintf(`version = 1
 [engine]
@@ -31,7 +31,8 @@ lcores = [0]
 rx = ["p0"]
 [[pipelines.stages]]
 name = "swap"
-kind = "test.macswap"
+kind = "stamp.reflector"
+forward = "in"
 offload = %q
 `, driver, port, mode)
 }
@@ -72,7 +73,7 @@ func offloadFinding(t *testing.T, fs []ports.Finding) ports.Finding {
 // stage that asked for an XDP offload, whether it runs there: on a port
 // whose driver cannot host it, "fallback" with auto and "fail" (and New's
 // error) with xdp; on an xdp port of a kernel that lacks a feature the
-// dispatcher needs (LINERATE_KERNEL_DISABLE), the same, naming it; else
+// program needs (LINERATE_KERNEL_DISABLE), the same, naming it; else
 // "ok" with the port. Offline, Plan hears nothing.
 func TestDoctorPlanOffloads(t *testing.T) {
 	fs, err := plan(t, planConfig("mem", "", "auto"))
@@ -90,30 +91,30 @@ func TestDoctorPlanOffloads(t *testing.T) {
 		t.Errorf("xdp on a mem port: %+v", f)
 	}
 
-	xdpPort := "interface = \"lo\"\ntake_all = true"
-	t.Setenv(kernel.DisableEnv, "bpf_loop")
+	// The reflector needs CLOCK_TAI in XDP; the port does not.
+	xdpPort := "interface = \"lo\"\n[[ports.match]]\nnext_header = 17\nudp_dst_port = 862"
+	t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns")
 	fs, err = plan(t, planConfig("xdp", xdpPort, "auto"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := offloadFinding(t, fs); f.Outcome != ports.FallsBack || !strings.Contains(f.Detail, "bpf_loop") {
-		t.Errorf("auto on a kernel without bpf_loop: %+v", f)
+	if f := offloadFinding(t, fs); f.Outcome != ports.FallsBack || !strings.Contains(f.Detail, "bpf_ktime_get_tai_ns") {
+		t.Errorf("auto on a kernel without bpf_ktime_get_tai_ns: %+v", f)
 	}
 	fs, err = plan(t, planConfig("xdp", xdpPort, "xdp"))
-	if err == nil || !strings.Contains(err.Error(), "bpf_loop") {
-		t.Errorf("xdp on a kernel without bpf_loop: New says %v", err)
+	if err == nil || !strings.Contains(err.Error(), "bpf_ktime_get_tai_ns") {
+		t.Errorf("xdp on a kernel without bpf_ktime_get_tai_ns: New says %v", err)
 	}
-	if f := offloadFinding(t, fs); f.Outcome != ports.Fails || !strings.Contains(f.Detail, "bpf_loop") {
-		t.Errorf("xdp on a kernel without bpf_loop: %+v", f)
+	if f := offloadFinding(t, fs); f.Outcome != ports.Fails || !strings.Contains(f.Detail, "bpf_ktime_get_tai_ns") {
+		t.Errorf("xdp on a kernel without bpf_ktime_get_tai_ns: %+v", f)
 	}
 
 	t.Setenv(kernel.DisableEnv, "")
-	spec, err := offloadtest.Spec(0)
+	needs, err := stampbpf.ReflectorNeeds(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.RequireKernel(t, append([]kernel.Feature{kernel.XSKMap, kernel.Loop},
-		kernel.ProgramNeeds(spec.Programs[offloadtest.Slot].Instructions)...)...)
+	testenv.RequireKernel(t, append([]kernel.Feature{kernel.XSKMap, kernel.Loop}, needs...)...)
 	fs, err = plan(t, planConfig("xdp", xdpPort, "xdp"))
 	if err != nil {
 		t.Fatal(err)
