@@ -3,10 +3,11 @@
 package netdev
 
 import (
-	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/linerate/linerate/appliance/kernel"
 )
 
 // Stamping is a device's receive-stamping config as it was before StampAll
@@ -25,29 +26,24 @@ type Stamping struct {
 // most drivers give neither until the filter is on. It says why when the
 // device cannot: no hardware rx stamps, no PHC, or PTP frames only.
 func StampAll(name string) (*Stamping, error) {
+	// The same reading and reasons as linerate doctor's HWSTAMP column.
+	info, err := kernel.ReadStamping(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := info.RxAll(); err != nil {
+		return nil, err
+	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	info, err := unix.IoctlGetEthtoolTsInfo(fd, name)
-	if err != nil {
-		return nil, fmt.Errorf("ETHTOOL_GET_TS_INFO: %w", err)
-	}
-	const want = unix.SOF_TIMESTAMPING_RX_HARDWARE | unix.SOF_TIMESTAMPING_RAW_HARDWARE
-	switch {
-	case info.So_timestamping&want != want:
-		return nil, errors.New("the driver has no receive hardware timestamps (ethtool -T)")
-	case info.Phc_index < 0:
-		return nil, errors.New("the driver names no PTP hardware clock (ethtool -T)")
-	case info.Rx_filters&(1<<unix.HWTSTAMP_FILTER_ALL) == 0:
-		return nil, errors.New("the NIC stamps PTP frames only, not every frame (no HWTSTAMP_FILTER_ALL)")
-	}
 	saved, err := unix.IoctlGetHwTstamp(fd, name)
 	if err != nil {
 		return nil, fmt.Errorf("SIOCGHWTSTAMP: %w", err)
 	}
-	s := &Stamping{PHC: int(info.Phc_index), name: name}
+	s := &Stamping{PHC: info.PHC, name: name}
 	if saved.Rx_filter != unix.HWTSTAMP_FILTER_ALL {
 		cfg := *saved
 		cfg.Rx_filter = unix.HWTSTAMP_FILTER_ALL
