@@ -203,6 +203,21 @@ func rmCgroup(dir string) error {
 	return os.Remove(dir)
 }
 
+// holds reports whether pid is in the leaf or a cgroup below it.
+func (c *cgroupLeaf) holds(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return false
+	}
+	name := "/" + filepath.Base(c.dir)
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			return strings.HasSuffix(p, name) || strings.Contains(p, name+"/")
+		}
+	}
+	return false
+}
+
 // populated reports whether any process is in the leaf or below it.
 func (c *cgroupLeaf) populated() bool {
 	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -68,6 +69,7 @@ type supervisor struct {
 	// kill tries it again, and nothing starts or is reclaimed until it is.
 	lingering *proc
 	err       string // Status.Err
+	peerUID   int    // the plugin's uid: its sockets' peer must have it
 	caps      *api.CapabilitiesReply
 	state     atomic.Value // string
 	// What the plugin's stage asked to make packets with (Setup.Pool): spare
@@ -215,6 +217,29 @@ func (sv *supervisor) launch() error {
 		}
 		return fmt.Errorf("plugin %s: %w", sv.cfg.Plugin, err)
 	}
+	peerUID := uid
+	if peerUID < 0 {
+		peerUID = os.Geteuid()
+	}
+	// go-plugin's connection goes to the address the plugin announced,
+	// and only to the plugin's user in the plugin's cgroup (SO_PEERCRED):
+	// its directory is private already; this holds if it were not.
+	var addr net.Addr
+	peer := func(ctx context.Context, _ string) (net.Conn, error) {
+		if addr == nil {
+			return nil, errors.New("the plugin announced no address")
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, addr.Network(), addr.String())
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPeer(c, peerUID, cg); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
+	}
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  api.Handshake,
 		Plugins:          api.Plugins(nil, nil, nil),
@@ -223,14 +248,18 @@ func (sv *supervisor) launch() error {
 		AutoMTLS:         true,
 		Logger:           hclogBridge(sv.log),
 		StartTimeout:     30 * time.Second,
+		GRPCDialOptions:  []grpc.DialOption{grpc.WithContextDialer(peer)},
 	}
 	client = plugin.NewClient(cc)
 	if err := startNoNewPrivs(client); err != nil {
 		if cg != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EROFS) ||
-			errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS)) {
+			errors.Is(err, unix.ENOSYS)) {
 			err = uncontained(err) // clone3 could not start it in its cgroup
 		}
 		return fail(err)
+	}
+	if rc := client.ReattachConfig(); rc != nil {
+		addr = rc.Addr // before Client dials
 	}
 	proto, err := client.Client()
 	if err != nil {
@@ -280,11 +309,32 @@ func (sv *supervisor) launch() error {
 	}
 	sv.mu.Lock()
 	sv.client, sv.rpc, sv.caps, sv.dir, sv.conn, sv.brokered, sv.cg = client, rpc, caps, dir, conn, brokered, cg
+	sv.peerUID = peerUID
 	sv.emitBuffers, sv.emitDataRoom = int(conf.EmitBuffers), int(conf.EmitDataRoom)
 	sv.emitRings = caps.ExtVersion >= 2
 	sv.pid = client.ReattachConfig().Pid
 	sv.mu.Unlock()
 	sv.gen.Add(1)
+	return nil
+}
+
+// checkPeer refuses a connection whose peer (SO_PEERCRED) is not the
+// plugin's user, or, with containment, not a process of its cgroup.
+func checkPeer(c net.Conn, uid int, cg *cgroupLeaf) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("the plugin's address %s is not a unix socket", c.RemoteAddr())
+	}
+	cr, err := memif.PeerCred(uc)
+	if err != nil {
+		return fmt.Errorf("the plugin's socket: no credentials: %w", err)
+	}
+	if cr.Uid != uint32(uid) {
+		return fmt.Errorf("the plugin's socket is served by uid %d (pid %d), not the plugin's uid %d", cr.Uid, cr.Pid, uid)
+	}
+	if cg != nil && !cg.holds(int(cr.Pid)) {
+		return fmt.Errorf("the plugin's socket is served by pid %d, outside the plugin's cgroup", cr.Pid)
+	}
 	return nil
 }
 
@@ -429,8 +479,11 @@ func (sv *supervisor) dial(i int, gen uint64, emits bool) (*link, error) {
 		specs = []memif.RingSpec{specs[0], {Kind: memif.C2S, Index: 1, Offset: rb, Log2: log2},
 			specs[1], {Kind: memif.S2C, Index: 1, Offset: 3 * rb, Log2: log2}}
 	}
+	sv.mu.Lock()
+	allow := &memif.Allow{UIDs: []uint32{uint32(sv.peerUID)}} // SO_PEERCRED: the plugin's user alone
+	sv.mu.Unlock()
 	c, err := memif.Dial(memif.ClientConfig{Socket: sv.socket(), ID: uint32(i), Name: "linerate:" + sv.name,
-		Regions: regions, Rings: specs})
+		Regions: regions, Rings: specs, Allow: allow})
 	if err != nil {
 		rings.Close()
 		return nil, err
