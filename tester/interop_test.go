@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance"
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/netns"
@@ -633,8 +633,8 @@ stamp_sender = "198.18.0.1"
 // in as it forwards them. The search completes with every packet, with or
 // without IOAM, delivered and counted.
 func TestIOAMShareKernelDUT(t *testing.T) {
-	_, err := os.Stat("/proc/sys/net/ipv6/ioam6_id")
-	testenv.Require(t, "a kernel with IPv6 IOAM (ioam6)", err == nil)
+	testenv.RequireRoot(t)
+	testenv.RequireKernel(t, kernel.IOAM6)
 	l := newLab(t)
 	l.dut.Sysctl(t, [][2]string{
 		{"ipv6/conf/all/disable_ipv6", "0"}, {"ipv6/conf/dua/disable_ipv6", "0"}, {"ipv6/conf/dub/disable_ipv6", "0"},
@@ -685,6 +685,8 @@ ioam_share = 0.5
 // veths, taking every frame; a linerate DUT forwards. The search completes
 // at the maximum load, with latency samples.
 func TestXDPTester(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireKernel(t, kernel.XSKMap, kernel.Loop) // every xdp port's
 	l := newLab(t)
 	l.startDUT(t, capDUT("0", 0)) // a link without a cap: forwards all
 	p, err := Parse("xdp.toml", []byte(`

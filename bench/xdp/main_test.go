@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/internal/testenv"
 )
 
@@ -18,6 +19,7 @@ import (
 // to say, not a test's.
 func TestBenchXDP(t *testing.T) {
 	testenv.RequireRoot(t)
+	testenv.RequireKernel(t, kernel.XSKMap, kernel.Loop) // AF_XDP, the dispatcher's rule walk
 	cc := testenv.RequireCmd(t, "cc")
 	ref := filepath.Join(t.TempDir(), "xskfwd")
 	if out, err := exec.Command(cc, "-O2", "-Wall", "-Wextra", "-Werror", "-o", ref, "cref/xskfwd.c").CombinedOutput(); err != nil {

@@ -15,14 +15,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/linerate/linerate/appliance/kernel"
 	"github.com/linerate/linerate/internal/netns"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/plugins/stamp/bpf"
 )
 
 // The router test's addresses: h1 — r0 [router] r1 — h2.
@@ -40,8 +43,9 @@ const (
 // rtrConfig is the router's linerate config: an xdp port on r0 whose
 // dispatcher takes what the match rules name (rules, TOML) and leaves the
 // router the rest, a classify stage with as many rules as classifyRules
-// says, and a STAMP reflector that answers out of r0.
-func rtrConfig(sock, rules string, classifyRules int, reflectorExtra string) string {
+// says, and a STAMP reflector with that offload key that answers out of
+// r0.
+func rtrConfig(sock, rules string, classifyRules int, offload, reflectorExtra string) string {
 	return fmt.Sprintf(`version = 1
 [engine]
 pin = false
@@ -66,12 +70,13 @@ name = "refl"
 forward = "in"
 synchronized = true
 clock_error = "1us"
+offload = %q
 %s
 [[pipelines.stages.sessions]]
 ssid = %d
 mode = "stateful"
 `, sock, rules, strings.Repeat("[[pipelines.stages.rules]]\nnext_header = 17\nport = \"continue\"\n", classifyRules),
-		stampReflectorOffload+reflectorExtra, rtrSSID)
+		offload, reflectorExtra, rtrSSID)
 }
 
 // The port takes STAMP throughout, and one other UDP port, 7001 (rulesA)
@@ -86,24 +91,18 @@ const (
 	rulesB = rulesSTAMP + "[[ports.match]]\nnext_header = 17\nudp_dst_port = 7000\n"
 )
 
-// stampReflectorOffload puts the STAMP reflector in the kernel, in the
-// dispatcher (plugins/stamp/bpf); empty, the reflector runs in Go behind the
-// AF_XDP socket. checkStampReflectedWhere holds the counters to either. An
-// offloaded stage's program runs ahead of the match rules
-// (appliance/offload), so the reload below moves a rule other than STAMP's.
-const stampReflectorOffload = "offload = \"xdp\"\n"
-
 // checkStampReflectedWhere: n test packets were reflected, by the stage's
-// program in the kernel (XDP_TX, the port's xdp_offload_tx) when
-// stampReflectorOffload asks for it, else by the Go stage through the
-// AF_XDP socket (the port's rx and tx).
-func checkStampReflectedWhere(t *testing.T, st *rtrStats, n uint64) {
+// program in the kernel (XDP_TX, the port's xdp_offload_tx) when inKernel,
+// else by the Go stage through the AF_XDP socket (the port's rx and tx).
+// An offloaded stage's program runs ahead of the match rules
+// (appliance/offload), so the reload below moves a rule other than STAMP's.
+func checkStampReflectedWhere(t *testing.T, st *rtrStats, n uint64, inKernel bool) {
 	t.Helper()
 	p := st.port("edge0")
 	if got := st.counter("refl", "reflected"); got < n {
 		t.Errorf("refl reflected %d, want at least %d", got, n)
 	}
-	if stampReflectorOffload != "" {
+	if inKernel {
 		if p.Extra["xdp_offload_tx"] < n {
 			t.Errorf("the kernel reflected %d (xdp_offload_tx), want %d", p.Extra["xdp_offload_tx"], n)
 		}
@@ -122,9 +121,32 @@ func checkStampReflectedWhere(t *testing.T, st *rtrStats, n uint64) {
 // `linerate reload` (and SIGHUP) moves the match rules and the traffic
 // follows them; a reload refused changes nothing. Once linerate exits, normally or by
 // kill -9, no XDP program or link is left on r0.
+//
+// The reflector has an offload: "xdp" runs it in the kernel where the
+// kernel has what its program needs; "fallback" runs offload = "auto"
+// where the kernel lacks bpf_ktime_get_tai_ns (forced with
+// LINERATE_KERNEL_DISABLE, which linerate inherits, so on every kernel):
+// the reflector in Go behind the AF_XDP socket, said once in the log.
+// Everything else holds alike.
 func TestXDPRouter(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCmd(t, "bpftool")
+	testenv.RequireKernel(t, kernel.XSKMap, kernel.Loop) // every xdp port's
+	t.Run("xdp", func(t *testing.T) {
+		fs, err := bpf.ReflectorNeeds(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.RequireKernel(t, fs...)
+		testXDPRouter(t, "xdp", true)
+	})
+	t.Run("fallback", func(t *testing.T) {
+		t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns")
+		testXDPRouter(t, "auto", false)
+	})
+}
+
+func testXDPRouter(t *testing.T, offload string, inKernel bool) {
 	h1, r, h2 := netns.New(t), netns.New(t), netns.New(t)
 	netns.Veth(t, h1, "h1", r, "r0")
 	netns.Veth(t, r, "r1", h2, "h2")
@@ -141,7 +163,7 @@ func TestXDPRouter(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "control.sock")
 	cfgPath := filepath.Join(dir, "router.toml")
-	writeFile(t, cfgPath, rtrConfig(sock, rulesA, 1, ""))
+	writeFile(t, cfgPath, rtrConfig(sock, rulesA, 1, offload, ""))
 
 	// The router's own services, and one behind it on h2.
 	tcpR := echoTCP(t, r, rtrR0)
@@ -154,6 +176,14 @@ func TestXDPRouter(t *testing.T) {
 
 	lr := startLinerate(t, r, cfgPath, sock)
 	prog := checkAttached(t, r, "r0")
+	want := 1 // auto in Go: one line says why
+	if inKernel {
+		want = 0
+	}
+	if log := lr.out.String(); strings.Count(log, "stage runs in Go") != want ||
+		want == 1 && !strings.Contains(log, "bpf_ktime_get_tai_ns") {
+		t.Errorf("want %d lines saying the stage runs in Go:\n%s", want, log)
+	}
 
 	// The host's own traffic passes untouched, routed or for the router.
 	hostTraffic := func() {
@@ -183,13 +213,13 @@ func TestXDPRouter(t *testing.T) {
 		stampExchange(t, lr, stamp, seq)
 	}
 	st = lr.waitStats(t, func(s *rtrStats) bool { return s.counter("refl", "reflected") >= n })
-	checkStampReflectedWhere(t, st, n)
+	checkStampReflectedWhere(t, st, n, inKernel)
 	// UDP to 7000 is the router's; to 7001, linerate's.
 	udpPasses(t, probe, udpR7000, 7000)
 	udpTaken(t, lr, probe, 7001)
 
 	// Reload: the port now takes UDP to 7000 and leaves 7001 to the kernel.
-	writeFile(t, cfgPath, rtrConfig(sock, rulesB, 1, ""))
+	writeFile(t, cfgPath, rtrConfig(sock, rulesB, 1, offload, ""))
 	out := lr.cli(t, 0, "reload", "--check")
 	if !strings.Contains(out, "port edge0") {
 		t.Errorf("reload --check does not name port edge0:\n%s", out)
@@ -219,7 +249,7 @@ func TestXDPRouter(t *testing.T) {
 		{"take_all = true\n" + rulesA, 1, "", "take_all = true takes every packet"},
 		{rulesA, 2, "", "the number of rules changes only with a restart"},
 	} {
-		writeFile(t, cfgPath, rtrConfig(sock, bad.rules, bad.classify, bad.refl))
+		writeFile(t, cfgPath, rtrConfig(sock, bad.rules, bad.classify, offload, bad.refl))
 		if out := lr.cli(t, 1, "reload"); !strings.Contains(out, bad.want) {
 			t.Errorf("reload of %q, %d classify rules, %q: want %q in:\n%s", bad.rules, bad.classify, bad.refl, bad.want, out)
 		}
@@ -230,7 +260,7 @@ func TestXDPRouter(t *testing.T) {
 	// Back to the first rules, by SIGHUP this time (udpPasses waits for
 	// it), then a normal exit: nothing stays on r0, and STAMP is the
 	// router's.
-	writeFile(t, cfgPath, rtrConfig(sock, rulesA, 1, ""))
+	writeFile(t, cfgPath, rtrConfig(sock, rulesA, 1, offload, ""))
 	if err := lr.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -264,8 +294,26 @@ func writeFile(t *testing.T, path, s string) {
 type linerateProc struct {
 	cmd    *exec.Cmd
 	sock   string
-	out    bytes.Buffer
+	out    lockedBuffer // written by exec's copying goroutine
 	exited chan error
+}
+
+// lockedBuffer is a process's output, read while the process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func startLinerate(t *testing.T, ns *netns.NS, cfgPath, sock string) *linerateProc {
