@@ -199,7 +199,11 @@ func printDoctorUsage(w io.Writer, fs *flag.FlagSet) {
 		if name != "" {
 			name = " " + name
 		}
-		fmt.Fprintf(w, "  -%s%s\n    \t%s\n", strings.Repeat("-", min(len(f.Name)-1, 1)), f.Name+name, usage)
+		dash := "--" // and -c with one, as run and validate show it
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		fmt.Fprintf(w, "  %s%s%s\n    \t%s\n", dash, f.Name, name, usage)
 	})
 }
 
@@ -247,7 +251,7 @@ func (r *doctorReport) unknownWhy(res kernel.Result, needs []kernel.Cap) string 
 			lacks = append(lacks, c.String())
 		}
 	}
-	if len(lacks) > 0 && strings.Contains(res.Detail, "privileges") || len(lacks) > 0 && res.Detail == "" {
+	if len(lacks) > 0 && (strings.Contains(res.Detail, "privileges") || res.Detail == "") {
 		return "needs root (" + strings.Join(lacks, ", ") + ")"
 	}
 	return res.Detail
@@ -352,8 +356,9 @@ func (r *doctorReport) interfaces() []doctorIface {
 	return out
 }
 
-// driverNeeds are what each port driver needs of the process and the host
-// (docs/operations.md, "Capabilities"; packaging/linerate.service).
+// process is this process's capabilities and locked-memory limit, and what
+// each port driver needs of them and of the host (docs/operations.md,
+// "Capabilities"; packaging/linerate.service).
 func (r *doctorReport) process() doctorProcess {
 	p := doctorProcess{UID: os.Geteuid(), Caps: []string{}, Lacks: []string{}, Drivers: []doctorDriverNeed{}}
 	p.User = strconv.Itoa(p.UID)
@@ -385,6 +390,7 @@ func (r *doctorReport) process() doctorProcess {
 	for _, d := range r.Drivers {
 		have[d] = true
 	}
+	// The drivers this binary has, and dpdk always: where to get it is news.
 	add := func(driver, needs string, missing []string, detail string) {
 		if have[driver] || driver == "dpdk" {
 			p.Drivers = append(p.Drivers, doctorDriverNeed{Driver: driver, Needs: needs, Missing: missing, Detail: detail})
@@ -420,8 +426,8 @@ func (r *doctorReport) process() doctorProcess {
 		}
 	}
 	if len(plain) > 0 {
-		have[strings.Join(plain, ", ")] = true
-		add(strings.Join(plain, ", "), "nothing", []string{}, "no device of their own")
+		p.Drivers = append(p.Drivers, doctorDriverNeed{Driver: strings.Join(plain, ", "), Needs: "nothing",
+			Missing: []string{}, Detail: "no device of their own"})
 	}
 	return p
 }
