@@ -102,6 +102,10 @@ func lacks(f kernel.Feature) string {
 	if disabledByEnv(f) {
 		return kernel.DisableEnv + " turns off " + f.String()
 	}
+	if r := kernel.Probe(f); r.State == kernel.Unknown {
+		// doctor without root: the probe could not run, which is not "no".
+		return "could not probe " + f.String() + " (" + r.Detail + ")"
+	}
 	return "this kernel lacks " + f.String()
 }
 
@@ -115,9 +119,9 @@ func disabledByEnv(f kernel.Feature) bool {
 }
 
 // devBoundOn reports whether ifindex takes a device-bound XDP program, or
-// why not. kernel.DevBound asks loopback, which refuses one on any kernel
-// (it has no ndo_bpf): the interface's own answer decides, unless
-// LINERATE_KERNEL_DISABLE turns the feature off.
+// why not. kernel.DevBound says only whether the kernel knows the flag: the
+// interface's own answer decides, unless LINERATE_KERNEL_DISABLE turns the
+// feature off.
 func devBoundOn(ifindex int) error {
 	if disabledByEnv(kernel.DevBound) {
 		return kernel.Probe(kernel.DevBound).Err()
