@@ -10,10 +10,10 @@
 // the stage's pool first, and counted. A plugin that makes packets (its
 // stage asked for a pool) is lent empty buffers of a shared pool and emits
 // them back, to a port or to the next stage; every emit is checked against
-// what it was lent. A plugin that dies or hangs is killed, reaped, and only
-// then are its packets and buffers taken back; meanwhile packets fail open
-// (continue) or closed (drop as plugin_down), and the plugin restarts with
-// backoff.
+// what it was lent. A plugin that dies or hangs is killed with its whole
+// cgroup, reaped, and only then are its packets and buffers taken back;
+// meanwhile packets fail open (continue) or closed (drop as plugin_down), and
+// the plugin restarts with backoff.
 package external
 
 import (
@@ -598,7 +598,7 @@ func window(dRegion uint16, dOff, dLen uint32, region uint16, start uint64, capa
 	return int(uint64(dOff) - start), int(dLen), true
 }
 
-// reclaim takes back what a lost plugin had: its process is reaped, so no
+// reclaim takes back what a lost plugin had: its cgroup is empty, so no
 // one else writes those buffers any more.
 func (in *instance) reclaim(ctx *plugins.Context, b *packet.Burst) {
 	for in.done != in.head && b.N < packet.MaxBurst {
