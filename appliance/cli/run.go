@@ -94,6 +94,12 @@ Flags:
 		os.Stdout = os.Stderr
 		defer func() { os.Stdout = stdout }()
 	}
+	// SIGHUP's default is to exit: caught from before the engine starts, one
+	// that comes while it does (a reload as soon as the log says running, or
+	// systemd's) waits for the loop below.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	eng, err := appliance.New(cfg, appliance.Options{Log: log, TuneRuntime: true, Version: versionString()})
 	if err != nil {
 		return fail("%v", err)
@@ -152,13 +158,8 @@ Flags:
 		}
 		log.Info("otlp", "endpoint", otlpCfg.Endpoint, "interval", time.Duration(otlpCfg.Interval))
 	}
-	// The handlers come before READY=1: systemd may send SIGHUP (a reload)
-	// from then on, and SIGHUP's default is to exit.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	d.ready()
 	var timeout <-chan time.Time
 	if *duration > 0 {
