@@ -64,6 +64,12 @@ deps-deb:
 		echo "make deps: installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@# The user plugins run as by default, as the package's postinst makes it:
+	@# the docs' plugin examples validate against this host.
+	@if [ "$$(id -u)" = 0 ] && ! getent passwd linerate-plugin >/dev/null; then \
+		echo "make deps: adding the system user linerate-plugin"; \
+		adduser --system --no-create-home --home /nonexistent --group --quiet linerate-plugin; \
+	fi
 
 deps-go:
 	$(GO) mod download
