@@ -14,11 +14,12 @@ import (
 // one record per session it measures with what that interval saw: test
 // packets sent, replies received, loss (round trip, and per direction with
 // a stateful reflector), and per direction the delays' minimum, mean,
-// quantiles and maximum and the mean |IPDV|. The interval's delays come
+// quantiles and maximum and the mean |IPDV|. The interval's quantiles come
 // from the difference of the session's histograms at its two ends, so they
-// are within the histograms' 0.8%; the minimum and maximum are those of the
-// interval's lowest and highest bucket. A value the interval has none of
-// is all ones (-1 for the signed ones).
+// are within the histograms' 0.8%; its minimum and maximum are the values
+// measured, and the quantiles are clamped to them. A value the interval has
+// none of is all ones (-1 for the signed ones). The first interval of a
+// run starts when the run did.
 //
 // The collector's lcore computes the records in its Tick, once an interval,
 // and offers them to a ring; a control goroutine sends them.
@@ -193,7 +194,8 @@ func (c *collector) ipfixTick(ctx *plugins.Context) {
 // ipfixAll exports every session's interval up to now: from Tick, and from
 // Stop for the last, shorter one.
 func (c *collector) ipfixAll(ctx *plugins.Context) {
-	now := ctx.Now + ctx.Clock.UnixOffset()
+	uoff := ctx.Clock.UnixOffset()
+	now := ctx.Now + uoff
 	tab := c.reg.tx.Load()
 	if tab == nil {
 		return
@@ -201,14 +203,14 @@ func (c *collector) ipfixAll(ctx *plugins.Context) {
 	// The table's map, not txSessions: sorting would allocate on the lcore.
 	for _, s := range tab.m {
 		if s.col.Load() == c {
-			c.ipfixSession(s, now)
+			c.ipfixSession(s, now, uoff)
 		}
 	}
 }
 
 const unset64 = ^uint64(0)
 
-func (c *collector) ipfixSession(s *txSession, now int64) {
+func (c *collector) ipfixSession(s *txSession, now, uoff int64) {
 	x := c.ipfix
 	p := s.ipfixPrev
 	if p == nil {
@@ -218,8 +220,9 @@ func (c *collector) ipfixSession(s *txSession, now int64) {
 	}
 	m := metricsOf(s)
 	if p.gen != s.rx.gen {
-		// A new run: counts restart.
-		*p = ipfixPrev{gen: s.rx.gen, start: now}
+		// A new run: counts restart, and its first interval, which counts
+		// from the run's start, starts there.
+		*p = ipfixPrev{gen: s.rx.gen, start: ipfixRunStart(s, now, uoff)}
 	}
 	w := x.out
 	r := ipfix.NewRecord(w[:])
@@ -246,6 +249,10 @@ func (c *collector) ipfixSession(s *txSession, now int64) {
 		if n := j.n - p.jitN[i]; n > 0 {
 			ipdv = (j.sumAbs - p.jitSum[i]) / int64(n)
 		}
+		if e := &s.rx.iv[dirs[i]]; e.n > 0 {
+			d.min, d.max = e.min, e.max // the values themselves, not their buckets' bounds
+			e.n = 0
+		}
 		if d.n == 0 {
 			r.I64(-1).I64(-1).I64(-1).I64(-1).I64(-1).I64(-1).I64(ipdv)
 		} else {
@@ -257,6 +264,22 @@ func (c *collector) ipfixSession(s *txSession, now int64) {
 	x.ring.Offer(w)
 	p.start, p.sent, p.received = now, m.Sent, m.Received
 	p.lostRT, p.lostFwd, p.lostBwd = m.LostRoundTrip, m.LostForward, m.LostBackward
+}
+
+// ipfixRunStart is the start of the run of s the collector measures, in Unix ns
+// (uoff converts the sender's monotonic time): the sender publishes it
+// before the run's generation. When the sender has moved on to another run,
+// the first reply's arrival stands for it.
+func ipfixRunStart(s *txSession, now, uoff int64) int64 {
+	if s.sentGen.Load() == s.rx.gen {
+		if t := s.runStart.Load(); t != 0 {
+			return min(t+uoff, now)
+		}
+	}
+	if s.rx.first != 0 {
+		return min(s.rx.first, now)
+	}
+	return now
 }
 
 // v4prefix makes an IPv4 address an IPv4-mapped IPv6 one (RFC 4291).

@@ -232,8 +232,28 @@ type collectorState struct {
 	rtt    hist
 	fwd    hist
 	bwd    hist
+	// iv are each direction's extremes since the last IPFIX interval: its
+	// exact minimum and maximum, which the histograms' difference cannot
+	// give (ipfix.go).
+	iv     [3]extremes
 	lastT4 int64
 	first  int64
+}
+
+// extremes are the least and the greatest of some values.
+type extremes struct {
+	n        uint64
+	min, max int64
+}
+
+func (e *extremes) record(v int64) {
+	if e.n == 0 || v < e.min {
+		e.min = v
+	}
+	if e.n == 0 || v > e.max {
+		e.max = v
+	}
+	e.n++
 }
 
 // Directions for jit and prev.
@@ -324,6 +344,9 @@ func (c *collectorState) add(r *Record, stateful bool) uint16 {
 	c.fwd.record(fwd)
 	c.bwd.record(bwd)
 	d := [3]int64{fwd, bwd, rtt}
+	for k := range c.iv {
+		c.iv[k].record(d[k])
+	}
 	if c.prevOK {
 		for k := range c.jit {
 			c.jit[k].smooth(d[k] - c.prev[k])

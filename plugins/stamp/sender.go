@@ -201,6 +201,7 @@ func (st *sender) Produce(ctx *plugins.Context, b *packet.Burst) {
 		}
 		if gen := c >> 1; gen != s.tx.gen {
 			s.tx.gen, s.tx.seq, s.tx.next, s.tx.started, s.tx.sent = gen, 0, now, now, 0
+			s.runStart.Store(now)
 			s.sentGen.Store(gen)
 			s.sent.Store(0)
 		}

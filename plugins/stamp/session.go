@@ -123,6 +123,9 @@ type txSession struct {
 	}
 	sent    atomic.Uint64 // published tx.sent, for the collector's loss and the API
 	sentGen atomic.Uint64 // the generation sent counts
+	// runStart is tx.started, published before sentGen: where the IPFIX
+	// export's first interval of a run begins.
+	runStart atomic.Int64
 
 	// Owned by the collector stage's owner lcore; col is the collector
 	// instance that measures the session.
