@@ -1241,7 +1241,9 @@ type Histogram struct {
 	P99   uint64                 `protobuf:"varint,7,opt,name=p99,proto3" json:"p99,omitempty"`
 	P999  uint64                 `protobuf:"varint,8,opt,name=p999,proto3" json:"p999,omitempty"`
 	// Non-empty buckets in increasing order.
-	Buckets       []*Bucket `protobuf:"bytes,9,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	Buckets []*Bucket `protobuf:"bytes,9,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// The least value recorded, exactly (0 when count is 0).
+	Min           uint64 `protobuf:"varint,10,opt,name=min,proto3" json:"min,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1337,6 +1339,13 @@ func (x *Histogram) GetBuckets() []*Bucket {
 		return x.Buckets
 	}
 	return nil
+}
+
+func (x *Histogram) GetMin() uint64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
 }
 
 // Bucket is one bucket of the histogram: count values at or below le and above
@@ -1580,7 +1589,7 @@ const file_appliance_api_appliance_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x15\n" +
 	"\x06in_use\x18\x03 \x01(\x03R\x05inUse\x12%\n" +
 	"\x0ealloc_failures\x18\x04 \x01(\x04R\rallocFailures\x12\x16\n" +
-	"\x06copies\x18\x05 \x01(\x04R\x06copies\"\xd2\x01\n" +
+	"\x06copies\x18\x05 \x01(\x04R\x06copies\"\xe4\x01\n" +
 	"\tHistogram\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x04R\x05count\x12\x10\n" +
 	"\x03sum\x18\x02 \x01(\x04R\x03sum\x12\x10\n" +
@@ -1590,7 +1599,9 @@ const file_appliance_api_appliance_proto_rawDesc = "" +
 	"\x03p90\x18\x06 \x01(\x04R\x03p90\x12\x10\n" +
 	"\x03p99\x18\a \x01(\x04R\x03p99\x12\x12\n" +
 	"\x04p999\x18\b \x01(\x04R\x04p999\x12-\n" +
-	"\abuckets\x18\t \x03(\v2\x13.linerate.v1.BucketR\abuckets\".\n" +
+	"\abuckets\x18\t \x03(\v2\x13.linerate.v1.BucketR\abuckets\x12\x10\n" +
+	"\x03min\x18\n" +
+	" \x01(\x04R\x03min\".\n" +
 	"\x06Bucket\x12\x0e\n" +
 	"\x02le\x18\x01 \x01(\x04R\x02le\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\"\x98\x01\n" +

@@ -114,7 +114,7 @@ func TestStampCLI(t *testing.T) {
 		t.Fatalf("stop: %d %s %s", code, out, errs)
 	}
 	code, out, errs = run("results", "3", "--metrics-only")
-	if code != 0 || !hasRow(out, "DIRECTION", "P50", "P90", "P99", "MAX", "MEAN", "IPDV", "SMOOTHED", "LOSS") ||
+	if code != 0 || !hasRow(out, "DIRECTION", "MIN", "MEAN", "P50", "P90", "P99", "MAX", "IPDV", "SMOOTHED", "LOSS") ||
 		!regexp.MustCompile(`(?m)^  round trip +\d`).MatchString(out) || !regexp.MustCompile(`(?m)^  forward +\d`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^  backward +\d`).MatchString(out) {
 		t.Errorf("results: %d %s\n%s", code, errs, out)

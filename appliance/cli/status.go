@@ -306,10 +306,10 @@ func printStats(w io.Writer, o table.Options, s *api.StatsReply) {
 	t.Write(w, o)
 
 	if len(s.GetHistograms()) > 0 {
-		cols = table.Cols("HISTOGRAM", "OWNER", "COUNT", "MEAN", "P50", "P90", "P99", "P99.9", "MAX")
-		cols[1].Wrap = true
-		t = table.New(cols...)
-		for _, h := range s.GetHistograms() {
+		hs := slices.Clone(s.GetHistograms())
+		slices.SortStableFunc(hs, func(a, b *api.NamedHistogram) int { return strings.Compare(a.Owner, b.Owner) })
+		rows := make([]histRow, len(hs))
+		for i, h := range hs {
 			g := h.GetHistogram()
 			f := func(v uint64) string {
 				if g.GetCount() == 0 {
@@ -317,11 +317,11 @@ func printStats(w io.Writer, o table.Options, s *api.StatsReply) {
 				}
 				return fmtUnit(v, h.Unit)
 			}
-			t.Add(h.Name, h.Owner, u64(g.GetCount()), f(uint64(g.GetMean()+0.5)), f(g.GetP50()), f(g.GetP90()),
-				f(g.GetP99()), f(g.GetP999()), f(g.GetMax()))
+			rows[i] = histRow{h.Owner, h.Name, []string{u64(g.GetCount()), f(g.GetMin()), f(uint64(g.GetMean() + 0.5)),
+				f(g.GetP50()), f(g.GetP90()), f(g.GetP99()), f(g.GetP999()), f(g.GetMax())}}
 		}
 		fmt.Fprintln(w)
-		t.Write(w, o)
+		histTable(rows).Write(w, o)
 	}
 }
 

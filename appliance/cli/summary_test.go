@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/linerate/linerate/appliance/cli/table"
+	"github.com/linerate/linerate/appliance/stats"
 )
 
 func TestDur(t *testing.T) {
@@ -77,5 +81,62 @@ func TestStagesCommand(t *testing.T) {
 	}
 	if _, _, code := runCLI(t, "stages", "extra"); code != 2 {
 		t.Errorf("stages extra: exit %d", code)
+	}
+}
+
+// TestSummaryMinMean: the run summary's histograms give each delay's minimum
+// and mean before its percentiles, in the table (within 100 columns, with
+// the lab's longest names) and in --json.
+func TestSummaryMinMean(t *testing.T) {
+	h := stats.NewHistogram()
+	for _, v := range []uint64{1_812_345, 2_000_000, 2_050_000, 2_199_999} {
+		h.Record(v)
+	}
+	h.Publish()
+	other := stats.NewHistogram() // a second instance of the stage, empty
+	other.Publish()
+	snap := &stats.Snapshot{Uptime: 10 * time.Second, Histogram: []stats.NamedHist{
+		{Owner: "stamp-sender/stamp-collector", Name: "forward_delay", Unit: "ns", Hist: h.Snapshot()},
+		{Owner: "stamp-sender/stamp-collector", Name: "forward_delay", Unit: "ns", Hist: other.Snapshot()},
+		{Owner: "rlnc-dest/rlnc-decoder", Name: "decode_latency", Unit: "ns", Hist: h.Snapshot()},
+	}}
+	var b strings.Builder
+	if err := newSummary(snap).write(&b, table.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	t.Logf("\n%s", out)
+	checkWidth(t, "summary", out)
+	for _, row := range [][]string{
+		{"HISTOGRAM", "COUNT", "MIN", "MEAN", "P50", "P90", "P99", "P99.9", "MAX"},
+		{"stamp-sender/stamp-collector"},
+		{"forward_delay", "4", "1.812ms", "2.016ms", "2.003ms", "2.200ms", "2.200ms", "2.200ms", "2.200ms"},
+	} {
+		if !hasRow(out, row...) {
+			t.Errorf("no row %q:\n%s", row, out)
+		}
+	}
+	if !strings.Contains(out, "\n  forward_delay ") {
+		t.Errorf("forward_delay is not indented under its stage:\n%s", out)
+	}
+	b.Reset()
+	if err := newSummary(snap).writeJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Histograms []struct {
+			Name       string
+			Count, Min uint64
+			Mean       float64
+			P50, Max   uint64
+		} `json:"histograms"`
+	}
+	if err := json.Unmarshal([]byte(b.String()), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range v.Histograms {
+		if h.Count != 4 || h.Min != 1_812_345 || h.Mean != 2_015_586 || h.Max != 2_199_999 {
+			t.Errorf("--json %+v: want count 4, min 1812345, mean 2015586, max 2199999", h)
+		}
 	}
 }

@@ -251,7 +251,7 @@ func histogram(h *stats.HistSnapshot, buckets bool) *api.Histogram {
 		return nil
 	}
 	r := &api.Histogram{
-		Count: h.Count, Sum: h.Sum, Max: h.Max, Mean: h.Mean(),
+		Count: h.Count, Sum: h.Sum, Min: h.Min, Max: h.Max, Mean: h.Mean(),
 		P50: h.Quantile(0.50), P90: h.Quantile(0.90), P99: h.Quantile(0.99), P999: h.Quantile(0.999),
 	}
 	if buckets {

@@ -13,11 +13,12 @@
 //	linerate_stage_<kind>_<counter>_total{pipeline,stage,kind,lcore} (metricKind)
 //	linerate_drops_total{pipeline,stage,reason}
 //	linerate_lcore_{loops,busy_loops,packets}_total{lcore,cpu}
-//	linerate_lcore_loop_gap_seconds{lcore,cpu}                       histogram
+//	linerate_lcore_loop_gap_seconds{lcore,cpu}                       histogram, and its _min_ gauge
 //	linerate_pool_{size,in_use}{pool}
 //	linerate_pool_{alloc_failures,copies}_total{pool}
 //	linerate_clock_{synchronized,error_seconds,tai_offset_seconds}     the host clock's sync state
 //	linerate_stage_<name>_<unit>{pipeline,stage}                     stage histograms
+//	linerate_stage_<name>_min_<unit>{pipeline,stage}                 their least value, a gauge
 //
 // A stage's own counters get one metric per kind and counter name rather than a
 // single metric with a "counter" label: Prometheus wants one meaning per metric
@@ -35,7 +36,11 @@
 // Histograms in ns are exported in seconds on 1-2-5 buckets from 100ns to 10s;
 // in bytes, on powers of two from 64 B to 1 MiB. A bucket's count includes
 // every internal bucket wholly at or below its bound, so it is low by at most
-// one internal bucket (under 0.8% of the bound).
+// one internal bucket (under 0.8% of the bound). A delay's first figures are
+// its minimum and its mean: the mean is _sum / _count, as Prometheus has it,
+// and the minimum, exact, a gauge beside the histogram with _min before its
+// unit (linerate_stage_latency_min_seconds), absent until a value is
+// recorded.
 package metrics
 
 import (
@@ -191,7 +196,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		s.counter("linerate_lcore_busy_loops_total", "Poll loops that moved at least one packet.", lcoreLabels, lv, l.BusyLoops)
 		s.counter("linerate_lcore_packets_total", "Packets the lcore received.", lcoreLabels, lv, l.Packets)
 		if l.Gap != nil {
-			s.histogram("linerate_lcore_loop_gap_seconds", "Time between successive polls.",
+			s.histogram("linerate_lcore_loop_gap_seconds", "linerate_lcore_loop_gap_min_seconds", "Time between successive polls.",
 				lcoreLabels, lv, l.Gap, 1e-9, secondsBuckets)
 		}
 	}
@@ -227,17 +232,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		pipeline, stage, _ := strings.Cut(h.Owner, "/")
-		name, scale, bounds := "linerate_stage_"+metricName(h.Name), 1.0, plainBuckets
+		base, unit, scale, bounds := "linerate_stage_"+metricName(h.Name), "", 1.0, plainBuckets
 		switch h.Unit {
 		case "ns":
-			name, scale, bounds = name+"_seconds", 1e-9, secondsBuckets
+			unit, scale, bounds = "_seconds", 1e-9, secondsBuckets
 		case "bytes":
-			name, bounds = name+"_bytes", bytesBuckets
+			unit, bounds = "_bytes", bytesBuckets
 		case "":
 		default:
-			name += "_" + metricName(h.Unit)
+			unit = "_" + metricName(h.Unit)
 		}
-		s.histogram(name, h.Help, histL, []string{pipeline, stage}, h.Hist, scale, bounds)
+		s.histogram(base+unit, base+"_min"+unit, h.Help, histL, []string{pipeline, stage}, h.Hist, scale, bounds)
 	}
 	s.emit(ch)
 }

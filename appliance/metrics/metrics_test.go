@@ -213,6 +213,39 @@ func TestHistograms(t *testing.T) {
 		12, 3*1500+9*6000, map[float64]uint64{1024: 0, 2048: 3, 4096: 3, 8192: 12, 1 << 20: 12})
 }
 
+// TestHistogramMin: beside each histogram, its least value as a gauge, in
+// the histogram's unit; the mean is _sum / _count.
+func TestHistogramMin(t *testing.T) {
+	fams := scrape(t, controltest.New())
+	for _, c := range []struct {
+		name  string
+		pairs []string
+		want  float64
+	}{
+		{"linerate_lcore_loop_gap_min_seconds", []string{"lcore", "1", "cpu", "-1"}, 200e-9},
+		{"linerate_stage_latency_min_seconds", []string{"pipeline", "edge", "stage", "encap"}, 10e-6},
+		{"linerate_stage_generation_size_min_bytes", []string{"pipeline", "coded", "stage", "encoder"}, 1500},
+	} {
+		if fams[c.name].GetType() != dto.MetricType_GAUGE {
+			t.Errorf("%s is a %v", c.name, fams[c.name].GetType())
+			continue
+		}
+		if got := value(t, fams, c.name, c.pairs...); math.Abs(got-c.want) > 1e-9*c.want {
+			t.Errorf("%s = %g, want %g", c.name, got, c.want)
+		}
+	}
+	h := find(t, fams, "linerate_stage_latency_seconds", "pipeline", "edge", "stage", "encap").Histogram
+	if mean := h.GetSampleSum() / float64(h.GetSampleCount()); math.Abs(mean-113e-6) > 1e-9 {
+		t.Errorf("latency mean %g, want 113µs", mean)
+	}
+	// An empty histogram has no minimum.
+	snap := controltest.Snapshot()
+	snap.Histogram[0].Hist = stats.NewHistSnapshot()
+	if f := scrape(t, snapSource{snap})["linerate_stage_latency_min_seconds"]; f != nil && len(f.Metric) > 0 {
+		t.Errorf("an empty histogram's minimum: %v", f)
+	}
+}
+
 func TestDuplicateSeriesAreSummed(t *testing.T) {
 	snap := controltest.Snapshot()
 	// Two unpinned instances of one stage report the same labels.
@@ -226,6 +259,9 @@ func TestDuplicateSeriesAreSummed(t *testing.T) {
 	}
 	if n := find(t, fams, "linerate_lcore_loop_gap_seconds", "lcore", "1").Histogram.GetSampleCount(); n != 2000 {
 		t.Errorf("merged loop gaps count %d, want 2000", n)
+	}
+	if v := value(t, fams, "linerate_lcore_loop_gap_min_seconds", "lcore", "1"); math.Abs(v-200e-9) > 1e-15 {
+		t.Errorf("merged loop gaps' minimum %g, want 200ns: the least, not the sum", v)
 	}
 }
 

@@ -24,6 +24,7 @@ type family struct {
 	labels []string
 	typ    prometheus.ValueType
 	hist   bool
+	min    *prometheus.Desc // a histogram's least value, a gauge
 	scale  float64
 	bounds []float64
 	series map[string]*series
@@ -83,13 +84,18 @@ func (s *set) value(name, help string, typ prometheus.ValueType, labels, values 
 	}
 }
 
-// histogram adds h, whose values are multiplied by scale for export.
-func (s *set) histogram(name, help string, labels, values []string, h *stats.HistSnapshot, scale float64, bounds []float64) {
+// histogram adds h, whose values are multiplied by scale for export, and
+// its minimum as minName.
+func (s *set) histogram(name, minName, help string, labels, values []string, h *stats.HistSnapshot, scale float64,
+	bounds []float64) {
 	f := s.family(name, help, labels, prometheus.UntypedValue, true)
 	if f == nil {
 		return
 	}
 	f.scale, f.bounds = scale, bounds
+	if f.min == nil {
+		f.min = prometheus.NewDesc(minName, "Least value of "+name+", exactly.", labels, nil)
+	}
 	sr := f.at(values)
 	if sr.h == nil {
 		sr.h = stats.NewHistSnapshot()
@@ -115,6 +121,14 @@ func (s *set) emit(ch chan<- prometheus.Metric) {
 					m = prometheus.NewInvalidMetric(d, err)
 				}
 				ch <- m
+			}
+		}
+		if f.min == nil {
+			continue
+		}
+		for _, sr := range f.order {
+			if sr.h.Count > 0 {
+				ch <- prometheus.MustNewConstMetric(f.min, prometheus.GaugeValue, float64(sr.h.Min)*f.scale, sr.values...)
 			}
 		}
 	}

@@ -51,9 +51,11 @@ type Histogram struct {
 	isDirty []bool
 	count   uint64
 	sum     uint64
+	min     uint64
 	max     uint64
 	pubN    atomic.Uint64
 	pubSum  atomic.Uint64
+	pubMin  atomic.Uint64
 	pubMax  atomic.Uint64
 }
 
@@ -81,6 +83,9 @@ func (h *Histogram) Record(v uint64) {
 			h.dirty = append(h.dirty, uint16(i))
 		}
 	}
+	if h.count == 0 || v < h.min {
+		h.min = v
+	}
 	h.count++
 	h.sum += v
 	if v > h.max {
@@ -102,6 +107,9 @@ func (h *Histogram) Publish() {
 		return
 	}
 	h.flush()
+	// The minimum before the count: a reader that sees a count sees a
+	// minimum at least as recent (Merge loads them the other way round).
+	h.pubMin.Store(h.min)
 	h.pubN.Store(h.count)
 	h.pubSum.Store(h.sum)
 	h.pubMax.Store(h.max)
@@ -114,11 +122,14 @@ func (h *Histogram) Snapshot() *HistSnapshot {
 	return s
 }
 
-// HistSnapshot is a reader's copy of one or more merged histograms.
+// HistSnapshot is a reader's copy of one or more merged histograms. Min and
+// Max are the exact extremes of the values recorded (0 when Count is 0), not
+// bucket bounds.
 type HistSnapshot struct {
 	Buckets []uint64
 	Count   uint64
 	Sum     uint64
+	Min     uint64
 	Max     uint64
 }
 
@@ -130,10 +141,21 @@ func (s *HistSnapshot) Merge(h *Histogram) {
 	for i := range h.pub {
 		s.Buckets[i] += h.pub[i].Load()
 	}
-	s.Count += h.pubN.Load()
+	n := h.pubN.Load()
+	if n > 0 {
+		s.takeMin(h.pubMin.Load())
+	}
+	s.Count += n
 	s.Sum += h.pubSum.Load()
 	if m := h.pubMax.Load(); m > s.Max {
 		s.Max = m
+	}
+}
+
+// takeMin lowers Min to m; call it before adding the count m came with.
+func (s *HistSnapshot) takeMin(m uint64) {
+	if s.Count == 0 || m < s.Min {
+		s.Min = m
 	}
 }
 
@@ -141,6 +163,9 @@ func (s *HistSnapshot) Merge(h *Histogram) {
 func (s *HistSnapshot) Add(o *HistSnapshot) {
 	for i, v := range o.Buckets {
 		s.Buckets[i] += v
+	}
+	if o.Count > 0 {
+		s.takeMin(o.Min)
 	}
 	s.Count += o.Count
 	s.Sum += o.Sum
@@ -171,6 +196,9 @@ func (s *HistSnapshot) Quantile(q float64) uint64 {
 			mid := lo + (hi-lo-1)/2
 			if mid > s.Max && s.Max >= lo {
 				return s.Max
+			}
+			if mid < s.Min && s.Min < hi {
+				return s.Min // never below the minimum printed beside it
 			}
 			return mid
 		}

@@ -26,7 +26,7 @@ var (
 	ssidL     = []string{"ssid"}
 	ssidDirL  = []string{"ssid", "direction"}
 	promDescs = struct {
-		sent, received, dups, reordered, unsync, lost, inFlight, delay, delayMax, ipdv, jitter *prometheus.Desc
+		sent, received, dups, reordered, unsync, lost, inFlight, delay, delayMin, delayMax, ipdv, jitter *prometheus.Desc
 	}{
 		sent:      prometheus.NewDesc("linerate_stamp_session_sent", "Test packets the session sent in its current run.", ssidL, nil),
 		received:  prometheus.NewDesc("linerate_stamp_session_received", "Distinct replies the session received in its current run.", ssidL, nil),
@@ -37,7 +37,8 @@ var (
 			"Test packets lost: round_trip, and forward and backward with a stateful reflector.", ssidDirL, nil),
 		inFlight: prometheus.NewDesc("linerate_stamp_session_in_flight", "Test packets sent after the highest one answered.", ssidL, nil),
 		delay: prometheus.NewDesc("linerate_stamp_session_delay_seconds",
-			"Delay by direction (round_trip without the reflector's residence time, forward, backward), quantiles from a histogram within 0.8%.", ssidDirL, nil),
+			"Delay by direction (round_trip without the reflector's residence time, forward, backward), quantiles from a histogram within 0.8%; the mean is _sum / _count.", ssidDirL, nil),
+		delayMin: prometheus.NewDesc("linerate_stamp_session_delay_min_seconds", "Least delay by direction.", ssidDirL, nil),
 		delayMax: prometheus.NewDesc("linerate_stamp_session_delay_max_seconds", "Largest delay by direction.", ssidDirL, nil),
 		ipdv:     prometheus.NewDesc("linerate_stamp_session_ipdv_mean_abs_seconds", "Mean absolute IP packet delay variation, by sequence number (RFC 5481), per direction.", ssidDirL, nil),
 		jitter:   prometheus.NewDesc("linerate_stamp_session_jitter_seconds", "Interarrival jitter (RFC 3550 §6.4.1), per direction.", ssidDirL, nil),
@@ -80,6 +81,7 @@ func (c *promSessions) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstSummary(promDescs.delay, d.st.N, seconds(d.st.Mean)*float64(d.st.N),
 				map[float64]float64{0.5: seconds(d.st.P50), 0.9: seconds(d.st.P90), 0.99: seconds(d.st.P99)}, id, d.dir)
+			gauge(promDescs.delayMin, seconds(d.st.Min), id, d.dir)
 			gauge(promDescs.delayMax, seconds(d.st.Max), id, d.dir)
 			if d.jit.N > 0 {
 				gauge(promDescs.ipdv, seconds(d.jit.MeanAbs), id, d.dir)

@@ -65,6 +65,13 @@ func TestPrometheusSessions(t *testing.T) {
 	near(`linerate_stamp_session_delay_seconds{direction="backward",ssid="7",quantile="0.99"}`, 0.005, 0.05)
 	near(`linerate_stamp_session_delay_seconds{direction="round_trip",ssid="7",quantile="0.9"}`, 0.007, 0.05)
 	near(`linerate_stamp_session_delay_max_seconds{direction="backward",ssid="7"}`, 0.005, 0.05)
+	// A delay's first figures: its minimum, and its mean as _sum / _count.
+	near(`linerate_stamp_session_delay_min_seconds{direction="forward",ssid="7"}`, 0.002, 0.05)
+	near(`linerate_stamp_session_delay_min_seconds{direction="round_trip",ssid="7"}`, 0.007, 0.05)
+	if mean := value(`linerate_stamp_session_delay_seconds_sum{direction="backward",ssid="7"}`) /
+		value(`linerate_stamp_session_delay_seconds_count{direction="backward",ssid="7"}`); math.Abs(mean-0.005) > 0.05*0.005 {
+		t.Errorf("backward mean %g, want 5ms", mean)
+	}
 	// 20 of 400 lost forward; the last sent may still count as in flight.
 	lostF := value(`linerate_stamp_session_lost{direction="forward",ssid="7"}`)
 	inFlight := value(`linerate_stamp_session_in_flight{ssid="7"}`)

@@ -9,8 +9,8 @@ import (
 	clitable "github.com/linerate/linerate/appliance/cli/table"
 )
 
-// WriteReport prints a session's metrics: per direction, delay percentiles,
-// jitter and loss, laid out by o. "answered" is Metrics.Answered, as in the
+// WriteReport prints a session's metrics: per direction, delay minimum,
+// mean, percentiles and maximum, jitter and loss, laid out by o. "answered" is Metrics.Answered, as in the
 // API: the test packets up to the highest sequence number answered, each
 // received or lost.
 func WriteReport(w io.Writer, title string, m *Metrics, o clitable.Options) {
@@ -24,17 +24,19 @@ func WriteReport(w io.Writer, title string, m *Metrics, o clitable.Options) {
 		}
 		return fmt.Sprintf("%.2f%% (%d)", 100*float64(n)/float64(of), n)
 	}
-	cols := clitable.Cols("DIRECTION", "P50", "P90", "P99", "MAX", "MEAN", "IPDV", "SMOOTHED", "LOSS")
-	cols[8].Wrap = true
+	// A delay's first figures are its minimum and its mean.
+	cols := clitable.Cols("DIRECTION", "MIN", "MEAN", "P50", "P90", "P99", "MAX", "IPDV", "SMOOTHED", "LOSS")
+	cols[9].Wrap = true
 	t := clitable.New(cols...)
 	t.Indent = 2
 	row := func(name string, d *DelayStats, j *JitterStats, loss string) {
 		if d.N == 0 {
 			// No records: no delays.
-			t.Add(name, "-", "-", "-", "-", "-", "-", "-", loss)
+			t.Add(name, "-", "-", "-", "-", "-", "-", "-", "-", loss)
 			return
 		}
-		t.Add(name, Dur(d.P50), Dur(d.P90), Dur(d.P99), Dur(d.Max), Dur(d.Mean), Dur(j.MeanAbs), Dur(int64(j.Smoothed)), loss)
+		t.Add(name, Dur(d.Min), Dur(d.Mean), Dur(d.P50), Dur(d.P90), Dur(d.P99), Dur(d.Max), Dur(j.MeanAbs),
+			Dur(int64(j.Smoothed)), loss)
 	}
 	row("round trip", &m.RTT, &m.JitterRTT, rate(m.LostRoundTrip, m.Answered))
 	fwdLoss, bwdLoss := "not split", "not split"

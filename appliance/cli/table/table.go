@@ -364,7 +364,8 @@ func words(s string) []string {
 }
 
 // fill breaks s into lines of at most width columns, at word ends; a word
-// longer than a line is cut. The spaces at a break are dropped.
+// longer than a line is cut. The spaces at a break are dropped; those that
+// begin s stay (an indented row).
 func fill(s string, width int) []string { return hang(s, width, width) }
 
 // hang is fill with a first line of its own width.
@@ -386,7 +387,7 @@ func hang(s string, first, rest int) []string {
 		if n > 0 && n+bare > width {
 			flush()
 		}
-		if n == 0 {
+		if n == 0 && len(lines) > 0 {
 			word = strings.TrimLeft(word, " ")
 			ww = textWidth(word)
 			bare = textWidth(strings.TrimRight(word, " "))

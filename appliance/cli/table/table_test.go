@@ -200,6 +200,9 @@ func TestFill(t *testing.T) {
 		{"abcdefghij", 4, []string{"abcd", "efgh", "ij"}},
 		{"x abcdefghij", 4, []string{"x", "abcd", "efgh", "ij"}},
 		{"µs → ms", 4, []string{"µs →", "ms"}},
+		// A cell's own indent stays: a row under the row above it.
+		{"  rtt", 10, []string{"  rtt"}},
+		{"  aaa bbb", 6, []string{"  aaa", "bbb"}},
 	} {
 		if got := fill(c.s, c.width); !slices.Equal(got, c.want) {
 			t.Errorf("fill(%q, %d) = %q, want %q", c.s, c.width, got, c.want)

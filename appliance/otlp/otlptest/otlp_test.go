@@ -74,6 +74,7 @@ func TestOTLPExport(t *testing.T) {
 		resource map[string]any
 		counter  float64
 		hist     uint64
+		min      float64 // the loop gaps' least, a gauge beside the histogram
 	}
 	look := func() seen {
 		var s seen
@@ -102,6 +103,11 @@ func TestOTLPExport(t *testing.T) {
 							for d := range dps.Len() {
 								s.hist = max(s.hist, dps.At(d).Count())
 							}
+						case m.Name() == "linerate_lcore_loop_gap_min_seconds" && m.Type() == pmetric.MetricTypeGauge:
+							dps := m.Gauge().DataPoints()
+							for d := range dps.Len() {
+								s.min = max(s.min, dps.At(d).DoubleValue())
+							}
 						}
 					}
 				}
@@ -111,11 +117,11 @@ func TestOTLPExport(t *testing.T) {
 	}
 	var s seen
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if s = look(); s.counter > 0 && s.hist > 0 {
+		if s = look(); s.counter > 0 && s.hist > 0 && s.min > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no linerate_port_tx_packets_total and loop-gap histogram within 90 s (%+v)\n%s", s, logs.String())
+			t.Fatalf("no linerate_port_tx_packets_total, loop-gap histogram and its minimum within 90 s (%+v)\n%s", s, logs.String())
 		}
 	}
 	for k, v := range map[string]string{"service.name": "linerate", "service.instance.id": "lab-1", "site": "test"} {
