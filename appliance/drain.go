@@ -74,6 +74,9 @@ func (e *Engine) release() {
 		if d, ok := pe.port.(interface{ Drain() int }); ok {
 			d.Drain()
 		}
+		// The summary's counters are these: the lcores have stopped, and
+		// the port is still open.
+		pe.final.Store(&finalStats{Stats: pe.port.Stats(), linkUp: pe.port.Info().LinkUp})
 		closePort := func() {
 			if err := pe.port.Close(); err != nil {
 				e.log.Warn("close port", "port", pe.name, "err", err)

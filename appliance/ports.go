@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/config"
@@ -29,6 +30,16 @@ type portEntry struct {
 	// tx bytes are then the driver's.
 	handleTx ports.HandleTx
 	cfgPort  config.Port
+	// final is the port's counters and link as they were when the lcores
+	// had stopped, read before it closed: a closed port has no kernel
+	// socket left to ask, and a counter the kernel resets on each read
+	// (afpacket's PACKET_STATISTICS) holds only what came since the last.
+	final atomic.Pointer[finalStats]
+}
+
+type finalStats struct {
+	ports.Stats
+	linkUp bool
 }
 
 func (e *Engine) openPorts() error {

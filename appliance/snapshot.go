@@ -6,6 +6,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/appliance/stats"
+	"github.com/linerate/linerate/ports"
 )
 
 // Snapshot reads every published counter.
@@ -28,7 +29,12 @@ func (e *Engine) Snapshot() *stats.Snapshot {
 			}
 		}
 		if pe.port != nil {
-			st := pe.port.Stats()
+			var st ports.Stats
+			if f := pe.final.Load(); f != nil {
+				st, ps.LinkUp = f.Stats, f.linkUp // closed: as it was at stop
+			} else {
+				st, ps.LinkUp = pe.port.Stats(), pe.port.Info().LinkUp
+			}
 			ps.RxDropped, ps.TxDropped, ps.RxErrors, ps.Extra = st.RxDropped, st.TxDropped, st.RxErrors, st.Extra
 			if pe.driverRxBytes {
 				ps.RxBytes = st.RxBytes
@@ -36,7 +42,6 @@ func (e *Engine) Snapshot() *stats.Snapshot {
 			if pe.handleTx != nil {
 				ps.TxBytes = st.TxBytes
 			}
-			ps.LinkUp = pe.port.Info().LinkUp
 		}
 		s.Ports = append(s.Ports, ps)
 	}

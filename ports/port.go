@@ -29,6 +29,10 @@ type Port interface {
 	// Pool is where packets emitted towards this port come from.
 	Pool() packet.Pool
 	Info() Info
+	// Stats is the port's counters since it opened, from any goroutine; a
+	// counter the kernel resets on each read is summed by the port. The
+	// engine reads it a last time once its lcores have stopped, before
+	// Close: what the run's summary shows.
 	Stats() Stats
 	Close() error
 }

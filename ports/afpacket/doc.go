@@ -21,6 +21,11 @@
 // A VLAN tag the kernel took out of the frame (TP_STATUS_VLAN_VALID) is put
 // back, so the engine sees the frame as it was on the wire.
 //
+// Rx dropped counts, besides frames too big or truncated, the kernel's
+// tp_drops: frames the ring had no room for. The kernel resets
+// PACKET_STATISTICS on each read, so Stats sums what each read returns;
+// the engine reads it a last time at stop, before the sockets close.
+//
 // Rx timestamps: each frame's RxTime is the kernel's stamp of it, the
 // ring's tp_sec/tp_nsec, on the engine's clock: CLOCK_REALTIME less the
 // clock's Unix offset, read once per burst. SO_TIMESTAMPING asks for the
