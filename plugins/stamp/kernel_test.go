@@ -366,7 +366,7 @@ func (l *srv6Lab) run(t *testing.T, delay time.Duration) (Metrics, []Record) {
 	// neither come nor were counted: the loss check below then fails.
 	var m Metrics
 	var dropped uint64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		m = sessionMetrics(t, e, s)
 		dropped = l.dropped(t, e.Snapshot()) - kernelBefore
 		if m.Received+dropped >= m.Sent || time.Now().After(deadline) {
@@ -472,7 +472,6 @@ func testSRv6Authenticated(t *testing.T, l *srv6Lab) {
 		wantRecs bool
 	}{{"right key", keyA, true}, {"wrong key", keyB, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			before := l.kernelDropped(t)
 			e := l.engine(t, fmt.Sprintf("authenticated = true\nkey_file = %q\n", keyA),
 				fmt.Sprintf("authenticated = true\nkey_file = %q\n", c.refl), time.Millisecond)
 			s := registryOfEngine(t, e).tx.Load().get(11)
@@ -481,13 +480,6 @@ func testSRv6Authenticated(t *testing.T, l *srv6Lab) {
 				return sessionMetrics(t, e, s).Received >= 50 || dropsOf(e.Snapshot(), "reflector", "stamp_bad_hmac") >= 50
 			})
 			_ = s.stop()
-			// A reply still on its way would come in after the count below
-			// was taken: wait for the test packets still on the path to end
-			// as records or drops.
-			waitFor(t, "the path to drain", func() bool {
-				m := sessionMetrics(t, e, s)
-				return m.Received+l.dropped(t, e.Snapshot())-before >= m.Sent
-			})
 			recs := s.drain(0)
 			bad := dropsOf(e.Snapshot(), "reflector", "stamp_bad_hmac")
 			if err := e.Close(); err != nil {

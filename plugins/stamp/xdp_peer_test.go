@@ -743,29 +743,32 @@ reflector_mode = "stateful"
 			t.Fatal(err)
 		}
 		checkGoLog(t, &log, "coll", inKernel)
-		var records, viaProgram, toGo uint64
+		// Counters reach a snapshot a little after the packets: wait for
+		// all of them, the peer's too.
+		var records, viaProgram, toGo, reflected uint64
 		done := func() bool {
-			if !inKernel {
-				return records == n && viaProgram == 0 && toGo == 0
+			if reflected != n || records != n {
+				return false
 			}
-			return records == n && viaProgram > 0 && viaProgram+toGo == n
+			if !inKernel {
+				return viaProgram == 0 && toGo == 0
+			}
+			return viaProgram > 0 && viaProgram+toGo == n
 		}
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			s := e.Snapshot()
 			records = enginetest.Counter(s, "coll", "records")
 			viaProgram = enginetest.Counter(s, "coll", "xdp_records")
 			toGo = enginetest.Counter(s, "coll", "xdp_to_go")
+			reflected = p.reflected(t)
 			if done() {
 				break
 			}
 		}
-		t.Logf("records %d: %d taken in the kernel, %d left to Go by the program", records, viaProgram, toGo)
+		t.Logf("records %d: %d taken in the kernel, %d left to Go by the program; %d reflected", records, viaProgram, toGo, reflected)
 		if !done() {
-			t.Errorf("records %d, through the program %d, left to Go by it %d; want %d records, in the kernel: %v",
-				records, viaProgram, toGo, n, inKernel)
-		}
-		if got := p.reflected(t); got != n {
-			t.Errorf("the reflector reflected %d of %d", got, n)
+			t.Errorf("records %d, through the program %d, left to Go by it %d, reflected %d; want %d records and reflected, in the kernel: %v",
+				records, viaProgram, toGo, reflected, n, inKernel)
 		}
 	})
 }
