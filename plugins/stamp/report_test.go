@@ -17,7 +17,7 @@ func TestReportMinMean(t *testing.T) {
 	}
 	m := Metrics{Sent: 10077, Answered: 10077, Received: 9731, LostRoundTrip: 346, LostForward: 160, LostBackward: 186,
 		Split: true, RTT: d(6_312_345, 34_500_000, 28_700_000, 170_140_000), Forward: d(1_812_345, 11_790_000, 8_030_000, 125_340_000),
-		Backward: d(4_512_345, 22_710_000, 17_430_000, 104_030_000),
+		Backward:  d(4_512_345, 22_710_000, 17_430_000, 104_030_000),
 		JitterRTT: JitterStats{N: 9000, MeanAbs: 1_160_000, Smoothed: 2_240_000}}
 	var b strings.Builder
 	WriteReport(&b, "STAMP session 1: 2001:db8:30::1 → 2001:db8:40::1", &m, clitable.Options{})
