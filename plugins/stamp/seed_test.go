@@ -213,6 +213,8 @@ forward = "in"
 		if offloadMode == "auto" {
 			want = 1
 		}
+		// The fallback is logged before "running": once that is in, so is it.
+		waitFor(t, "msg=running in the reflector's log", func() bool { return strings.Contains(rOut.String(), "msg=running") })
 		if n := strings.Count(rOut.String(), "stage runs in Go"); n != want ||
 			want == 1 && !strings.Contains(rOut.String(), "bpf_ktime_get_tai_ns") {
 			t.Errorf("the reflector logged %d fallbacks, want %d:\n%s", n, want, rOut.String())

@@ -180,6 +180,12 @@ func testXDPRouter(t *testing.T, offload string, inKernel bool) {
 	if inKernel {
 		want = 0
 	}
+	// The fallback is logged before "running": once that is in, so is it.
+	for deadline := time.Now().Add(rtrWait); !strings.Contains(lr.out.String(), "msg=running"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no msg=running in linerate's log:\n%s", lr.out.String())
+		}
+	}
 	if log := lr.out.String(); strings.Count(log, "stage runs in Go") != want ||
 		want == 1 && !strings.Contains(log, "bpf_ktime_get_tai_ns") {
 		t.Errorf("want %d lines saying the stage runs in Go:\n%s", want, log)
