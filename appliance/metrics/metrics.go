@@ -94,12 +94,10 @@ func RegistryHandler(reg *prometheus.Registry) http.Handler {
 // renamed maps a metric's name to the names it had before. Each old name is
 // still served, beside the new one, with the same series and a HELP that says
 // it is deprecated and names the new one, for at least one release after the
-// rename (docs/compatibility.md); then its entry goes.
-var renamed = map[string][]string{
-	// The counter stage's: promtool refuses "counter" in a counter's name.
-	"linerate_stage_count_packets_total": {"linerate_stage_counter_packets_total"},
-	"linerate_stage_count_bytes_total":   {"linerate_stage_counter_bytes_total"},
-}
+// rename (docs/compatibility.md); then its entry goes. An old name must pass
+// promtool check metrics too: one that fails it is not served at all (the
+// counter stage's linerate_stage_counter_*, removed in 0.1.0).
+var renamed = map[string][]string{}
 
 // Bucket bounds, in the exported unit.
 var (
