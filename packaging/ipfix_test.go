@@ -36,6 +36,7 @@ func startNfacctd(t *testing.T, dir, from string) (*proc, int) {
 	}
 	c := strings.NewReplacer("nfacctd_port: 4739", "nfacctd_port: "+strconv.Itoa(port)+"\nnfacctd_ip: 127.0.0.1",
 		"/etc/pmacct/linerate-primitives.lst", filepath.Join(dir, "primitives.lst"),
+		"/run/lock/linerate-nfacctd.lock", filepath.Join(dir, "nfacctd.lock"),
 		"print_refresh_time[ioam]: 5", "print_refresh_time[ioam]: 1",
 		"print_refresh_time[stamp]: 5", "print_refresh_time[stamp]: 1").Replace(string(conf))
 	prim, err := os.ReadFile(filepath.Join(from, "primitives.lst"))
@@ -51,6 +52,57 @@ func startNfacctd(t *testing.T, dir, from string) (*proc, int) {
 	nf := start(t, nil, nfacctd, "-f", filepath.Join(dir, "nfacctd.conf"))
 	nf.stopSig = os.Kill // it lingers on SIGTERM, printing
 	return nf, port
+}
+
+// TestNfacctdConfigClean: Debian's nfacctd loads the collector config a
+// user copies without a warning or an error (pmacct 1.7.7 ignored
+// print_history: 5s with two, and warns of a print plugin on stdout with no
+// lock file). The plugins warn as they start, before their loop: once both
+// have printed a record of a message sent to them, every warning is out.
+func TestNfacctdConfigClean(t *testing.T) {
+	nf, port := startNfacctd(t, t.TempDir(), "collectors")
+	c, err := net.Dial("udp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := ipfixMessage()
+	waitFor(t, "a record from each print plugin", nf, func() bool {
+		_, _ = c.Write(msg) // again until nfacctd listens
+		out := nf.out.String()
+		return strings.Contains(out, `"ioam_record_id"`) && strings.Contains(out, `"stamp_ssid"`)
+	})
+	out := nf.out.String() // before the kill, which the plugins log as an error
+	_ = nf.stop()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "WARN") || strings.HasPrefix(l, "ERROR") {
+			t.Errorf("nfacctd: %s", l)
+		}
+	}
+}
+
+// ipfixMessage is an IPFIX message of a template (sourceIPv4Address,
+// destinationIPv4Address) and one record of it.
+func ipfixMessage() []byte {
+	be := binary.BigEndian
+	m := be.AppendUint16(nil, 10)
+	m = be.AppendUint16(m, 0) // length, below
+	m = be.AppendUint32(m, uint32(time.Now().Unix()))
+	m = be.AppendUint32(m, 0) // sequence
+	m = be.AppendUint32(m, 1) // observation domain
+	m = be.AppendUint16(m, 2) // template set
+	m = be.AppendUint16(m, 16)
+	m = be.AppendUint16(m, 256)
+	m = be.AppendUint16(m, 2)
+	m = be.AppendUint16(m, 8) // sourceIPv4Address
+	m = be.AppendUint16(m, 4)
+	m = be.AppendUint16(m, 12) // destinationIPv4Address
+	m = be.AppendUint16(m, 4)
+	m = be.AppendUint16(m, 256) // data set
+	m = be.AppendUint16(m, 12)
+	m = append(m, 192, 0, 2, 1, 198, 51, 100, 1)
+	be.PutUint16(m[2:], uint16(len(m)))
+	return m
 }
 
 // ipfixLab is the lab config with IOAM decap's export on and an [ipfix]
