@@ -170,7 +170,8 @@ port = "out"
 		t.Fatalf("linerate run exited %d: %s", code, stderr)
 	}
 	for _, h := range []string{"hop1_delay", "e2e_delay"} {
-		if !regexp.MustCompile(`(?m)^path/decap +` + h + ` +300 +\S`).MatchString(stdout) {
+		// Each histogram on its own line, under its owner's.
+		if !regexp.MustCompile(`(?m)^path/decap\n(  \S+ .*\n)*  ` + h + ` +300 +\S`).MatchString(stdout) {
 			t.Errorf("no %s percentiles in the summary:\n%s", h, stdout)
 		}
 	}
