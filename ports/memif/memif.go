@@ -421,6 +421,7 @@ func (p *Port) handshake(pc *memif.Pending) (*memif.Conn, error) {
 		MaxC2S: len(p.rx), MaxS2C: len(p.tx), PollC2S: true, Allow: p.allow, Timeout: p.o.HandshakeTimeout,
 		Connect: func() error {
 			if !p.claimed.CompareAndSwap(false, true) {
+				//lint:ignore ST1005 DPDK's reason, sent to the peer as it is
 				return errors.New("Already connected")
 			}
 			claimed = true
