@@ -65,7 +65,7 @@ type Control struct {
 
 // Metrics is the Prometheus endpoint.
 type Metrics struct {
-	Listen string `toml:"listen"` // e.g. "127.0.0.1:9100"; "" = off (default)
+	Listen string `toml:"listen"` // e.g. "127.0.0.1:9087"; "" = off (default)
 }
 
 // Log is how linerate run logs.
@@ -210,6 +210,14 @@ const LabName = "<embedded lab>"
 
 // LoadLab parses the embedded lab config.
 func LoadLab() (*File, error) { return Parse(LabName, lab) }
+
+//go:embed service.toml
+var service []byte
+
+// Service is the service's default config, inert (no traffic): what the
+// package installs as /etc/linerate/linerate.toml and `linerate config
+// service` prints. The caller owns the returned copy.
+func Service() []byte { return append([]byte(nil), service...) }
 
 // Pool returns the pool called name.
 func (f *File) Pool(name string) (Pool, bool) {

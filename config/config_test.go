@@ -148,7 +148,7 @@ control_cpus = [0, 0, -1]
 [control]
 listen = "0.0.0.0:50051"
 [metrics]
-listen = "9100"
+listen = "9087"
 ` + tail,
 		want: []string{
 			"t.toml:1: version: version 2 is not supported; this linerate reads version 1",
@@ -159,7 +159,7 @@ listen = "9100"
 			"t.toml:7: engine.control_cpus[1]: CPU 0 is listed twice",
 			"t.toml:7: engine.control_cpus[2]: CPU -1 is negative",
 			`t.toml:9: control.listen: "0.0.0.0:50051": the control API listens only on a unix socket or a loopback address, as it has no authentication`,
-			`t.toml:11: metrics.listen: "9100" is neither "unix:/path" nor "host:port"`,
+			`t.toml:11: metrics.listen: "9087" is neither "unix:/path" nor "host:port"`,
 		},
 	},
 	{

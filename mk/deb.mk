@@ -2,8 +2,10 @@
 #
 #   make deb   bin/linerate_<version>-1_amd64.deb, built by nfpm from
 #              packaging/nfpm.yaml: the binary, the systemd unit, the default
-#              config (the lab with its metrics on 127.0.0.1:9100), the man page
-#              and bash completion generated from the CLI's help (packaging/mkdocs)
+#              config (inert: `linerate config service`, metrics on
+#              127.0.0.1:9087), the lab as an example (its metrics on too), the
+#              man page and bash completion generated from the CLI's help
+#              (packaging/mkdocs)
 #
 # nfpm runs with `go run` at a fixed version: it stays out of go.mod.
 
@@ -23,9 +25,11 @@ deb: build
 	$(GO) run ./packaging/mkdocs -bin $(DEB_STAGE)/linerate -out $(DEB_STAGE)
 	gzip -9n < $(DEB_STAGE)/linerate.1 > $(DEB_STAGE)/linerate.1.gz
 	gzip -9n < packaging/changelog > $(DEB_STAGE)/changelog.Debian.gz
-	./$(DEB_STAGE)/linerate config default | sed 's|^# listen = "127.0.0.1:9100"|listen = "127.0.0.1:9100"|' \
-		> $(DEB_STAGE)/linerate.toml
+	./$(DEB_STAGE)/linerate config service > $(DEB_STAGE)/linerate.toml
+	./$(DEB_STAGE)/linerate config default | sed 's|^# listen = "127.0.0.1:9087"|listen = "127.0.0.1:9087"|' \
+		> $(DEB_STAGE)/lab.toml
 	./$(DEB_STAGE)/linerate validate --offline -c $(DEB_STAGE)/linerate.toml
+	./$(DEB_STAGE)/linerate validate --offline -c $(DEB_STAGE)/lab.toml
 	VERSION=$(DEB_VERSION) STAGE=$(DEB_STAGE) $(GO) run $(NFPM) package -f packaging/nfpm.yaml -p deb -t $(BIN)/
 
 # The DPDK build as a second package, linerate-dpdk, that Depends on linerate

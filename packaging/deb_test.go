@@ -1,10 +1,12 @@
 package packaging
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -80,8 +82,13 @@ func TestDeb(t *testing.T) {
 	if out, err := exec.Command(bin, "validate", "--offline", "-c", cfg).CombinedOutput(); err != nil {
 		t.Errorf("packaged linerate validate the packaged config: %v\n%s", err, out)
 	}
-	if b, _ := os.ReadFile(cfg); !strings.Contains(string(b), "\nlisten = \"127.0.0.1:9100\"") {
-		t.Error("the packaged config serves no metrics on 127.0.0.1:9100")
+	if b, _ := os.ReadFile(cfg); !strings.Contains(string(b), "\nlisten = \"127.0.0.1:9087\"") {
+		t.Error("the packaged config serves no metrics on 127.0.0.1:9087")
+	}
+	checkInert(t, bin, cfg)
+	lab := filepath.Join(root, "usr/share/doc/linerate/examples/lab.toml")
+	if out, err := exec.Command(bin, "validate", "--offline", "-c", lab).CombinedOutput(); err != nil {
+		t.Errorf("packaged linerate validate the lab example: %v\n%s", err, out)
 	}
 	for _, f := range []string{"lib/systemd/system/linerate.service", "usr/share/doc/linerate/copyright",
 		"usr/share/doc/linerate/changelog.Debian.gz", "usr/share/doc/linerate/operations.md",
@@ -137,5 +144,75 @@ func TestDeb(t *testing.T) {
 		`COMP_WORDS=(linerate run --log-f); COMP_CWORD=2; _linerate; echo "${COMPREPLY[@]}"`
 	if out, err := exec.Command("bash", "-c", script, "bash", comp).CombinedOutput(); err != nil || string(out) != "validate\n--log-format\n" {
 		t.Errorf("bash completion: %v %q", err, out)
+	}
+}
+
+// checkInert runs the config at path, its control socket and metrics moved
+// where this test may put them, for a moment: a service's default sends and
+// receives nothing, and makes no packet.
+func checkInert(t *testing.T, bin, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := strings.Replace(string(b), `listen = "127.0.0.1:9087"`, `listen = "127.0.0.1:`+strconv.Itoa(freePort(t, "tcp"))+`"`, 1)
+	moved := filepath.Join(dir, "linerate.toml")
+	if err := os.WriteFile(moved, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(bin, "run", "-c", moved, "--duration", "1s", "--json", "--live=false")
+	run.Env = append(os.Environ(), "LINERATE_CONTROL=unix:"+filepath.Join(dir, "ctl.sock"))
+	out, err := run.Output()
+	if err != nil {
+		t.Fatalf("run the packaged config: %v\n%s", err, out)
+	}
+	var sum struct {
+		Generated uint64
+		Ports     []struct {
+			Name      string
+			RxPackets uint64 `json:"rx_packets"`
+			TxPackets uint64 `json:"tx_packets"`
+		}
+	}
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatalf("run --json: %v\n%s", err, out)
+	}
+	if sum.Generated != 0 {
+		t.Errorf("the packaged config generated %d packets", sum.Generated)
+	}
+	if len(sum.Ports) == 0 {
+		t.Errorf("no ports in the summary:\n%s", out)
+	}
+	for _, p := range sum.Ports {
+		if p.RxPackets != 0 || p.TxPackets != 0 {
+			t.Errorf("port %s of the packaged config: rx %d tx %d packets", p.Name, p.RxPackets, p.TxPackets)
+		}
+	}
+}
+
+// TestMetricsPort: linerate's metrics port is 9087 in the package, the
+// configs and the docs, not the port of prometheus-node-exporter: a line of
+// the repository that names that one is about the node exporter.
+func TestMetricsPort(t *testing.T) {
+	files, err := exec.Command("git", "-C", "..", "ls-files").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v", err)
+	}
+	port := "91" + "00" // not this file's own line
+	for _, f := range strings.Fields(string(files)) {
+		if strings.HasSuffix(f, "go.sum") || strings.HasSuffix(f, ".pb.go") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("..", f))
+		if err != nil || strings.IndexByte(string(b), 0) >= 0 {
+			continue // gone from the work tree, or binary
+		}
+		for i, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, port) && !strings.Contains(l, "node exporter") {
+				t.Errorf("%s:%d names port %s, the node exporter's, without saying so: %s", f, i+1, port, strings.TrimSpace(l))
+			}
+		}
 	}
 }

@@ -21,8 +21,9 @@ import (
 
 // TestFreshBox follows docs/operations.md on the package as a fresh box
 // would, as far as a machine without systemd as its init can: it unpacks
-// the .deb, edits the packaged config as the docs say (the metrics address,
-// IOAM export, an [ipfix] table), runs the unit's ExecStartPre and
+// the .deb, puts the lab example in the config's place and edits it as the
+// docs say (the metrics address, IOAM export, an [ipfix] table), runs the
+// unit's ExecStartPre and
 // ExecStart lines from the packaged unit with systemd's notify socket, and
 // sees READY=1; then Debian's prometheus scrapes it with the docs' scrape
 // config and nfacctd, with the package's example files, prints its IOAM
@@ -42,17 +43,18 @@ func TestFreshBox(t *testing.T) {
 	// The collectors first: nfacctd with the package's examples.
 	nf, nfPort := startNfacctd(t, dir, filepath.Join(root, "usr/share/doc/linerate/examples"))
 
-	// The packaged config, edited: metrics where this test's prometheus
-	// scrapes (port 9100 may be taken on a shared machine), IPFIX on.
-	packaged, err := os.ReadFile(filepath.Join(root, "etc/linerate/linerate.toml"))
+	// The lab example in the config's place, edited: metrics where this
+	// test's prometheus scrapes (9087 may be taken on a shared machine),
+	// IPFIX on.
+	packaged, err := os.ReadFile(filepath.Join(root, "usr/share/doc/linerate/examples/lab.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mport := freePort(t, "tcp")
 	target := "127.0.0.1:" + strconv.Itoa(mport)
-	cfg := strings.Replace(string(packaged), `listen = "127.0.0.1:9100"`, `listen = "`+target+`"`, 1)
+	cfg := strings.Replace(string(packaged), `listen = "127.0.0.1:9087"`, `listen = "`+target+`"`, 1)
 	if cfg == string(packaged) {
-		t.Fatal("the packaged config has no metrics listen = \"127.0.0.1:9100\"")
+		t.Fatal("the lab example has no metrics listen = \"127.0.0.1:9087\"")
 	}
 	cfg = withIPFIX(t, cfg, "udp:127.0.0.1:"+strconv.Itoa(nfPort))
 	cfgPath := filepath.Join(dir, "linerate.toml")

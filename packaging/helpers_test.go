@@ -140,7 +140,7 @@ func labConfig(t *testing.T, dir string, port int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`(?m)^# listen = "127\.0\.0\.1:9100"$`)
+	re := regexp.MustCompile(`(?m)^# listen = "127\.0\.0\.1:9087"$`)
 	if !re.Match(lab) {
 		t.Fatal("the lab config has no commented metrics listen")
 	}

@@ -92,8 +92,8 @@ func startPrometheus(t *testing.T, dir, target string) (*proc, func(q string) ma
 	promBin := testenv.RequireCmd(t, "prometheus")
 	promtool := testenv.RequireCmd(t, "promtool")
 	conf := docBlock(t, "prometheus.yml")
-	conf = strings.Replace(conf, "appliance-1.example.net:9100", target, 1)
-	conf = strings.Replace(conf, "appliance-2.example.net:9100", "127.0.0.1:"+strconv.Itoa(freePort(t, "tcp")), 1)
+	conf = strings.Replace(conf, "appliance-1.example.net:9087", target, 1)
+	conf = strings.Replace(conf, "appliance-2.example.net:9087", "127.0.0.1:"+strconv.Itoa(freePort(t, "tcp")), 1)
 	conf = strings.Replace(conf, "scrape_interval: 15s", "scrape_interval: 1s", 1)
 	confPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {

@@ -399,20 +399,46 @@ func pointAtDoctor(path string, short []ports.Finding, warnings []string) {
 		"'linerate doctor -c %s' says what and why\n", strings.Join(what, ", "), path)
 }
 
-func cmdConfig(args []string) int {
-	if len(args) == 1 && args[0] == "default" {
-		os.Stdout.Write(config.Lab())
-		return 0
-	}
-	fmt.Fprintf(os.Stderr, `Usage: linerate config default
+const configUsage = `Usage: linerate config <command>
 
-Prints the embedded lab config: what 'linerate run' runs without -c, and a
-starting point for your own.
-`)
-	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
+Prints a config file, a starting point for your own (docs/config.md).
+
+Commands:
+  default   the embedded lab: what 'linerate run' runs without -c. It
+            generates its own traffic; the package ships it as
+            /usr/share/doc/linerate/examples/lab.toml
+  service   the service's inert default: no traffic, the control socket and
+            metrics on. The package installs it as /etc/linerate/linerate.toml
+`
+
+func cmdConfig(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, configUsage)
+		return 2
+	}
+	var text []byte
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Print(configUsage)
+		return 0
+	case "default":
+		text = config.Lab()
+	case "service":
+		text = config.Service()
+	default:
+		fmt.Fprintf(os.Stderr, "linerate config: unknown command %q\n\n%s", args[0], configUsage)
+		return 2
+	}
+	if wantsHelp(args[1:]) {
+		fmt.Print(configUsage)
 		return 0
 	}
-	return 2
+	if len(args) > 1 {
+		fmt.Fprintf(os.Stderr, "linerate config %s: unexpected argument %q\n\n%s", args[0], args[1], configUsage)
+		return 2
+	}
+	os.Stdout.Write(text)
+	return 0
 }
 
 func cmdStages(args []string) int {
