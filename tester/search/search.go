@@ -4,8 +4,11 @@
 // given load for a given duration and says what was sent and what came back;
 // the tests give it a simulated device of known capacity and loss.
 //
-// Two searches are offered, so that they can be compared on the same device:
+// Three searches are offered, so that they can be compared on the same device:
 //
+//   - MLR15, MLRsearch as draft-ietf-bmwg-mlrsearch-15 specifies it: Search
+//     Goals with a Goal Exceed Ratio and a Goal Duration Sum, so that a load
+//     is judged on repeated trials, and Regular or Irregular Goal Results;
 //   - MLR, the Multiple Loss Ratio search of draft-ietf-bmwg-mlrsearch-01
 //     (FD.io CSIT's MLRsearch 0.4): every loss ratio in one search, short
 //     trials while far from the answer, the final duration only near it;
@@ -101,6 +104,8 @@ type Result struct {
 	Upper      float64 `json:"upper_pps"`
 	UpperFound bool    `json:"upper_found"`
 	UpperTrial *Trial  `json:"upper_trial,omitempty"`
+	// Goal is MLR15's full result for its Search Goal; nil for the others.
+	Goal *GoalResult `json:"goal,omitempty"`
 }
 
 // RelativeWidth is (Upper − Lower) / Upper.
