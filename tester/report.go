@@ -43,7 +43,7 @@ func (rep *Report) WriteResultsCSV(w io.Writer) error {
 func (rep *Report) WriteTrialsCSV(w io.Writer) error {
 	c := csv.NewWriter(w)
 	_ = c.Write([]string{"frame_size", "search", "phase", "rate_pps", "duration_s", "stream", "asked", "sent",
-		"received", "late", "reordered", "duplicates", "dut_consumed", "loss_ratio", "retries",
+		"received", "late", "late_from_earlier", "reordered", "duplicates", "dut_consumed", "loss_ratio", "retries",
 		"latency_min_ns", "latency_p50_ns", "latency_p99_ns", "latency_max_ns"})
 	row := func(size, search string, t *Trial) {
 		for _, s := range t.Streams {
@@ -52,7 +52,7 @@ func (rep *Report) WriteTrialsCSV(w io.Writer) error {
 				lat = []string{u(h.Min), u(h.P50), u(h.P99), u(h.Max)}
 			}
 			_ = c.Write(append([]string{size, search, t.Phase, f(t.Rate), f(t.Duration.Seconds()), s.Name,
-				u(s.Asked), u(s.Sent), u(s.Received), u(s.Late), u(s.Reordered), u(s.Duplicates), u(t.Consumed),
+				u(s.Asked), u(s.Sent), u(s.Received), u(s.Late), u(s.LateFromEarlier), u(s.Reordered), u(s.Duplicates), u(t.Consumed),
 				f(t.LossRatio()), strconv.Itoa(t.Retries)}, lat...))
 		}
 	}
@@ -71,6 +71,24 @@ func (rep *Report) WriteTrialsCSV(w io.Writer) error {
 	}
 	c.Flush()
 	return c.Error()
+}
+
+// Trials calls fn for every trial of the report: warm-ups, searches' and
+// latency trials.
+func (rep *Report) Trials(fn func(size SizeReport, t *Trial)) {
+	for _, s := range rep.Sizes {
+		if s.Warmup != nil {
+			fn(s, s.Warmup)
+		}
+		for _, sr := range s.Searches {
+			for _, t := range sr.Trials {
+				fn(s, t)
+			}
+		}
+		for _, l := range s.Latency {
+			fn(s, l.Trial)
+		}
+	}
 }
 
 func f(v float64) string { return strconv.FormatFloat(v, 'g', 10, 64) }

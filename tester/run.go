@@ -21,6 +21,7 @@ type Report struct {
 	Draft      string        `json:"mlrsearch_draft"`
 	Precision  float64       `json:"precision"`
 	Final      time.Duration `json:"final_duration_ns"`
+	Drain      time.Duration `json:"drain_ns"`
 	Streams    []string      `json:"streams"`
 	Timestamps string        `json:"timestamps"`
 	Sizes      []SizeReport  `json:"frame_sizes"`
@@ -77,7 +78,7 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 	t := &r.Profile.Test
 	start := time.Now()
 	rep := &Report{Profile: r.Profile.Path, Started: start, Algorithm: t.Algorithm, Draft: Draft,
-		Precision: t.Precision, Final: time.Duration(t.FinalDuration), Timestamps: TimestampNote}
+		Precision: t.Precision, Final: time.Duration(t.FinalDuration), Drain: time.Duration(t.Drain), Timestamps: TimestampNote}
 	for _, s := range t.Streams {
 		rep.Streams = append(rep.Streams, s.Name)
 	}

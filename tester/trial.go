@@ -43,6 +43,12 @@ type Trial struct {
 	// counted as lost.
 	Retries     int    `json:"retries"`
 	TesterShort uint64 `json:"tester_short"`
+	// ID is the trial's tag in its packets (1..255, then round again);
+	// LateFromEarlier the packets of earlier trials (another tag) that came
+	// in during this one: a DUT held them past their drain. They count in
+	// neither trial.
+	ID              int    `json:"trial_id"`
+	LateFromEarlier uint64 `json:"late_from_earlier"`
 }
 
 // StreamResult is what one stream sent and got back in a trial.
@@ -61,6 +67,9 @@ type StreamResult struct {
 	// Late is the part of it that came after the last packet was sent.
 	Received uint64 `json:"received"`
 	Late     uint64 `json:"late"`
+	// LateFromEarlier is what came with an earlier trial's tag: not counted
+	// in Received, Reordered, Gaps or Latency.
+	LateFromEarlier uint64 `json:"late_from_earlier"`
 	// Reordered counts packets that came after a later one of their flow;
 	// Duplicates those whose sequence number had come before (among the
 	// flow's last 64); Gaps are the sink's missing sequence numbers net of
@@ -91,6 +100,10 @@ type Runner struct {
 	Do  func(f func() error) error
 	Log *slog.Logger
 	DUT DUTCounters
+
+	trials int // trials run so far: the next one's tag
+	// heldOver, in tests, is pipelines added to each trial's engine.
+	heldOver string
 }
 
 // trialConfig is the engine config of one trial: the profile and, per
@@ -98,7 +111,7 @@ type Runner struct {
 // towards its tx port, and per port that receives, a pipeline with the
 // stream's sink (and a STAMP collector for replies that come back). It
 // returns, per stream, the plain and the STAMP packets asked for.
-func (r *Runner) trialConfig(size int, rate float64, d time.Duration) ([]byte, []uint64, []uint64) {
+func (r *Runner) trialConfig(id, size int, rate float64, d time.Duration) ([]byte, []uint64, []uint64) {
 	t := &r.Profile.Test
 	sizes := []int{size}
 	if size == IMIXSize {
@@ -139,8 +152,9 @@ count = %[13]d
 duration = %[14]q
 catch_up = %[15]q
 pool = "port:%[16]s"
+trial = %[17]d
 `, i, s.IPVersion, s.Src.String(), s.Dst.String(), s.SrcMAC.String(), s.DstMAC.String(), s.VLAN, s.Flows,
-				s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), max(1, int64(pr)), plain[i], gd, t.CatchUp.String(), s.Tx)
+				s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), max(1, int64(pr)), plain[i], gd, t.CatchUp.String(), s.Tx, id)
 			if k := int(math.Round(1000 * s.IOAMShare)); k > 0 {
 				// k in 1000 of the generator's packets get a trace, inline.
 				fmt.Fprintf(&b, `[[pipelines.stages]]
@@ -181,7 +195,7 @@ trace = { namespace = %[2]d, type = "0xF80000", hops = %[4]d }
 		sink := false
 		for i, s := range t.Streams {
 			if s.Rx == port {
-				fmt.Fprintf(&b, "[[pipelines.stages]]\nkind = \"sink\"\nname = \"sink-%d\"\nudp_port = %d\nflows = %d\n", i, s.UDPDstPort, s.Flows)
+				fmt.Fprintf(&b, "[[pipelines.stages]]\nkind = \"sink\"\nname = \"sink-%d\"\nudp_port = %d\nflows = %d\ntrial = %d\n", i, s.UDPDstPort, s.Flows, id)
 				sink = true
 			}
 		}
@@ -189,6 +203,7 @@ trace = { namespace = %[2]d, type = "0xF80000", hops = %[4]d }
 			fmt.Fprintf(&b, "[[pipelines.stages]]\nkind = \"sink\"\nname = \"rest-%s\"\n", port)
 		}
 	}
+	b.WriteString(r.heldOver)
 	return r.Profile.withPipelines(b.String()), plain, stamp
 }
 
@@ -294,7 +309,9 @@ func (t *Trial) short() uint64 {
 
 func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Duration) (*Trial, error) {
 	start := time.Now()
-	text, counts, stampCounts := r.trialConfig(size, rate, d)
+	r.trials++
+	id := (r.trials-1)%255 + 1 // 0 is "untagged"
+	text, counts, stampCounts := r.trialConfig(id, size, rate, d)
 	cfg, err := config.Parse(r.Profile.Path, text)
 	if err != nil {
 		return nil, err
@@ -372,21 +389,23 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 	e.Stop()
 	final := e.Snapshot()
 
-	tr := &Trial{Trial: search.Trial{Rate: rate, Duration: d}, Size: size}
+	tr := &Trial{Trial: search.Trial{Rate: rate, Duration: d}, Size: size, ID: id}
 	all := stats.NewHistSnapshot()
 	for i, s := range r.Profile.Test.Streams {
 		sink := fmt.Sprintf("sink-%d", i)
 		sr := StreamResult{
-			Name:       s.Name,
-			Asked:      counts[i] + stampCounts[i],
-			Sent:       txPackets(final, s.Tx),
-			Received:   final.Counter(sink, "tracked"),
-			Reordered:  final.Counter(sink, "reordered"),
-			Duplicates: final.Counter(sink, "duplicates"),
-			Gaps:       final.Counter(sink, "lost"),
-			Made:       final.Counter(fmt.Sprintf("gen-%d", i), "sent"),
-			NoBuffer:   final.Counter(fmt.Sprintf("gen-%d", i), "no_buffer"),
+			Name:            s.Name,
+			Asked:           counts[i] + stampCounts[i],
+			Sent:            txPackets(final, s.Tx),
+			Received:        final.Counter(sink, "tracked"),
+			Reordered:       final.Counter(sink, "reordered"),
+			Duplicates:      final.Counter(sink, "duplicates"),
+			Gaps:            final.Counter(sink, "lost"),
+			Made:            final.Counter(fmt.Sprintf("gen-%d", i), "sent"),
+			NoBuffer:        final.Counter(fmt.Sprintf("gen-%d", i), "no_buffer"),
+			LateFromEarlier: final.Counter(sink, "other_trial"),
 		}
+		tr.LateFromEarlier += sr.LateFromEarlier
 		sr.Late = sr.Received - min(sr.Received, atEnd.Counter(sink, "tracked"))
 		if stampCounts[i] > 0 {
 			sr.StampAsked = stampCounts[i]

@@ -185,6 +185,19 @@ func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
 	}
 	notes := []string{fmt.Sprintf("Search: %s at %.2g%% precision, final trials of %v. Latency timestamps: %s.",
 		searchName(rep), 100*rep.Precision, rep.Final, rep.Timestamps)}
+	var late uint64
+	var lateTrials int
+	rep.Trials(func(_ tester.SizeReport, t *tester.Trial) {
+		if t.LateFromEarlier > 0 {
+			late += t.LateFromEarlier
+			lateTrials++
+		}
+	})
+	if late > 0 {
+		notes = append(notes, fmt.Sprintf("Late from earlier trials: %d packets in %d trials came back after their own trial's drain "+
+			"(the DUT held them; drain %v); counted in neither trial (report: late_from_earlier). A longer drain may be needed.",
+			late, lateTrials, rep.Drain))
+	}
 	for _, n := range notes {
 		fmt.Fprintln(w)
 		if err := table.Text(w, o, 0, n); err != nil {

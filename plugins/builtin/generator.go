@@ -26,14 +26,25 @@ func init() {
 //	0                   1                   2                   3
 //	0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|            Flow ID            |                               |
-//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+   Sequence Number (48 bits)   |
-//	|                                                               |
+//	|            Flow ID            |    Trial      |               |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+  Sequence     |
+//	|                    Number (40 bits)                           |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|              Tx Timestamp (64 bits, monotonic ns)             |
 //	|                                                               |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 const GenFieldsLen = 16
+
+// A generator with trial = 0 (the default) has no Trial octet: its sequence
+// numbers take all 48 bits. With a trial tag (1..255, linerate test's trial
+// id) the tag takes the sequence's top 8 bits, so that a sink told the same
+// tag can tell a late packet of an earlier trial from its own; the tag fits
+// the 16 bytes a 64-byte IPv4 frame has room for.
+const (
+	seqMask48  = 1<<48 - 1
+	seqMask40  = 1<<40 - 1
+	trialShift = 40
+)
 
 // fcsLen: sizes are Ethernet frame sizes as RFC 2544 counts them, with the 4-byte
 // FCS that no buffer holds; a 64-byte frame is 60 bytes of data.
@@ -58,6 +69,7 @@ type generatorConfig struct {
 	Pool       string            `toml:"pool"`
 	HopLimit   int               `toml:"hop_limit"`
 	Checksum   *bool             `toml:"udp_checksum"`
+	Trial      int               `toml:"trial"`
 }
 
 // template is one frame size's prebuilt headers and payload pattern.
@@ -90,6 +102,8 @@ type generator struct {
 	perFlow   []template // finished templates by flow, then size; nil when too big
 	flows     []flowDelta
 	seq       []uint64
+	seqTag    uint64 // the trial tag, in place
+	seqMask   uint64
 	pool      packet.Pool
 	sized     packet.SizedAllocator // pool's, for fillFast: packets come with their length
 	rate      float64               // packets per ns; 0 = flat out
@@ -132,6 +146,9 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 	}
 	if c.IPVersion != 4 && c.IPVersion != 6 {
 		return nil, fmt.Errorf("generator: ip_version must be 4 or 6")
+	}
+	if c.Trial < 0 || c.Trial > 255 {
+		return nil, fmt.Errorf("generator: trial %d is outside 0..255", c.Trial)
 	}
 	src, dst := c.Src.Addr, c.Dst.Addr
 	if !src.IsValid() || !dst.IsValid() {
@@ -209,6 +226,10 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 		g.flows = append(g.flows, d)
 	}
 	g.seq = make([]uint64, c.Flows)
+	g.seqMask = seqMask48
+	if c.Trial != 0 {
+		g.seqTag, g.seqMask = uint64(c.Trial)<<trialShift, seqMask40
+	}
 	// Each flow belongs to one lcore, so its sequence numbers stay one series.
 	for f := 0; f < c.Flows; f++ {
 		if f%max(s.NumInstances, 1) == s.Instance {
@@ -468,6 +489,7 @@ func (g *generator) fillFast(hs []packet.Handle, now int64, setWindow bool) uint
 	n, fields, pl, cs := len(per[0].data), per[0].fields, per[0].payload, per[0].l4+6
 	nowSum := wordSum(0, uint64(now))
 	mine, nf, seqs := g.mine, g.nextF, g.seq
+	tag, mask := g.seqTag, g.seqMask
 	for _, h := range hs {
 		p := h.P()
 		f := mine[nf]
@@ -487,7 +509,7 @@ func (g *generator) fillFast(hs []packet.Handle, now int64, setWindow bool) uint
 		}
 		seq := seqs[f]
 		seqs[f] = seq + 1
-		v := uint64(f)<<48 | seq&(1<<48-1)
+		v := uint64(f)<<48 | tag | seq&mask
 		fl := d[pl : pl+GenFieldsLen]
 		binary.BigEndian.PutUint64(fl[0:], v)
 		binary.BigEndian.PutUint64(fl[8:], uint64(now))
@@ -536,7 +558,7 @@ func (g *generator) fill(p *packet.Packet, now int64) int {
 		seq := g.seq[fi]
 		g.seq[fi]++
 		pl := d[t.payload : t.payload+GenFieldsLen]
-		v := uint64(fi)<<48 | seq&(1<<48-1)
+		v := uint64(fi)<<48 | g.seqTag | seq&g.seqMask
 		binary.BigEndian.PutUint64(pl[0:], v)
 		binary.BigEndian.PutUint64(pl[8:], uint64(now))
 		sum = packet.ChecksumCombine(sum, wordSum(v, uint64(now)))

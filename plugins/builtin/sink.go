@@ -21,6 +21,11 @@ type sink struct {
 	port  uint16 // UDP destination port to track; 0 = any
 	flows []flowTrack
 
+	// trial, when not 0, is the tag the generator's packets of this trial
+	// carry; a packet with another is an earlier trial's, counted apart.
+	trial  uint64
+	cOther *stats.Counter
+
 	cRecv, cBytes, cTracked, cUntracked, cLost, cReordered, cDup *stats.Counter
 	latency                                                      *stats.Histogram
 }
@@ -39,6 +44,7 @@ type flowTrack struct {
 type sinkConfig struct {
 	UDPPort int `toml:"udp_port"`
 	Flows   int `toml:"flows"`
+	Trial   int `toml:"trial"`
 }
 
 func newSink(s *plugins.Setup) (plugins.Stage, error) {
@@ -52,7 +58,12 @@ func newSink(s *plugins.Setup) (plugins.Stage, error) {
 	if c.Flows < 1 || c.Flows > 65536 {
 		return nil, fmt.Errorf("sink: flows %d is outside 1..65536", c.Flows)
 	}
+	if c.Trial < 0 || c.Trial > 255 {
+		return nil, fmt.Errorf("sink: trial %d is outside 0..255", c.Trial)
+	}
 	return &sink{
+		trial:      uint64(c.Trial),
+		cOther:     s.Counters.New("other_trial", "packets with generator fields tagged for another trial (late from an earlier one)"),
 		port:       uint16(c.UDPPort),
 		flows:      make([]flowTrack, c.Flows),
 		cRecv:      s.Counters.New("received", "packets received"),
@@ -94,7 +105,15 @@ func (k *sink) track(p *packet.Packet) {
 	}
 	f := u[8:]
 	v := binary.BigEndian.Uint64(f)
-	flow, seq := int(v>>48), v&(1<<48-1)
+	flow, seq := int(v>>48), v&seqMask48
+	if k.trial != 0 {
+		if (v>>trialShift)&0xFF != k.trial {
+			// Not this trial's: its sequence and timestamp belong to another.
+			k.cOther.Inc()
+			return
+		}
+		seq &= seqMask40
+	}
 	if flow >= len(k.flows) {
 		k.cUntracked.Inc()
 		return

@@ -1,0 +1,33 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linerate/linerate/appliance/cli/table"
+	"github.com/linerate/linerate/tester"
+	"github.com/linerate/linerate/tester/search"
+)
+
+// summaryReport is one frame size, one search and one trial.
+func summaryReport(tr *tester.Trial) *tester.Report {
+	return &tester.Report{Algorithm: "mlrsearch", Precision: 0.01, Final: time.Second, Drain: 100 * time.Millisecond,
+		Sizes: []tester.SizeReport{{Size: 64, Name: "64", LineRate: 1e6, MaxRate: 1e6,
+			Searches: []tester.SearchReport{{Algorithm: "mlrsearch",
+				Results: []search.Result{{LossRatio: 0, Lower: 5e5, LowerFound: true, Upper: 6e5, UpperFound: true}},
+				Trials:  []*tester.Trial{tr}}}}}}
+}
+
+// Packets of earlier trials that a DUT held past the drain are told in the
+// summary, not hidden.
+func TestSummaryLateFromEarlier(t *testing.T) {
+	var b strings.Builder
+	rep := summaryReport(&tester.Trial{Trial: search.Trial{Rate: 5e5, Sent: 690, Received: 690}, LateFromEarlier: 174})
+	if err := writeTestSummary(&b, rep, table.Options{Wide: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "Late from earlier trials: 174 packets in 1 trials") {
+		t.Errorf("no note of the 174 late packets:\n%s", b.String())
+	}
+}
