@@ -6,10 +6,13 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/linerate/linerate/ports"
@@ -42,7 +45,7 @@ func init() {
 		{"run", "run a config's pipelines (the embedded lab without -c)", cmdRun},
 		{"validate", "check a config file: keys, types, values and every stage", cmdValidate},
 		{"doctor", "say what this host offers linerate, and what a config gets of it (-c)", cmdDoctor},
-		{"config", "print the embedded lab config (config default)", cmdConfig},
+		{"config", "print a config: the lab (config default), the service's inert one (config service)", cmdConfig},
 		{"status", "show a running appliance's status and stats", cmdStatus},
 		{"reload", "make a running appliance read its config file again (as SIGHUP)", cmdReload},
 		{"route", "show or change the route table (routed mode)", cmdRoute},
@@ -56,8 +59,10 @@ func init() {
 	}
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, `linerate — a high-rate packet appliance: IOAM, STAMP and RLNC on pinned lcores.
+// usage is the top-level help: to stdout when asked for, to stderr beside an
+// error.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `linerate — a high-rate packet appliance: IOAM, STAMP and RLNC on pinned lcores.
 
 Usage:
   linerate <command> [flags]
@@ -65,9 +70,9 @@ Usage:
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(os.Stderr, `
+	fmt.Fprintf(w, `
 Run 'linerate <command> --help' for a command's flags; they may come before or
 after its arguments.
 'linerate run' with no config runs the embedded lab for as long as --duration says.
@@ -85,16 +90,16 @@ func Main() {
 
 func dispatch(args []string) int {
 	if len(args) == 0 {
-		usage()
+		usage(os.Stderr)
 		return 2
 	}
 	name := args[0]
 	switch name {
 	case "-h", "--help", "help":
 		if len(args) > 1 {
-			return dispatch([]string{args[1], "--help"})
+			return dispatch(append(slices.Clone(args[1:]), "--help"))
 		}
-		usage()
+		usage(os.Stdout)
 		return 0
 	case "--version", "-version":
 		return cmdVersion(nil)
@@ -105,11 +110,24 @@ func dispatch(args []string) int {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "linerate: unknown command %q\n\n", name)
-	usage()
+	usage(os.Stderr)
 	return 2
 }
 
 func cmdVersion(args []string) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), "Usage: linerate version\n\nPrints linerate's version.\n") }
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(rest) > 0 {
+		fs.Usage()
+		return 2
+	}
 	fmt.Printf("linerate %s\n", versionString())
 	return 0
 }
@@ -128,7 +146,17 @@ func fail(format string, a ...any) int {
 // ("route get ADDR --control X" as well as "route --control X get ADDR"), and
 // returns the other arguments in order. A "--" ends the flags: what follows it
 // is all arguments. Every command parses its flags here.
+//
+// Help asked for (-h, --help) is fs.Usage on stdout, and flag.ErrHelp: the
+// command exits 0. A usage error keeps fs's output, stderr.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	if wantsHelp(args) {
+		out := fs.Output()
+		fs.SetOutput(os.Stdout)
+		fs.Usage()
+		fs.SetOutput(out)
+		return nil, flag.ErrHelp
+	}
 	var rest []string
 	for {
 		if err := fs.Parse(args); err != nil {

@@ -20,28 +20,38 @@ import (
 	"github.com/linerate/linerate/plugins/route/api"
 )
 
-const routeUsage = `Usage: linerate route [list | get ADDRESS | add PREFIX [via ADDRESS] [dev PORT]
-                      | replace PREFIX [via ADDRESS] [dev PORT] | del PREFIX] [flags]
+const routeUsage = `Usage: linerate route [<command> [arguments]] [flags]
 
 Show or change a running appliance's route table (routed mode, docs/routing.md).
-With no command, or list: the routed ports and their addresses, then every
-route. get: the route and the next hop a packet to ADDRESS takes. add: a static
-route, through a next hop (via) or on the link of a port (dev). replace: the
-same, taking the place of a static route of that prefix if there is one. del:
-a static route. Changes take effect at once and drop no packet. Flags may come
-anywhere.
+Changes take effect at once and drop no packet. Flags may come anywhere.
+
+Commands:
+  list                    the routed ports and their addresses, then every
+                          route (also with no command)
+  get ADDRESS             the route and the next hop a packet to ADDRESS takes
+  add PREFIX [via ADDRESS] [dev PORT]
+                          a static route, through a next hop (via) or on the
+                          link of a port (dev)
+  replace PREFIX [via ADDRESS] [dev PORT]
+                          the same, taking the place of a static route of
+                          that prefix if there is one
+  del PREFIX              a static route
 
 Flags:
 `
 
-const neighborUsage = `Usage: linerate neighbor [list [dev PORT] | add ADDRESS lladdr MAC dev PORT
-                         | del ADDRESS dev PORT] [flags]
+const neighborUsage = `Usage: linerate neighbor [<command> [arguments]] [flags]
 
 Show or change a running appliance's neighbour cache (routed mode,
-docs/routing.md). With no command, or list: every entry with its state
-(INCOMPLETE, REACHABLE, STALE, PROBE, STATIC), MAC, age and probes, then the
-cache's size and counters. add: a static entry. del: any entry. Flags may
-come anywhere.
+docs/routing.md). Flags may come anywhere.
+
+Commands:
+  list [dev PORT]         every entry with its state (INCOMPLETE, REACHABLE,
+                          STALE, PROBE, STATIC), MAC, age and probes, then the
+                          cache's size and counters (also with no command)
+  add ADDRESS lladdr MAC dev PORT
+                          a static entry
+  del ADDRESS dev PORT    any entry
 
 Flags:
 `

@@ -117,7 +117,7 @@ func TestRouteCommand(t *testing.T) {
 		}
 	}
 	if code, out, _ := cli(routeCmd, "--help"); code != 0 || !strings.Contains(out, "Usage: linerate route") ||
-		!strings.Contains(out, "| replace PREFIX [via ADDRESS] [dev PORT]") {
+		!strings.Contains(out, "\n  replace PREFIX [via ADDRESS] [dev PORT]\n") {
 		t.Errorf("--help: %d\n%s", code, out)
 	}
 	// Bad input is refused with the reason.

@@ -252,13 +252,24 @@ func splitList(s string) []string {
 	return out
 }
 
+const stampCreateUsage = `Usage: linerate stamp create <command> [flags]
+
+Create a STAMP session on a running appliance's stamp stage.
+
+Commands:
+  sender      a Session-Sender: --ssid N, and where and how to send
+  reflector   a Session-Reflector's session: --ssid N, stateful or not
+
+Run 'linerate stamp create <command> --help' for the flags of each.
+`
+
 func stampCreate(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "sender" && args[0] != "reflector" && !wantsHelp(args[:1])) {
-		fmt.Fprintf(stderr, "Usage: linerate stamp create sender|reflector [flags]\n")
+		fmt.Fprint(stderr, stampCreateUsage)
 		return 2
 	}
 	if wantsHelp(args[:1]) {
-		fmt.Fprintf(stdout, "Usage: linerate stamp create sender|reflector [flags]\n\nRun 'linerate stamp create sender --help' for the flags of each.\n")
+		fmt.Fprint(stdout, stampCreateUsage)
 		return 0
 	}
 	role := args[0]
@@ -288,7 +299,7 @@ func stampCreate(args []string, stdout, stderr io.Writer) int {
 		interval = fs.Duration("interval", 0, "time between test packets (default: the stage's)")
 		count = fs.Uint64("count", 0, "stop after this many packets")
 		duration = fs.Duration("duration", 0, "stop after this long")
-		tlvs = fs.String("tlvs", "", "TLVs, comma-separated: timestamp_info, location, direct_measurement, follow_up_telemetry, destination_node_address, access_report")
+		tlvs = fs.String("tlvs", "", "TLVs, comma-separated, of timestamp_info, location,\ndirect_measurement, follow_up_telemetry, destination_node_address, access_report")
 		hmacTLV = fs.Bool("hmac-tlv", false, "add an HMAC TLV (needs --key)")
 		cosDSCP = fs.Int("cos-dscp", -1, "add a Class of Service TLV asking for this DSCP")
 		padding = fs.Int("padding", 0, "add an Extra Padding TLV of this many octets")

@@ -99,71 +99,104 @@ func roff(s string) string {
 	return b.String()
 }
 
-func run(bin, out string) error {
-	top, err := help(bin, "help")
+// node is a command and what completes after it.
+type node struct {
+	path  []string // the words after linerate
+	help  string
+	subs  []string // its commands, in the help's order
+	flags []string
+	verb  bool // its help is its parent's: no man page section of its own
+}
+
+// walk reads the help of linerate path... and of each command its
+// "Commands:" block lists, to any depth. A word whose help is its parent's
+// (route's list, get, add) is a verb of the parent's: completed, not walked.
+func walk(bin string, path []string, parent string) ([]*node, error) {
+	h, err := help(bin, append(append([]string(nil), path...), "--help")...)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	n := &node{path: path, help: h, flags: flags(h)}
+	out := []*node{n}
+	for _, s := range commands(h) {
+		sub := append(append([]string(nil), path...), s)
+		sh, err := help(bin, append(sub, "--help")...)
+		if err != nil {
+			continue // a word of the list that is not a command
+		}
+		n.subs = append(n.subs, s)
+		if sh == h || sh == parent || len(sub) > 4 {
+			out = append(out, &node{path: sub, help: sh, flags: n.flags, verb: true})
+			continue
+		}
+		kids, err := walk(bin, sub, h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kids...)
+	}
+	return out, nil
+}
+
+func run(bin, out string) error {
 	version, err := help(bin, "version")
 	if err != nil {
 		return err
 	}
-	cmds := commands(top)
-	if len(cmds) == 0 {
+	top, err := walk(bin, nil, "")
+	if err != nil {
+		return err
+	}
+	if len(top[0].subs) == 0 {
 		return fmt.Errorf("no commands in %s help", bin)
 	}
 	var man strings.Builder
 	fmt.Fprintf(&man, ".TH LINERATE 1 \"\" %q \"User Commands\"\n", strings.TrimSpace(version))
 	man.WriteString(".SH NAME\nlinerate \\- a high-rate packet appliance: IOAM, STAMP and RLNC on pinned lcores\n")
 	man.WriteString(".SH SYNOPSIS\n.B linerate\n.I command\n[\\fIflags\\fR] [\\fIarguments\\fR]\n")
-	man.WriteString(".SH DESCRIPTION\n.nf\n" + roff(top) + ".fi\n.SH COMMANDS\n")
-	comp := map[string][]string{}
-	subs := map[string][]string{}
-	for _, c := range cmds {
-		h, err := help(bin, c, "--help")
-		if err != nil {
-			return err
+	man.WriteString(".SH DESCRIPTION\n.nf\n" + roff(top[0].help) + ".fi\n.SH COMMANDS\n")
+	for _, n := range top[1:] {
+		if n.verb {
+			continue
 		}
-		fmt.Fprintf(&man, ".SS %s\n.nf\n%s.fi\n", c, roff(h))
-		comp[c] = flags(h)
-		for _, s := range commands(h) {
-			sh, err := help(bin, c, s, "--help")
-			if err != nil {
-				continue // a word of the list that is not a command of its own
-			}
-			subs[c] = append(subs[c], s)
-			fmt.Fprintf(&man, ".SS %s %s\n.nf\n%s.fi\n", c, s, roff(sh))
-			comp[c+" "+s] = flags(sh)
-		}
+		fmt.Fprintf(&man, ".SS %s\n.nf\n%s.fi\n", strings.Join(n.path, " "), roff(n.help))
 	}
 	man.WriteString(".SH FILES\n.TP\n/etc/linerate/linerate.toml\nthe service's config (linerate.service)\n" +
 		".TP\n/run/linerate/linerate.sock\nthe control API's socket\n" +
 		".SH SEE ALSO\n/usr/share/doc/linerate/operations.md, /usr/share/doc/linerate/config.md\n")
 
+	// The completion walks the words typed so far down the tree of
+	// commands (flags and arguments are skipped) and offers the commands
+	// and flags of the command reached.
 	var sh strings.Builder
 	sh.WriteString("# bash completion for linerate, generated from its help (packaging/mkdocs).\n")
-	sh.WriteString("_linerate() {\n\tlocal cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]} sub=${COMP_WORDS[2]} words\n")
-	fmt.Fprintf(&sh, "\tif [ \"$COMP_CWORD\" -eq 1 ]; then\n\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\treturn\n\tfi\n", strings.Join(cmds, " "))
-	sh.WriteString("\tcase \"$cmd $sub\" in\n")
-	keys := make([]string, 0, len(comp))
-	for k := range comp {
-		if strings.Contains(k, " ") {
-			keys = append(keys, k)
+	sh.WriteString("_linerate() {\n\tlocal cur=${COMP_WORDS[COMP_CWORD]} path=linerate w s i\n\tlocal -A subs flags\n")
+	for _, n := range top {
+		key := strings.Join(append([]string{"linerate"}, n.path...), " ")
+		if len(n.subs) > 0 {
+			fmt.Fprintf(&sh, "\tsubs[%q]=%q\n", key, strings.Join(n.subs, " "))
+		}
+		if len(n.flags) > 0 {
+			fmt.Fprintf(&sh, "\tflags[%q]=%q\n", key, strings.Join(n.flags, " "))
 		}
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&sh, "\t%q) words=%q ;;\n", k, strings.Join(comp[k], " "))
-	}
-	sh.WriteString("\t*)\n\t\tcase \"$cmd\" in\n")
-	for _, c := range cmds {
-		w := comp[c]
-		if len(subs[c]) > 0 {
-			w = append(append([]string(nil), subs[c]...), w...)
-		}
-		fmt.Fprintf(&sh, "\t\t%s) words=%q ;;\n", c, strings.Join(w, " "))
-	}
-	sh.WriteString("\t\tesac ;;\n\tesac\n\tCOMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n\tif [ \"${COMP_WORDS[COMP_CWORD-1]}\" = -c ]; then\n\t\tCOMPREPLY=($(compgen -f -- \"$cur\"))\n\tfi\n}\ncomplete -F _linerate linerate\n")
+	sh.WriteString(`	for ((i = 1; i < COMP_CWORD; i++)); do
+		w=${COMP_WORDS[i]}
+		for s in ${subs[$path]}; do
+			if [ "$s" = "$w" ]; then
+				path="$path $w"
+				break
+			fi
+		done
+	done
+	if [ "${COMP_WORDS[COMP_CWORD-1]}" = -c ]; then
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return
+	fi
+	COMPREPLY=($(compgen -W "${subs[$path]} ${flags[$path]}" -- "$cur"))
+}
+complete -F _linerate linerate
+`)
 
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
