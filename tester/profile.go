@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/config"
+	"github.com/linerate/linerate/tester/search"
 )
 
 // Section is the profile's top-level table.
@@ -35,9 +36,13 @@ func init() {
 
 // Test is the [test] section.
 type Test struct {
-	// Algorithm is "mlrsearch" (default), "binary" (RFC 2544, one search per
-	// loss ratio) or "both", one after the other, for comparison.
+	// Algorithm is "mlrsearch" (default; draft-01), "mlrsearch-15"
+	// (draft-ietf-bmwg-mlrsearch-15, with Goals), "binary" (RFC 2544, one
+	// search per loss ratio) or "both" (mlrsearch and binary), for comparison.
 	Algorithm string `toml:"algorithm"`
+	// Goals are mlrsearch-15's Search Goals; default CSIT's, one per loss
+	// ratio.
+	Goals []Goal `toml:"goals"`
 	// FrameSizes are Ethernet frame sizes with the FCS, searched in turn.
 	FrameSizes []int `toml:"frame_sizes"`
 	// IMIX adds CSIT's IMIX (64, 570 and 1518 bytes, 7:4:1) as one more size.
@@ -81,6 +86,61 @@ type Test struct {
 
 // Stream is one direction of traffic: the generator's flows from port Tx,
 // received on port Rx.
+// Goal is a [[test.goals]] table: one Search Goal of mlrsearch-15.
+type Goal struct {
+	// Preset starts the goal from a named one: "ndr", "pdr", "rfc2544",
+	// "tst009" (search.Preset); the keys set override it.
+	Preset               string          `toml:"preset"`
+	Name                 string          `toml:"name"`
+	LossRatio            *float64        `toml:"loss_ratio"`
+	ExceedRatio          *float64        `toml:"exceed_ratio"`
+	FinalTrialDuration   config.Duration `toml:"final_trial_duration"`
+	DurationSum          config.Duration `toml:"duration_sum"`
+	Width                *float64        `toml:"width"`
+	InitialTrialDuration config.Duration `toml:"initial_trial_duration"`
+}
+
+// SearchGoals are the profile's goals for mlrsearch-15: Goals, or CSIT's
+// for LossRatios. A goal without a preset starts from CSIT's PDR.
+func (c *Test) SearchGoals() []search.SearchGoal {
+	if len(c.Goals) == 0 {
+		return search.CSITGoals(c.LossRatios)
+	}
+	var gs []search.SearchGoal
+	for _, g := range c.Goals {
+		sg, ok := search.Preset(g.Preset)
+		if !ok {
+			sg, _ = search.Preset("pdr")
+			sg.Name = ""
+		}
+		set := func(p *float64, v *float64) {
+			if v != nil {
+				*p = *v
+			}
+		}
+		set(&sg.LossRatio, g.LossRatio)
+		set(&sg.ExceedRatio, g.ExceedRatio)
+		set(&sg.Width, g.Width)
+		if g.FinalTrialDuration > 0 {
+			sg.FinalTrialDuration = time.Duration(g.FinalTrialDuration)
+		}
+		if g.DurationSum > 0 {
+			sg.DurationSum = time.Duration(g.DurationSum)
+		}
+		if g.InitialTrialDuration > 0 {
+			sg.InitialTrialDuration = time.Duration(g.InitialTrialDuration)
+		}
+		if g.Name != "" {
+			sg.Name = g.Name
+		}
+		if sg.Name == "" {
+			sg.Name = fmt.Sprintf("loss %g%%", 100*sg.LossRatio)
+		}
+		gs = append(gs, sg)
+	}
+	return gs
+}
+
 type Stream struct {
 	Name       string      `toml:"name"`
 	Tx         string      `toml:"tx"`
@@ -193,8 +253,18 @@ func decodeTest(f *config.File, t config.Table) (Test, error) {
 	bad := func(key string, format string, a ...any) {
 		errs = append(errs, t.Error("test."+key, fmt.Errorf(format, a...)))
 	}
-	if !slices.Contains([]string{"mlrsearch", "binary", "both"}, c.Algorithm) {
-		bad("algorithm", "%q: use \"mlrsearch\", \"binary\" or \"both\"", c.Algorithm)
+	if !slices.Contains([]string{"mlrsearch", "mlrsearch-15", "binary", "both"}, c.Algorithm) {
+		bad("algorithm", "%q: use \"mlrsearch\", \"mlrsearch-15\", \"binary\" or \"both\"", c.Algorithm)
+	}
+	for i, g := range c.Goals {
+		if _, ok := search.Preset(g.Preset); g.Preset != "" && !ok {
+			bad(fmt.Sprintf("goals[%d].preset", i), "%q: one of %q", g.Preset, search.Presets)
+		}
+	}
+	for i, g := range c.SearchGoals() {
+		if err := g.Check(); err != nil {
+			bad(fmt.Sprintf("goals[%d]", i), "%v", err)
+		}
 	}
 	if len(c.FrameSizes) == 0 && !c.IMIX {
 		bad("frame_sizes", "no frame size: list some (e.g. [64, 1518]) or set imix = true")
