@@ -79,6 +79,9 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 	start := time.Now()
 	rep := &Report{Profile: r.Profile.Path, Started: start, Algorithm: t.Algorithm, Draft: Draft,
 		Precision: t.Precision, Final: time.Duration(t.FinalDuration), Drain: time.Duration(t.Drain), Timestamps: TimestampNote}
+	if t.Algorithm == "mlrsearch-15" {
+		rep.Draft = search.Draft15
+	}
 	for _, s := range t.Streams {
 		rep.Streams = append(rep.Streams, s.Name)
 	}
@@ -126,18 +129,25 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 				FinalDuration: time.Duration(t.FinalDuration), Precision: t.Precision,
 				InitialDuration: time.Duration(t.InitialDuration), Phases: t.Phases,
 				OnTrial: func(phase string, _ search.Trial) { srep.Trials[len(srep.Trials)-1].Phase = phase }}
-			run := search.MLR
-			if alg == "binary" {
-				run = search.Binary
+			var o *search.Outcome
+			var err error
+			switch alg {
+			case "binary":
+				o, err = search.Binary(ctx, m, p)
+			case "mlrsearch-15":
+				o, err = search.MLR15(ctx, m, search.ControllerInput{Goals: t.SearchGoals(),
+					MinLoad: minRate, MaxLoad: sr.MaxRate, OnTrial: p.OnTrial})
+			default:
+				o, err = search.MLR(ctx, m, p)
 			}
-			o, err := run(ctx, m, p)
 			if err != nil {
 				return rep, fmt.Errorf("frame size %s: %s: %w", sr.Name, alg, err)
 			}
 			srep.Results, srep.TrialTime, srep.Wall = o.Results, o.TrialTime, time.Since(began)
 			sr.Searches = append(sr.Searches, srep)
 		}
-		pdr := sr.Searches[0].Results[len(t.LossRatios)-1]
+		res := sr.Searches[0].Results
+		pdr := res[len(res)-1] // the last goal's
 		d := time.Duration(t.LatencyDuration)
 		if d == 0 {
 			d = time.Duration(t.FinalDuration)
