@@ -25,13 +25,17 @@ func Gbits(pps float64, size int) float64 { return pps * 8 * wireBytes(size) / 1
 func (rep *Report) WriteResultsCSV(w io.Writer) error {
 	c := csv.NewWriter(w)
 	_ = c.Write([]string{"frame_size", "algorithm", "loss_ratio", "throughput_pps", "throughput_gbps",
-		"found", "upper_pps", "relative_width", "trials", "trial_time_s", "wall_s"})
+		"found", "upper_pps", "relative_width", "trials", "trial_time_s", "wall_s", "tester_limited_pps"})
 	for _, s := range rep.Sizes {
 		for _, sr := range s.Searches {
 			for _, r := range sr.Results {
+				lim := ""
+				if l := sr.Limited(r.LossRatio); l != nil {
+					lim = f(l.Rate)
+				}
 				_ = c.Write([]string{s.Name, sr.Algorithm, f(r.LossRatio), f(r.Lower), f(Gbits(r.Lower, s.Size)),
 					strconv.FormatBool(r.LowerFound), f(r.Upper), f(r.RelativeWidth()), strconv.Itoa(len(sr.Trials)),
-					f(sr.TrialTime.Seconds()), f(sr.Wall.Seconds())})
+					f(sr.TrialTime.Seconds()), f(sr.Wall.Seconds()), lim})
 			}
 		}
 	}

@@ -53,6 +53,46 @@ type SearchReport struct {
 	// TrialTime is the trials' durations summed; Wall the search's time.
 	TrialTime time.Duration `json:"trial_time_ns"`
 	Wall      time.Duration `json:"wall_ns"`
+	// Irregular are the results the tester's own shortfall shaped.
+	Irregular []Irregular `json:"irregular,omitempty"`
+}
+
+// Irregular marks a result the tester shaped: a trial at or below its upper
+// bound failed with the tester short of its load, so the DUT's throughput
+// may be higher than found. Rate is the most the tester sent in those.
+type Irregular struct {
+	LossRatio float64 `json:"loss_ratio"`
+	Rate      float64 `json:"tester_limited_pps"`
+	Note      string  `json:"note"`
+}
+
+// Limited is the mark of the result at ratio, nil when the tester did not
+// shape it.
+func (sr *SearchReport) Limited(ratio float64) *Irregular {
+	for i := range sr.Irregular {
+		if sr.Irregular[i].LossRatio == ratio {
+			return &sr.Irregular[i]
+		}
+	}
+	return nil
+}
+
+// markLimited finds the results that failing trials the tester fell short
+// in shaped: those at or below the result's upper bound.
+func (sr *SearchReport) markLimited() {
+	for _, res := range sr.Results {
+		var most float64
+		for _, t := range sr.Trials {
+			if t.TesterShort == 0 || t.LossRatio() <= res.LossRatio || t.Rate > res.Upper*(1+1e-9) {
+				continue
+			}
+			most = max(most, t.SentRate())
+		}
+		if most > 0 {
+			sr.Irregular = append(sr.Irregular, Irregular{LossRatio: res.LossRatio, Rate: most,
+				Note: fmt.Sprintf("tester-limited at %.0f pps: the tester could not send the load asked for, and its shortfall counted as loss", most)})
+		}
+	}
 }
 
 // LatencyPoint is a latency trial at a share of the PDR.
@@ -144,6 +184,7 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 				return rep, fmt.Errorf("frame size %s: %s: %w", sr.Name, alg, err)
 			}
 			srep.Results, srep.TrialTime, srep.Wall = o.Results, o.TrialTime, time.Since(began)
+			srep.markLimited()
 			sr.Searches = append(sr.Searches, srep)
 		}
 		res := sr.Searches[0].Results

@@ -102,6 +102,9 @@ type Runner struct {
 	DUT DUTCounters
 
 	trials int // trials run so far: the next one's tag
+	// genCap, in tests, caps the generators' rate (pps, all streams): a
+	// tester that cannot send more.
+	genCap float64
 	// heldOver, in tests, is pipelines added to each trial's engine.
 	heldOver string
 }
@@ -121,12 +124,17 @@ func (r *Runner) trialConfig(id, size int, rate float64, d time.Duration) ([]byt
 	plain := make([]uint64, len(t.Streams))
 	stamp := make([]uint64, len(t.Streams))
 	per := rate / float64(len(t.Streams))
+	genPer := per
+	if r.genCap > 0 {
+		genPer = min(per, r.genCap/float64(len(t.Streams)))
+	}
 	// The generator stops at its count, or at the trial's end (and a hair):
 	// one that fell behind longer than catch_up does not stretch the trial
 	// at a lower load.
 	gd := config.Duration(d + 5*time.Millisecond).String()
 	for i, s := range t.Streams {
 		pr := math.Round(per * (1 - s.StampShare))
+		gr := math.Round(genPer * (1 - s.StampShare))
 		sr := math.Round(per * s.StampShare)
 		plain[i] = uint64(math.Round(pr * d.Seconds()))
 		stamp[i] = uint64(math.Round(sr * d.Seconds()))
@@ -154,7 +162,7 @@ catch_up = %[15]q
 pool = "port:%[16]s"
 trial = %[17]d
 `, i, s.IPVersion, s.Src.String(), s.Dst.String(), s.SrcMAC.String(), s.DstMAC.String(), s.VLAN, s.Flows,
-				s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), max(1, int64(pr)), plain[i], gd, t.CatchUp.String(), s.Tx, id)
+				s.UDPSrcPort, s.UDPDstPort, tomlInts(sizes), max(1, int64(gr)), plain[i], gd, t.CatchUp.String(), s.Tx, id)
 			if k := int(math.Round(1000 * s.IOAMShare)); k > 0 {
 				// k in 1000 of the generator's packets get a trace, inline.
 				fmt.Fprintf(&b, `[[pipelines.stages]]
@@ -292,6 +300,19 @@ func (r *Runner) Measure(ctx context.Context, size int, rate float64, d time.Dur
 			r.Log.Warn("the tester fell short of the load; trial repeated", "rate", rate, "duration", d, "short", tr.short())
 		}
 	}
+}
+
+// SentRate is what the tester did send, packets per second: less than Rate
+// when it fell short.
+func (t *Trial) SentRate() float64 {
+	var n uint64
+	for _, s := range t.Streams {
+		n += min(s.Sent, s.Asked)
+	}
+	if t.Duration <= 0 {
+		return 0
+	}
+	return float64(n) / t.Duration.Seconds()
 }
 
 // short is how many packets the tester failed to send, beyond a rounding's

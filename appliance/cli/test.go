@@ -141,12 +141,18 @@ func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
 	}
 	t := table.New(cols...)
 	t.Key = 1
+	var limited []string
 	for _, s := range rep.Sizes {
 		for _, sr := range s.Searches {
 			for _, r := range sr.Results {
 				tp := strings.TrimSpace(human(r.Lower)) + "pps"
 				if !r.LowerFound {
 					tp = "<" + tp // nothing passed, down to the minimum load
+				}
+				if l := sr.Limited(r.LossRatio); l != nil {
+					tp += "*"
+					limited = append(limited, fmt.Sprintf("%s B %s %s: tester-limited at %spps", s.Name, sr.Algorithm,
+						goalName(r.LossRatio), strings.TrimSpace(human(l.Rate))))
 				}
 				line := "-"
 				if s.LineRate > 0 {
@@ -185,6 +191,10 @@ func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
 	}
 	notes := []string{fmt.Sprintf("Search: %s at %.2g%% precision, final trials of %v. Latency timestamps: %s.",
 		searchName(rep), 100*rep.Precision, rep.Final, rep.Timestamps)}
+	if len(limited) > 0 {
+		notes = append(notes, "* Irregular: the tester could not send the load asked for, and its shortfall counted as the DUT's loss; "+
+			"the DUT may do better than shown. "+strings.Join(limited, "; ")+". Run on an idle, pinned tester, or lower max_rate.")
+	}
 	var late uint64
 	var lateTrials int
 	rep.Trials(func(_ tester.SizeReport, t *tester.Trial) {

@@ -31,3 +31,16 @@ func TestSummaryLateFromEarlier(t *testing.T) {
 		t.Errorf("no note of the 174 late packets:\n%s", b.String())
 	}
 }
+
+// A result the tester's shortfall shaped is marked in the table, and said.
+func TestSummaryTesterLimited(t *testing.T) {
+	var b strings.Builder
+	rep := summaryReport(&tester.Trial{Trial: search.Trial{Rate: 6e5, Sent: 600, Received: 580}, TesterShort: 20})
+	rep.Sizes[0].Searches[0].Irregular = []tester.Irregular{{LossRatio: 0, Rate: 580000}}
+	if err := writeTestSummary(&b, rep, table.Options{Wide: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !rowStarts(b.String(), "64", "mlrsearch", "NDR", "500.00kpps*") || !strings.Contains(b.String(), "64 B mlrsearch NDR: tester-limited at 580.00kpps") {
+		t.Errorf("the NDR is not marked tester-limited:\n%s", b.String())
+	}
+}
