@@ -377,11 +377,12 @@ func TestDocsCommands(t *testing.T) {
 			}
 			host := strings.NewReplacer("unix:/run/linerate/linerate.sock", sock,
 				"/etc/linerate/", filepath.Join(dir, "etc")+"/")
-			// The package's config, /etc/linerate/linerate.toml, is the lab.
+			// The package's config, /etc/linerate/linerate.toml, is the
+			// inert service default.
 			if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, "etc", "linerate.toml"), config.Lab(), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, "etc", "linerate.toml"), config.Service(), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			for _, s := range steps[file] {
@@ -399,7 +400,7 @@ func TestDocsCommands(t *testing.T) {
 func docAppliance(t *testing.T, file, root string) string {
 	switch file {
 	case "docs/stamp.md", "docs/config.md", "docs/operations.md":
-		// operations.md's appliance is the package's: the lab.
+		// operations.md's commands are shown against the lab example.
 		return string(config.Lab())
 	case "docs/routing.md":
 		// The doc's router, with mem ports in place of its NICs and TAP (which
@@ -533,4 +534,37 @@ func runStep(t *testing.T, dir string, env []string, s docStep, line string) {
 			t.Errorf("%s: %s printed\n%s\nthe doc shows\n%s", s.where, line, first, want)
 		}
 	}
+}
+
+// TestDocsCodeWidth: every line of every fenced block of README.md, docs/
+// and the package READMEs fits 100 columns (a tab to the next multiple of
+// 8), as the CLI's output does (appliance/cli's checkWidth): a reader copies
+// them from a terminal.
+func TestDocsCodeWidth(t *testing.T) {
+	n := 0
+	for _, b := range mdBlocks(t) {
+		for i, l := range strings.Split(strings.TrimSuffix(b.text, "\n"), "\n") {
+			if w := columns(l); w > 100 {
+				t.Errorf("%s:%d: %d columns: %s", b.file, b.line+i, w, l)
+			}
+		}
+		n++
+	}
+	if n < 100 {
+		t.Errorf("only %d code blocks in the docs", n)
+	}
+}
+
+// columns is how wide l is on a terminal: a rune a column, a tab to the
+// next multiple of 8.
+func columns(l string) int {
+	w := 0
+	for _, r := range l {
+		if r == '\t' {
+			w += 8 - w%8
+		} else {
+			w++
+		}
+	}
+	return w
 }
