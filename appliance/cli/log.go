@@ -56,13 +56,16 @@ func newLogger(w io.Writer, format, level string, journal bool) (*slog.Logger, e
 // onJournal reports whether stderr is the systemd journal's stream:
 // JOURNAL_STREAM is "device:inode" of it, and stderr is still that file (a
 // child whose stderr was redirected inherits the variable, not the stream).
-func onJournal() bool {
+func onJournal() bool { return onJournalFile(os.Stderr) }
+
+// onJournalFile reports whether f is the journal's stream.
+func onJournalFile(f *os.File) bool {
 	dev, ino, ok := parseJournalStream(os.Getenv("JOURNAL_STREAM"))
 	if !ok {
 		return false
 	}
 	var st syscall.Stat_t
-	if err := syscall.Fstat(int(os.Stderr.Fd()), &st); err != nil {
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		return false
 	}
 	return uint64(st.Dev) == dev && st.Ino == ino

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -203,9 +204,12 @@ loop:
 	}
 	stopOTLP()
 	sum := newSummary(eng.Snapshot())
-	if *asJSON {
+	switch {
+	case *asJSON:
 		err = sum.writeJSON(stdout)
-	} else {
+	case summaryAsRecord(cfg.Log.Format, isTerminal(stdout)):
+		err = logSummary(sum, os.Stderr)
+	default:
 		err = sum.write(stdout, table.Options{Wide: *wide})
 	}
 	if err != nil {
@@ -216,6 +220,34 @@ loop:
 		return fail("%v", err)
 	}
 	return 0
+}
+
+// summaryAsRecord reports whether the stop summary is one log record rather
+// than text: under [log] format = "json", or under systemd (NOTIFY_SOCKET,
+// or stdout the journal's stream), where its ~120 lines of text would land
+// among the log's records. A terminal gets the text.
+func summaryAsRecord(format string, stdoutTerminal bool) bool {
+	if stdoutTerminal {
+		return false
+	}
+	return format == "json" || os.Getenv("NOTIFY_SOCKET") != "" || onJournalFile(os.Stdout)
+}
+
+// logSummary writes the summary as one JSON log record, msg "summary", its
+// fields those of run --json under "summary", where the log goes (w, the
+// journal's priority prefix included). It is written whatever the log
+// level, as the text summary is.
+func logSummary(sum *summary, w io.Writer) error {
+	var b bytes.Buffer
+	if err := sum.writeJSON(&b); err != nil {
+		return err
+	}
+	log, err := newLogger(w, "json", "info", onJournal())
+	if err != nil {
+		return err
+	}
+	log.Info("summary", "summary", json.RawMessage(bytes.TrimSpace(b.Bytes())))
+	return nil
 }
 
 // notify is sdNotify, logging a failure: systemd then sees no readiness and
