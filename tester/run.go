@@ -26,6 +26,11 @@ type Report struct {
 	Timestamps string        `json:"timestamps"`
 	Sizes      []SizeReport  `json:"frame_sizes"`
 	Elapsed    time.Duration `json:"elapsed_ns"`
+	// Incomplete: the run was stopped (Ctrl-C) before its end, Stopped
+	// says why; what it found so far is all there is, the search's results
+	// read from its final-duration trials so far.
+	Incomplete bool   `json:"incomplete,omitempty"`
+	Stopped    string `json:"stopped,omitempty"`
 }
 
 // Draft is the MLRsearch draft the search implements.
@@ -125,6 +130,14 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 	for _, s := range t.Streams {
 		rep.Streams = append(rep.Streams, s.Name)
 	}
+	// stopped keeps what a cancelled run found so far.
+	stopped := func(sr SizeReport, err error) (*Report, error) {
+		if ctx.Err() != nil {
+			rep.Sizes = append(rep.Sizes, sr)
+			rep.Incomplete, rep.Stopped, rep.Elapsed = true, err.Error(), time.Since(start)
+		}
+		return rep, err
+	}
 	say := func(p Progress) {
 		if progress != nil {
 			progress(p)
@@ -144,7 +157,7 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 			say(Progress{Size: size, Phase: "warm-up", Rate: float64(t.WarmupRate)})
 			w, err := r.Measure(ctx, size, float64(t.WarmupRate), time.Duration(t.Warmup))
 			if err != nil {
-				return rep, fmt.Errorf("frame size %s: warm-up: %w", sr.Name, err)
+				return stopped(sr, fmt.Errorf("frame size %s: warm-up: %w", sr.Name, err))
 			}
 			w.Phase = "warm-up"
 			sr.Warmup = w
@@ -181,7 +194,15 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 				o, err = search.MLR(ctx, m, p)
 			}
 			if err != nil {
-				return rep, fmt.Errorf("frame size %s: %s: %w", sr.Name, alg, err)
+				if ctx.Err() != nil {
+					srep.Results, srep.Wall = partialResults(srep.Trials, p), time.Since(began)
+					for _, t := range srep.Trials {
+						srep.TrialTime += t.Duration
+					}
+					srep.markLimited()
+					sr.Searches = append(sr.Searches, srep)
+				}
+				return stopped(sr, fmt.Errorf("frame size %s: %s: %w", sr.Name, alg, err))
 			}
 			srep.Results, srep.TrialTime, srep.Wall = o.Results, o.TrialTime, time.Since(began)
 			srep.markLimited()
@@ -198,7 +219,7 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 			say(Progress{Size: size, Phase: fmt.Sprintf("latency %.0f%%", 100*share), Rate: rate})
 			tr, err := r.Measure(ctx, size, rate, d)
 			if err != nil {
-				return rep, fmt.Errorf("frame size %s: latency at %g of the PDR: %w", sr.Name, share, err)
+				return stopped(sr, fmt.Errorf("frame size %s: latency at %g of the PDR: %w", sr.Name, share, err))
 			}
 			tr.Phase = fmt.Sprintf("latency %g", share)
 			sr.Latency = append(sr.Latency, LatencyPoint{Share: share, Trial: tr})
@@ -207,6 +228,31 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// partialResults are a stopped search's results from its final-duration
+// trials so far: per loss ratio, the lowest failing load and the highest
+// passing one below it.
+func partialResults(ts []*Trial, p search.Params) []search.Result {
+	var out []search.Result
+	for _, ratio := range p.LossRatios {
+		r := search.Result{LossRatio: ratio, Lower: p.MinRate, Upper: p.MaxRate}
+		for _, t := range ts {
+			if t.Duration >= p.FinalDuration && t.LossRatio() > ratio && (!r.UpperFound || t.Rate < r.Upper) {
+				tt := t.Trial
+				r.Upper, r.UpperFound, r.UpperTrial = t.Rate, true, &tt
+			}
+		}
+		for _, t := range ts {
+			if t.Duration >= p.FinalDuration && t.LossRatio() <= ratio && (!r.UpperFound || t.Rate < r.Upper) &&
+				(!r.LowerFound || t.Rate > r.Lower) {
+				tt := t.Trial
+				r.Lower, r.LowerFound, r.LowerTrial = t.Rate, true, &tt
+			}
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func last(ts []*Trial) *Trial {

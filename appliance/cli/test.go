@@ -86,11 +86,18 @@ Flags:
 	if *live {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
-	if err != nil {
+	if err != nil && (rep == nil || !rep.Incomplete) {
 		if rep != nil && *report != "" && len(rep.Sizes) > 0 {
 			_, _ = rep.WriteDir(*report)
 		}
 		return fail("%v", err)
+	}
+	// Stopped (Ctrl-C): what was found so far is written and printed,
+	// marked incomplete, and the exit status says it was interrupted.
+	code := 0
+	if err != nil {
+		log.Warn("stopped before the end: the report is incomplete", "err", err)
+		code = 130
 	}
 	if *report != "" {
 		files, err := rep.WriteDir(*report)
@@ -103,7 +110,7 @@ Flags:
 		if err := rep.WriteJSON(os.Stdout); err != nil {
 			return fail("%v", err)
 		}
-		return 0
+		return code
 	}
 	if err := writeTestSummary(os.Stdout, rep, table.Options{Wide: *wide}); err != nil {
 		return fail("%v", err)
@@ -115,7 +122,7 @@ Flags:
 			return fail("%v", err)
 		}
 	}
-	return 0
+	return code
 }
 
 // progressLine is the live line: frame size, search, trial, load and the last
@@ -194,6 +201,9 @@ func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
 	if len(limited) > 0 {
 		notes = append(notes, "* Irregular: the tester could not send the load asked for, and its shortfall counted as the DUT's loss; "+
 			"the DUT may do better than shown. "+strings.Join(limited, "; ")+". Run on an idle, pinned tester, or lower max_rate.")
+	}
+	if rep.Incomplete {
+		notes = append([]string{"INCOMPLETE: the run was stopped (" + rep.Stopped + "); the results are what its final-duration trials had found so far."}, notes...)
 	}
 	var late uint64
 	var lateTrials int

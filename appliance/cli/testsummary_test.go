@@ -44,3 +44,16 @@ func TestSummaryTesterLimited(t *testing.T) {
 		t.Errorf("the NDR is not marked tester-limited:\n%s", b.String())
 	}
 }
+
+// A stopped run's summary says it is incomplete.
+func TestSummaryIncomplete(t *testing.T) {
+	var b strings.Builder
+	rep := summaryReport(&tester.Trial{Trial: search.Trial{Rate: 5e5, Sent: 500, Received: 500}})
+	rep.Incomplete, rep.Stopped = true, "context canceled"
+	if err := writeTestSummary(&b, rep, table.Options{Wide: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "INCOMPLETE: the run was stopped (context canceled)") {
+		t.Errorf("not marked incomplete:\n%s", b.String())
+	}
+}
