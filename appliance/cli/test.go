@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/linerate/linerate/appliance/cli/table"
@@ -59,7 +60,8 @@ Flags:
 		fs.Usage()
 		return 2
 	}
-	log, err := newLogger(os.Stderr, "text", *logLevel, onJournal())
+	lw := &liveWriter{w: os.Stderr}
+	log, err := newLogger(lw, "text", *logLevel, onJournal())
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -80,12 +82,10 @@ Flags:
 	defer stop()
 	var progress func(tester.Progress)
 	if *live {
-		progress = func(pr tester.Progress) { fmt.Fprintf(os.Stderr, "\r\033[K%s", progressLine(pr)) }
+		progress = func(pr tester.Progress) { lw.Live(progressLine(pr)) }
 	}
 	rep, err := r.Run(ctx, progress)
-	if *live {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
+	lw.Clear()
 	if err != nil && (rep == nil || !rep.Incomplete) {
 		if rep != nil && *report != "" && len(rep.Sizes) > 0 {
 			_, _ = rep.WriteDir(*report)
@@ -123,6 +123,43 @@ Flags:
 		}
 	}
 	return code
+}
+
+// liveWriter is stderr with a live line on it: whatever else is written
+// there (a log line) first clears the live line, so nothing is glued to it.
+type liveWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	shown bool
+}
+
+func (l *liveWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clear()
+	return l.w.Write(p)
+}
+
+// Live replaces the live line with s.
+func (l *liveWriter) Live(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "\r\033[K%s", s)
+	l.shown = true
+}
+
+// Clear erases the live line, if one is shown.
+func (l *liveWriter) Clear() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clear()
+}
+
+func (l *liveWriter) clear() {
+	if l.shown {
+		fmt.Fprint(l.w, "\r\033[K")
+		l.shown = false
+	}
 }
 
 // progressLine is the live line: frame size, search, trial, load and the last

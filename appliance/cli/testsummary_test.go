@@ -57,3 +57,16 @@ func TestSummaryIncomplete(t *testing.T) {
 		t.Errorf("not marked incomplete:\n%s", b.String())
 	}
 }
+
+// A log line written while the live line shows starts on a cleared line.
+func TestLiveLineClearedBeforeLog(t *testing.T) {
+	var b strings.Builder
+	lw := &liveWriter{w: &b}
+	lw.Live("64 B  mlrsearch trial 3  1.00Mpps")
+	_, _ = lw.Write([]byte("level=WARN msg=\"trial repeated\"\n"))
+	lw.Clear()
+	want := "\r\033[K64 B  mlrsearch trial 3  1.00Mpps\r\033[Klevel=WARN msg=\"trial repeated\"\n"
+	if b.String() != want {
+		t.Errorf("stderr %q, want %q", b.String(), want)
+	}
+}
