@@ -568,3 +568,56 @@ func columns(l string) int {
 	}
 	return w
 }
+
+// TestReloadAsDocumented: what docs/operations.md and the unit say a reload
+// does is what the engine does. On the lab, a reload takes a link's new
+// delay; it refuses a STAMP sender's new session table and a new
+// [[routes]] table, which change through linerate stamp and linerate route.
+func TestReloadAsDocumented(t *testing.T) {
+	lab := string(config.Lab())
+	e := enginetest.Start(t, lab, appliance.Options{})
+	check := func(what, toml string) error {
+		t.Helper()
+		cfg, err := config.Parse("lab.toml", []byte(toml))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		_, err = e.CheckReload(cfg)
+		return err
+	}
+	edit := func(old, new string) string {
+		t.Helper()
+		if !strings.Contains(lab, old) {
+			t.Fatalf("the lab has no %q", old)
+		}
+		return strings.Replace(lab, old, new, 1)
+	}
+	if err := check("link delay", edit(`delay = "1ms"`, `delay = "2ms"`)); err != nil {
+		t.Errorf("a link's new delay is refused: %v", err)
+	}
+	if err := check("STAMP session", edit(`interval = "1ms"`, `interval = "2ms"`)); err == nil {
+		t.Error("a STAMP sender's new session table is taken by a reload")
+	}
+	routes := lab + "\n[[routes]]\nprefix = \"2001:db8:99::/48\"\nport = \"m0\"\n"
+	if err := check("routes", routes); err == nil {
+		t.Error("a new [[routes]] table is taken by a reload")
+	}
+	ops, err := os.ReadFile(filepath.Join(repoRoot, "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit, err := os.ReadFile(filepath.Join(repoRoot, "packaging/linerate.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"`[[routes]]`", "STAMP sessions", "`linerate route`", "`linerate stamp`", "all or nothing"} {
+		if !strings.Contains(strings.Join(strings.Fields(string(ops)), " "), want) {
+			t.Errorf("docs/operations.md does not say what a reload does with %s", want)
+		}
+	}
+	for _, claim := range []string{"routes, tables, sessions", "(routes", "sessions)"} {
+		if strings.Contains(string(unit), claim) {
+			t.Errorf("linerate.service says a reload changes %q", claim)
+		}
+	}
+}
