@@ -85,6 +85,10 @@ type supervisor struct {
 	// reclaims what it lent, then takes the next link.
 	gen  atomic.Uint64
 	dead atomic.Uint64
+	// killing: kill is ending the generation, so go-plugin's "plugin
+	// process exited" with "signal: killed" is a stop we asked for, not an
+	// error (hclogBridge).
+	killing atomic.Bool
 	next []atomic.Pointer[link]
 	inst []*instance
 
@@ -145,6 +149,7 @@ func newSupervisor(cfg stageConfig, s *plugins.Setup, tomlText string) (*supervi
 // launch starts a plugin process and configures it: Capabilities, then
 // Configure with the stage's table.
 func (sv *supervisor) launch() error {
+	sv.killing.Store(false)
 	var sum []byte
 	if sv.cfg.SHA256 != "" {
 		var err error
@@ -246,7 +251,7 @@ func (sv *supervisor) launch() error {
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
-		Logger:           hclogBridge(sv.log),
+		Logger:           hclogBridge(sv.log, &sv.killing),
 		StartTimeout:     30 * time.Second,
 		GRPCDialOptions:  []grpc.DialOption{grpc.WithContextDialer(peer)},
 	}
@@ -588,6 +593,7 @@ func (sv *supervisor) hung() (int, bool) {
 // accepted by name). An error leaves the generation lingering, alive for
 // all we know: nothing it was lent is reused, and the next kill tries again.
 func (sv *supervisor) kill() error {
+	sv.killing.Store(true)
 	sv.mu.Lock()
 	p := sv.lingering
 	if p == nil {
@@ -725,12 +731,15 @@ func (sv *supervisor) close() {
 
 // hclogBridge gives go-plugin an hclog.Logger that writes to log: the
 // plugin's own log lines (hclog JSON on its stderr) arrive with their level
-// and attributes.
-func hclogBridge(log *slog.Logger) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Output: &slogWriter{log: log}, JSONFormat: true, Level: hclog.Info})
+// and attributes. While killing is set, the plugin's exit is logged at Info.
+func hclogBridge(log *slog.Logger, killing *atomic.Bool) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Output: &slogWriter{log: log, killing: killing}, JSONFormat: true, Level: hclog.Info})
 }
 
-type slogWriter struct{ log *slog.Logger }
+type slogWriter struct {
+	log     *slog.Logger
+	killing *atomic.Bool
+}
 
 func (w *slogWriter) Write(b []byte) (int, error) {
 	var m map[string]any
@@ -747,6 +756,9 @@ func (w *slogWriter) Write(b []byte) (int, error) {
 		lvl = slog.LevelWarn
 	case "debug", "trace":
 		lvl = slog.LevelDebug
+	}
+	if lvl == slog.LevelError && msg == "plugin process exited" && w.killing != nil && w.killing.Load() {
+		lvl = slog.LevelInfo // we killed it
 	}
 	var attrs []any
 	for k, v := range m {
