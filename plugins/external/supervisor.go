@@ -89,8 +89,8 @@ type supervisor struct {
 	// process exited" with "signal: killed" is a stop we asked for, not an
 	// error (hclogBridge).
 	killing atomic.Bool
-	next []atomic.Pointer[link]
-	inst []*instance
+	next    []atomic.Pointer[link]
+	inst    []*instance
 
 	lost, restarts atomic.Uint64
 	startOnce      sync.Once
