@@ -232,5 +232,19 @@ func located(err error, where, what string) error {
 		// engine.
 		return fmt.Errorf("%s: %w", where, err)
 	}
+	if rest, ok := strings.CutPrefix(err.Error(), where+": "); ok && where != "" {
+		// A stage that named its own location (s.Config.Where()): once.
+		return &locatedError{msg: where + ": " + what + ": " + rest, err: err}
+	}
 	return fmt.Errorf("%s: %s: %w", where, what, err)
 }
+
+// locatedError is an error that said where it was, said once, with what
+// was there in between.
+type locatedError struct {
+	msg string
+	err error
+}
+
+func (e *locatedError) Error() string { return e.msg }
+func (e *locatedError) Unwrap() error { return e.err }
