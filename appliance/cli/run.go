@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
 	"github.com/linerate/linerate/ports"
+	"github.com/linerate/linerate/tester"
 )
 
 func loadConfig(path string) (*config.File, error) {
@@ -361,6 +363,8 @@ every port's keys without opening anything. It also checks that this host has
 what the config names (interfaces, capture and key files), unless --offline.
 Exits 0 when the config is good. Where this host gives the config less than
 it asks (a fallback, a failure, a warning), it points at 'linerate doctor -c'.
+A test profile (a file with a [test] table) is checked as 'linerate test -c'
+reads it.
 
 Flags:
 `)
@@ -379,6 +383,15 @@ Flags:
 	if *cfgPath == "" || len(rest) > 0 {
 		fs.Usage()
 		return 2
+	}
+	if isTestProfile(*cfgPath) {
+		// A test profile (a top-level [test] table) has no pipelines:
+		// linerate test makes them. It is checked as linerate test loads it.
+		if _, err := tester.Load(*cfgPath); err != nil {
+			return fail("%v", err)
+		}
+		fmt.Printf("%s: ok\n", *cfgPath)
+		return 0
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
@@ -405,6 +418,22 @@ Flags:
 	fmt.Printf("%s: ok\n", *cfgPath)
 	pointAtDoctor(*cfgPath, short, warnings)
 	return 0
+}
+
+// isTestProfile tells whether the file at path is a test profile for
+// linerate test: one with a top-level [test] table (tester.Section). A file
+// that does not read or parse is not; config.Load then says why.
+func isTestProfile(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var top map[string]toml.Primitive
+	if _, err := toml.Decode(string(data), &top); err != nil {
+		return false
+	}
+	_, ok := top[tester.Section]
+	return ok
 }
 
 // pointAtDoctor says, when this host gives the config less than it asks
