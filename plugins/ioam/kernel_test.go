@@ -450,3 +450,77 @@ interfaces = [ { port = "eth0", id = %d, id_wide = %d }, { port = "eth1", id = %
 		}
 	}
 }
+
+// Five pre-allocated trace options of a namespace the node knows, in one
+// Hop-by-Hop header: the kernel fills every one, and so does linerate's
+// transit, byte for byte as the kernel (it filled the first four, counting
+// the fifth as extra_traces, before).
+func TestKernelFiveTraces(t *testing.T) {
+	h := newHarness(t)
+	kl := newKernelLab(t, h)
+	transit := h.MustBuild("ioam.transit", fmt.Sprintf(`
+node_id = %d
+node_id_wide = "%#x"
+timestamp = "posix"
+decrement_hop_limit = true
+egress_port = "eth1"
+namespaces = [ { id = %d, data = %d, data_wide = "%#x" } ]
+interfaces = [ { port = "eth0", id = %d, id_wide = %d }, { port = "eth1", id = %d, id_wide = %d } ]
+`, kNodeID, uint64(kNodeIDWide), kNS, uint32(kNSData), uint64(kNSDataWide), kIngressID, kIngressWide, kEgressID, kEgressWide))
+	const tt = 0xE00000 // hop limit and id, interfaces, timestamp seconds: exempt
+	enc := h.MustBuild("ioam.encap", fmt.Sprintf(`
+mode = "encap"
+src = %q
+dst = %q
+namespaces = [ { id = %d } ]
+[[profiles]]
+trace = { namespace = %d, type = "%#06x", size = %d, fill = false }
+`, kl.outerSrc, kl.outerDst, kNS, kNS, tt, 2*NodeLen(tt)*4))
+	e := h.run(buildFrame(t, frameSpec{payload: 100}), 0, false, enc).data
+	// The encapsulation's one trace option, five times in its place.
+	const l3, hbh = 14, 14 + 40
+	opt := e[hbh+4 : hbh+4+2+int(e[hbh+5])]
+	hl := (int(e[hbh+1]) + 1) * 8
+	n := 4 + 5*len(opt)
+	if n%8 != 0 || len(opt)%4 != 0 {
+		t.Fatalf("an option of %d bytes does not make a header of whole 8-byte units", len(opt))
+	}
+	f := append([]byte(nil), e[:hbh]...)
+	f = append(f, e[hbh], byte(n/8-1), packet.IPv6OptPadN, 0)
+	for range 5 {
+		f = append(f, opt...)
+	}
+	f = append(f, e[hbh+hl:]...)
+	binary.BigEndian.PutUint16(f[l3+4:], uint16(len(f)-hbh))
+	k := kl.forward(t, h, f)
+	if k == nil {
+		t.Fatal("nothing came through the kernel")
+	}
+	l := h.run(f, 0, false, transit).data
+	if len(k) != len(l) {
+		t.Fatalf("kernel %d bytes, linerate %d", len(k), len(l))
+	}
+	skip := map[int]bool{}
+	for j := range 5 {
+		o := hbh + 4 + j*len(opt)
+		tr := Trace(Option(k[o:]).Body())
+		if tr.Overflow() || tr.RemainingLen() == len(tr.Data())/4 {
+			t.Errorf("the kernel did not fill trace %d: % x", j+1, k[o:o+len(opt)])
+		}
+		node := o + 4 + TraceHeaderLen + tr.RemainingLen()*4
+		for _, r := range kernelExempt(tt) {
+			for i := r[0]; i < r[1]; i++ {
+				skip[node+i] = true
+			}
+		}
+	}
+	var diffs []string
+	for i := 12; i < len(k); i++ {
+		if !skip[i] && k[i] != l[i] {
+			diffs = append(diffs, fmt.Sprintf("@%d kernel %02x linerate %02x", i, k[i], l[i]))
+		}
+	}
+	if len(diffs) > 0 {
+		t.Errorf("differences:\n%s\nkernel   % x\nlinerate % x", strings.Join(diffs, "\n"), k[hbh:hbh+n], l[hbh:hbh+n])
+	}
+}

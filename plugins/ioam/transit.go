@@ -87,8 +87,11 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 	incr := -1
 	var incrPlan *nodePlan
 	loopNS := -1
-	for k := 0; k < s.nTrace; k++ {
-		o := s.trace[k]
+	for k := 0; k < s.nTrace+s.extra; k++ {
+		o := s.traceAt(d, k)
+		if o == 0 {
+			break
+		}
 		opt := Option(d[o:])
 		tr := Trace(opt.Body())
 		ns := t.ns.lookup(tr.NamespaceID())
@@ -96,7 +99,7 @@ func (t *transit) one(ctx *plugins.Context, b *packet.Burst, i int) {
 			t.cUnknownNS.Inc()
 			continue
 		}
-		if tr.Loopback() && loopNS < 0 {
+		if tr.Loopback() && loopNS < 0 && k < s.nTrace {
 			loopNS = k
 		}
 		pl := t.planOf(ns, tr)

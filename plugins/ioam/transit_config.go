@@ -75,6 +75,6 @@ func (t *transit) counters(cs *stats.Set) {
 	t.cPOT = cs.New("pot_updated", "POT options this node added its share to")
 	t.cDEX = cs.New("dex_exported", "DEX options exported as records")
 	t.cGrown = cs.New("incremental", "incremental traces this node inserted its data into")
-	t.cExtra = cs.New("extra_traces", "trace options beyond the first four of a packet, left untouched")
+	t.cExtra = cs.New("extra_traces", "trace options beyond the first four of a packet (filled too, found by a second walk)")
 	t.cDropped = cs.New("export_dropped", "records lost to a full export ring")
 }

@@ -6,8 +6,9 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 )
 
-// maxTraces is how many trace options of one packet a node handles; more are
-// left as they are and counted.
+// maxTraces is how many trace options of one packet the scan keeps; those
+// beyond it (scan.extra, rare) are found again by nthTrace, which walks the
+// header, so that every trace is filled, as the kernel fills them.
 const maxTraces = 4
 
 // scan is where a packet's IOAM options are: offsets from the first byte of
@@ -270,4 +271,33 @@ func ipv6At14(p *packet.Packet, d []byte) int {
 		return 14
 	}
 	return ipv6At(p, d)
+}
+
+// traceAt is the offset of the packet's k-th trace option (0-based, k below
+// s.nTrace+s.extra): kept by the scan for the first maxTraces, found again
+// in the Hop-by-Hop header, which the scan validated, for the others.
+func (s *scan) traceAt(d []byte, k int) int {
+	if k < s.nTrace {
+		return s.trace[k]
+	}
+	n := 0
+	h := d[s.hbh : s.hbh+s.hbhLen]
+	for i := 2; i+1 < len(h); {
+		t := h[i]
+		if t == packet.IPv6OptPad1 {
+			i++
+			continue
+		}
+		if IsIOAM(t) {
+			switch Option(h[i:]).IOAMType() {
+			case TypePreallocatedTrace, TypeIncrementalTrace:
+				if n == k {
+					return s.hbh + i
+				}
+				n++
+			}
+		}
+		i += 2 + int(h[i+1])
+	}
+	return 0
 }
