@@ -88,6 +88,7 @@ var (
 	ErrField         = errors.New("rlnc: unknown or unsupported field")
 	ErrZeroK         = errors.New("rlnc: generation size K is 0")
 	ErrLength        = errors.New("rlnc: block length N does not match the packet length")
+	ErrSmallN        = errors.New("rlnc: block length N below 2, the length prefix: no block can be decoded")
 	ErrBlocksUsed    = errors.New("rlnc: blocks used k′ exceeds K, or a coefficient beyond k′ is set")
 	ErrZeroVector    = errors.New("rlnc: all-zero coding vector")
 	ErrNotSystematic = errors.New("rlnc: systematic packet whose vector is not a unit vector within k′")
@@ -114,6 +115,11 @@ func Parse(b []byte) (Header, error) {
 	}
 	if len(b) < FixedLen+k {
 		return nil, ErrTruncated
+	}
+	if h.BlockLen() < LenPrefix {
+		// A source block starts with its length: a decoder could never
+		// deliver one, and a recoder must not pass it on.
+		return nil, ErrSmallN
 	}
 	if len(b) != FixedLen+k+h.BlockLen() {
 		return nil, ErrLength

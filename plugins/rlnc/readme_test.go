@@ -27,7 +27,7 @@ func TestReadme(t *testing.T) {
 		}
 	}
 	for _, r := range []string{reasonTruncated.String(), reasonVersion.String(), reasonField.String(), reasonZeroK.String(),
-		reasonLength.String(), reasonBlocksUsed.String(), reasonZeroVector.String(), reasonSystematic.String(),
+		reasonLength.String(), reasonSmallN.String(), reasonBlocksUsed.String(), reasonZeroVector.String(), reasonSystematic.String(),
 		reasonStale.String(), reasonTooBig.String(), reasonNonInnov.String(), reasonLate.String(), reasonMismatch.String(),
 		reasonNoMemory.String()} {
 		has("drop reason", r)

@@ -14,6 +14,7 @@ var (
 	reasonField      = packet.RegisterReason("rlnc_unknown_field")
 	reasonZeroK      = packet.RegisterReason("rlnc_zero_k")
 	reasonLength     = packet.RegisterReason("rlnc_bad_length")
+	reasonSmallN     = packet.RegisterReason("rlnc_small_n")
 	reasonBlocksUsed = packet.RegisterReason("rlnc_bad_blocks_used")
 	reasonZeroVector = packet.RegisterReason("rlnc_zero_vector")
 	reasonSystematic = packet.RegisterReason("rlnc_bad_systematic")
@@ -38,6 +39,8 @@ func reasonOf(err error) packet.Reason {
 		return reasonZeroK
 	case errors.Is(err, ErrLength):
 		return reasonLength
+	case errors.Is(err, ErrSmallN):
+		return reasonSmallN
 	case errors.Is(err, ErrBlocksUsed):
 		return reasonBlocksUsed
 	case errors.Is(err, ErrZeroVector):

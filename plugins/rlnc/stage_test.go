@@ -59,6 +59,8 @@ func TestNamedDrops(t *testing.T) {
 			version.Version = 2
 			used := goodFields(1, 3, []byte{1, 2, 3})
 			used.BlocksUsed = 2
+			zeroN := goodFields(1, 3, []byte{1, 2, 3})
+			zeroN.BlockLen = 0
 			sysBad := goodFields(1, 3, []byte{1, 2, 0})
 			sysBad.Flags = FlagSystematic
 			cases := []struct {
@@ -68,6 +70,7 @@ func TestNamedDrops(t *testing.T) {
 			}{
 				{"K=0", codedFrame(testSrc, testDst, zeroK, blk), "rlnc_zero_k"},
 				{"N inconsistent", codedFrame(testSrc, testDst, badLen, blk), "rlnc_bad_length"},
+				{"N=0", codedFrame(testSrc, testDst, zeroN, nil), "rlnc_small_n"},
 				{"zero vector", codedFrame(testSrc, testDst, goodFields(1, 3, []byte{0, 0, 0}), blk), "rlnc_zero_vector"},
 				{"unknown field", codedFrame(testSrc, testDst, field, blk), "rlnc_unknown_field"},
 				{"version", codedFrame(testSrc, testDst, version, blk), "rlnc_bad_version"},
@@ -81,6 +84,8 @@ func TestNamedDrops(t *testing.T) {
 				{"newest generation 100", codedFrame(testSrc, testDst, goodFields(100, 3, []byte{1, 2, 3}), blk), ""},
 				{"stale: 16 behind", codedFrame(testSrc, testDst, goodFields(84, 3, []byte{1, 2, 3}), blk), "rlnc_stale_gen"},
 				{"stale across the wrap", codedFrame(testSrc, testDst, goodFields(100+32768+1, 3, []byte{1, 2, 3}), blk), "rlnc_stale_gen"},
+				// RFC 1982 leaves a distance of exactly 2^15 undefined: behind.
+				{"exactly 2^15 ahead", codedFrame(testSrc, testDst, goodFields(100+32768, 3, []byte{1, 2, 3}), blk), "rlnc_stale_gen"},
 				{"15 behind is in the window", codedFrame(testSrc, testDst, goodFields(85, 3, []byte{1, 2, 3}), blk), ""},
 				{"same vector again", codedFrame(testSrc, testDst, goodFields(85, 3, []byte{2, 4, 6}), blk), "rlnc_non_innovative"},
 				{"K differs in the generation", codedFrame(testSrc, testDst, goodFields(85, 4, []byte{1, 2, 3, 4}), append(blk[:0:0], blk...)), "rlnc_gen_mismatch"},
