@@ -19,6 +19,9 @@ import (
 // was sent and delivered) and the detail reports show.
 type Trial struct {
 	search.Trial
+	// Asked is the packets the trial asked the generators for, all streams
+	// (Sent is what the tx ports took).
+	Asked uint64 `json:"asked"`
 	Phase string `json:"phase"`
 	// Size is the frame size, IMIXSize for the IMIX.
 	Size    int            `json:"frame_size"`
@@ -444,12 +447,13 @@ func (r *Runner) measure(ctx context.Context, size int, rate float64, d time.Dur
 		tr.Streams = append(tr.Streams, sr)
 		// A shortfall of the tester's counts as lost, beyond a rounding's
 		// worth (short); within it, the loss is what was sent.
-		sent := sr.Asked
-		if gap := sr.Asked - min(sr.Asked, sr.Sent); gap <= 2+sr.Asked/10000 {
-			sent = sr.Sent
+		// Sent is what the tx ports took; Unsent the shortfall counted.
+		tr.Asked += sr.Asked
+		tr.Sent += sr.Sent
+		if gap := sr.Asked - min(sr.Asked, sr.Sent); gap > 2+sr.Asked/10000 {
+			tr.Unsent += gap
 		}
-		tr.Sent += sent
-		tr.Received += min(sr.Received-min(sr.Received, sr.Duplicates), sent)
+		tr.Received += min(sr.Received-min(sr.Received, sr.Duplicates), sr.Sent)
 	}
 	tr.Latency = newHistogram(all)
 	for i := range n {

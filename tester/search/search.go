@@ -26,19 +26,23 @@ import (
 
 // Trial is the outcome of one trial.
 type Trial struct {
-	Rate     float64       // offered load asked for, packets per second
-	Duration time.Duration // how long traffic was sent for
-	Sent     uint64        // packets sent
-	Received uint64        // packets delivered (received, or consumed by the device by design)
+	Rate     float64       `json:"rate_pps"`    // offered load asked for, packets per second
+	Duration time.Duration `json:"duration_ns"` // how long traffic was sent for
+	Sent     uint64        `json:"sent"`        // packets sent
+	// Unsent is what the tester failed to send of the load asked for,
+	// counted as lost (a tester may leave a rounding's worth out).
+	Unsent   uint64 `json:"unsent,omitempty"`
+	Received uint64 `json:"received"` // packets delivered (received, or consumed by the device by design)
 }
 
-// LossRatio is the share of the sent packets that were not delivered; 0 when
-// nothing was sent.
+// LossRatio is the share of the packets sent or unsent that were not
+// delivered; 0 when nothing was sent.
 func (t Trial) LossRatio() float64 {
-	if t.Sent == 0 || t.Received >= t.Sent {
+	n := t.Sent + t.Unsent
+	if n == 0 || t.Received >= n {
 		return 0
 	}
-	return float64(t.Sent-t.Received) / float64(t.Sent)
+	return float64(n-t.Received) / float64(n)
 }
 
 // passes: the trial lost no more than ratio allows.
