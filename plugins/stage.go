@@ -1,5 +1,7 @@
-// Package plugins holds the Stage contract, the registry of stage kinds, and the
-// built-in stages (forward, classify, generator, sink, link, counter).
+// Package plugins holds the Stage contract and the registry of stage kinds.
+// The built-in stages (forward, classify, generator, sink, link, counter) are
+// in plugins/builtin; each family of its own in a package beside it (route,
+// ioam, stamp, rlnc, external), and appliance/all links them all.
 //
 // A stage is a VPP-style vector node: Process runs over a whole burst, in place,
 // and gives each packet a verdict. Plugin packages register their kinds from init,

@@ -36,8 +36,9 @@ import (
 const Checked = checked
 
 // MetaVersion is the version of the metadata layout: the Packet fields and the
-// ownership states. Ports and processes that share packet memory (DPDK's C
-// side today; AF_XDP frames and out-of-process plugins) must agree on it.
+// ownership states. Code outside Go that reads the metadata (ports/dpdk's C
+// side) must agree on it; the kernel's AF_XDP and out-of-process plugins see
+// packet bytes only.
 // Adding a state or moving a field bumps it (the package doc lists what does).
 //
 //metagen:c

@@ -9,9 +9,11 @@
 //
 // # The metadata ABI
 //
-// Packet's bytes are shared with code that is not this package: the C half of
-// ports/dpdk today, AF_XDP's UMEM frames and out-of-process plugins' shared
-// memory next. Packet is the one description of them. go generate runs
+// Packet's bytes are read by code that is not this package: the C half of
+// ports/dpdk. Packet is the one description of them. (AF_XDP's UMEM frames,
+// ports/xdp, hold packets with their metadata too, but the kernel reads only
+// the packet after it; out-of-process plugins, plugins/external, are lent
+// packet bytes only, never the metadata: docs/compatibility.md.) go generate runs
 // internal/metagen, which writes ports/dpdk/lr_meta.h from what this package
 // marks //metagen:c: struct lr_meta with a static assert of each offset, the
 // flag, verdict and ownership-state constants, MetaVersion, and C translations
