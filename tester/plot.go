@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 type namedPlot struct {
@@ -38,6 +40,62 @@ func (rep *Report) plots() ([]namedPlot, error) {
 	return append(out, namedPlot{"latency", cp, 16 * vg.Centimeter, 10 * vg.Centimeter}), nil
 }
 
+// rateUnit is the unit rates up to max are plotted in, pps, kpps, Mpps or
+// Gpps, and its size in packets per second.
+func rateUnit(max float64) (string, float64) {
+	switch {
+	case max >= 1e9:
+		return "Gpps", 1e9
+	case max >= 1e6:
+		return "Mpps", 1e6
+	case max >= 1e3:
+		return "kpps", 1e3
+	}
+	return "pps", 1
+}
+
+// palette is n distinct colours: plotutil's first five for up to five
+// curves (its sixth, a brick red, is hard to tell from its first), else n
+// hues evenly around the colour wheel.
+func palette(n int) []color.Color {
+	if n <= 5 {
+		return plotutil.DefaultColors[:n]
+	}
+	out := make([]color.Color, n)
+	for i := range out {
+		// Alternate two lightnesses so that neighbouring hues stand apart.
+		v := 0.85
+		if i%2 == 1 {
+			v = 0.6
+		}
+		out[i] = hsv(float64(i)/float64(n), 0.9, v)
+	}
+	return out
+}
+
+// hsv is the colour of hue h (0..1), saturation s and value v.
+func hsv(h, s, v float64) color.Color {
+	i := math.Floor(h * 6)
+	f := h*6 - i
+	p, q, t := v*(1-s), v*(1-f*s), v*(1-(1-f)*s)
+	var r, g, b float64
+	switch int(i) % 6 {
+	case 0:
+		r, g, b = v, t, p
+	case 1:
+		r, g, b = q, v, p
+	case 2:
+		r, g, b = p, v, t
+	case 3:
+		r, g, b = p, q, v
+	case 4:
+		r, g, b = t, p, v
+	default:
+		r, g, b = v, p, q
+	}
+	return color.RGBA{uint8(255 * r), uint8(255 * g), uint8(255 * b), 255}
+}
+
 // ratioName is "NDR" for 0 and "PDR 0.5%" for the others.
 func ratioName(r float64) string {
 	if r == 0 {
@@ -50,7 +108,16 @@ func (rep *Report) throughputPlot() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "Throughput by frame size"
 	p.X.Label.Text = "frame size (bytes)"
-	p.Y.Label.Text = "Mpps"
+	var most float64
+	for _, s := range rep.Sizes {
+		for _, sr := range s.Searches {
+			for _, r := range sr.Results {
+				most = math.Max(most, r.Lower)
+			}
+		}
+	}
+	unit, div := rateUnit(most)
+	p.Y.Label.Text = unit
 	var ticks []plot.Tick
 	series := map[string]plotter.XYs{}
 	var names []string
@@ -65,7 +132,7 @@ func (rep *Report) throughputPlot() (*plot.Plot, error) {
 				if _, ok := series[name]; !ok {
 					names = append(names, name)
 				}
-				series[name] = append(series[name], plotter.XY{X: float64(i), Y: r.Lower / 1e6})
+				series[name] = append(series[name], plotter.XY{X: float64(i), Y: r.Lower / div})
 			}
 		}
 	}
@@ -83,32 +150,91 @@ func (rep *Report) throughputPlot() (*plot.Plot, error) {
 	return p, nil
 }
 
+// lossPlot is each search's trials' loss by offered load: the DUT's loss
+// as filled marks, the trials the tester fell short in (counted as loss)
+// apart, as red crosses, and the target loss ratios as dashed lines.
 func (rep *Report) lossPlot() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "Loss by offered load"
-	p.X.Label.Text = "offered load (kpps)"
+	var most float64
+	var ratios []float64
+	n := 0
+	for _, s := range rep.Sizes {
+		for _, sr := range s.Searches {
+			if len(sr.Trials) > 0 {
+				n++
+			}
+			for _, t := range sr.Trials {
+				most = math.Max(most, t.Rate)
+			}
+			for _, r := range sr.Results {
+				if !slices.Contains(ratios, r.LossRatio) {
+					ratios = append(ratios, r.LossRatio)
+				}
+			}
+		}
+	}
+	unit, div := rateUnit(most)
+	p.X.Label.Text = "offered load (" + unit + ")"
 	p.Y.Label.Text = "loss (%)"
+	colors := palette(n)
+	var short plotter.XYs
 	i := 0
 	for _, s := range rep.Sizes {
 		for _, sr := range s.Searches {
 			var xys plotter.XYs
 			for _, t := range sr.Trials {
-				xys = append(xys, plotter.XY{X: t.Rate / 1e3, Y: 100 * t.LossRatio()})
+				xy := plotter.XY{X: t.Rate / div, Y: 100 * t.LossRatio()}
+				if t.TesterShort > 0 {
+					short = append(short, xy)
+				} else {
+					xys = append(xys, xy)
+				}
 			}
-			if len(xys) == 0 {
+			if len(sr.Trials) == 0 {
 				continue
 			}
 			sc, err := plotter.NewScatter(xys)
 			if err != nil {
 				return nil, err
 			}
-			sc.Color = plotutil.Color(i)
+			sc.Color = colors[i]
 			sc.Shape = plotutil.Shape(i)
 			p.Add(sc)
-			p.Legend.Add(s.Name+" "+sr.Algorithm, sc)
+			p.Legend.Add(s.Name+" "+sr.Algorithm+" (DUT loss)", sc)
 			i++
 		}
 	}
+	if len(short) > 0 {
+		sc, err := plotter.NewScatter(short)
+		if err != nil {
+			return nil, err
+		}
+		sc.Color = color.RGBA{R: 220, A: 255}
+		sc.Shape = draw.CrossGlyph{}
+		sc.Radius = vg.Points(4)
+		p.Add(sc)
+		p.Legend.Add("tester short of its load", sc)
+	}
+	slices.Sort(ratios)
+	for _, r := range ratios {
+		l := plotter.NewFunction(func(float64) float64 { return 100 * r })
+		l.Color = color.Gray{Y: 90}
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("target: %s (%g%%)", ratioName(r), 100*r), l)
+	}
+	// Loss is never below 0; a run without loss still shows its targets.
+	// The top is left to the legend (a row about 5.5 % of the height).
+	p.Y.Min = 0
+	if p.Y.Max <= 0 {
+		p.Y.Max = 1
+	}
+	rows := i + len(ratios)
+	if len(short) > 0 {
+		rows++
+	}
+	p.Y.Max /= 1 - math.Min(0.6, 0.055*float64(rows+1))
 	p.Legend.Top = true
 	p.Legend.Left = true
 	return p, nil
@@ -121,6 +247,15 @@ func (rep *Report) latencyPlot() (*plot.Plot, error) {
 	p.Y.Label.Text = "share of packets"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	n := 0
+	for _, s := range rep.Sizes {
+		for _, l := range s.Latency {
+			if l.Trial.Latency != nil {
+				n++
+			}
+		}
+	}
+	colors := palette(n)
 	i := 0
 	for _, s := range rep.Sizes {
 		for _, l := range s.Latency {
@@ -136,8 +271,8 @@ func (rep *Report) latencyPlot() (*plot.Plot, error) {
 			if err != nil {
 				return nil, err
 			}
-			line.Color = plotutil.Color(i)
-			line.Dashes = plotutil.Dashes(i / 7)
+			line.Color = colors[i]
+			line.Dashes = plotutil.Dashes(i % 4)
 			p.Add(line)
 			p.Legend.Add(fmt.Sprintf("%s at %g%% PDR", s.Name, 100*l.Share), line)
 			i++
@@ -152,8 +287,9 @@ func (rep *Report) latencyPlot() (*plot.Plot, error) {
 		pts.Color = color.Transparent
 		p.Add(pts)
 	}
-	p.Legend.Top = true
-	p.Legend.Left = true
+	// Bottom right, where a CDF has already risen: the legend hides none.
+	p.Legend.Top = false
+	p.Legend.Left = false
 	p.Y.Min, p.Y.Max = 0, 1
 	return p, nil
 }
