@@ -2,6 +2,8 @@ package packet
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"unsafe"
 )
 
@@ -14,6 +16,7 @@ import (
 //   - a port, from the moment the lcore gives it to TxBurst (or a driver takes
 //     it from the pool to receive into) until an lcore claims it from RxBurst;
 //   - the kernel, while it sits in an AF_XDP socket's fill or rx ring;
+//   - a plugin process, while an external stage has lent it;
 //   - a handoff ring, between the lcore that put it there and the one that owns
 //     its session;
 //   - a stage that keeps it beyond the burst (delay lines, RLNC generations),
@@ -27,10 +30,11 @@ import (
 // Packet memory is off the Go heap, so the race detector cannot see a buffer
 // used after it was freed. A checked build (go build -tags lrcheck) records
 // the owner in the metadata, checks every hand-over against the table below,
-// poisons freed data with PoisonByte and makes Handle.P refuse a free buffer.
-// A violation panics with an *OwnershipError naming the buffer, its last owner
-// and who broke the rule. In an ordinary build every check is a constant-false
-// branch the compiler removes.
+// poisons freed data with PoisonByte, makes Handle.P refuse a free buffer and
+// Packet.Data and DataTail one whose bytes the kernel or a plugin has. A
+// violation panics with an *OwnershipError naming the buffer, its last owner,
+// who broke the rule and the line that did. In an ordinary build every check
+// is a constant-false branch the compiler removes.
 
 // Checked reports a checked build (-tags lrcheck).
 const Checked = checked
@@ -107,6 +111,7 @@ const (
 	// C, out of Go's sight (a PMD's rx refill; an mbuf a PMD freed after
 	// transmit and its mempool gave out again). It may be free, a port's, or
 	// an lcore's that none claimed (a test that drives a port directly).
+	// AF_XDP's hand-overs are all in Go's sight: its port uses OpRx.
 	OpRecv
 	// OpClaim: an lcore takes the buffer from a port, a ring, a producer, or a
 	// stage that held it.
@@ -126,7 +131,9 @@ const (
 	// OpVerdict: the engine applies the verdict of a packet a stage left in
 	// the burst, which must still be the lcore's.
 	OpVerdict
-	// OpUse: any access through Handle.P.
+	// OpUse: any access through Handle.P. The metadata stays linerate's
+	// while the kernel or a plugin has the buffer's bytes (it lies outside
+	// what they map), so only a free buffer refuses it.
 	OpUse
 	// OpFill: a port gives a fresh buffer to the kernel to receive into
 	// (AF_XDP's fill ring).
@@ -134,10 +141,24 @@ const (
 	// OpLend: an lcore's external stage lends it to a plugin process. Like
 	// OpHold, the stage does not know its lcore's index: the owner stays.
 	OpLend
+	// OpReturn: the stage that lent it has it back: the plugin's verdict or
+	// emit named it, or the plugin is dead (its cgroup empty, itself reaped).
+	// Nothing else ends a loan: freeing, claiming or releasing a lent buffer
+	// aborts. The owner stays, as with OpLend.
+	OpReturn
+	// OpRx: the xdp port takes a frame from an AF_XDP rx ring. Only a frame
+	// it gave the kernel (OpFill) comes back that way: one free in its pool,
+	// or taken already, aborts.
+	OpRx
+	// OpAccess: Go reads or writes the buffer's bytes: Packet.Data and
+	// DataTail, and every accessor built on them. Not while the kernel or a
+	// plugin has them.
+	OpAccess
 	numOps
 )
 
-var opNames = [numOps]string{"alloc", "release", "recv", "claim", "free", "tx", "back", "handoff", "hold", "verdict", "use", "fill", "lend"}
+var opNames = [numOps]string{"alloc", "release", "recv", "claim", "free", "tx", "back", "handoff", "hold", "verdict",
+	"use", "fill", "lend", "return", "rx", "access"}
 
 func (o Op) String() string {
 	if o < numOps {
@@ -171,11 +192,12 @@ type rule struct {
 }
 
 var rules = [numOps]rule{
-	OpAlloc:   {from: set(StateFree, StatePort), to: StateLcore},
-	OpRelease: {from: ^set(StateFree), to: StateFree},
-	OpRecv:    {from: set(StateFree, StatePort, StateLcore, StateKernel), to: StateLcore, mine: true},
-	OpClaim:   {from: set(StateLcore, StatePort, StateRing, StateHeld, StateLent), to: StateLcore, mine: true},
-	OpFree:    {from: set(StateLcore, StateHeld, StateLent), to: StateFreeing, mine: true},
+	OpAlloc: {from: set(StateFree, StatePort), to: StateLcore},
+	// A frame the kernel has goes back to its pool when its port closes.
+	OpRelease: {from: ^set(StateFree, StateLent), to: StateFree},
+	OpRecv:    {from: set(StateFree, StatePort, StateLcore), to: StateLcore, mine: true},
+	OpClaim:   {from: set(StateLcore, StatePort, StateRing, StateHeld), to: StateLcore, mine: true},
+	OpFree:    {from: set(StateLcore, StateHeld), to: StateFreeing, mine: true},
 	OpTx:      {from: set(StateLcore), to: StatePort, mine: true},
 	OpBack:    {from: set(StatePort, StateRing), to: StateLcore},
 	OpHandoff: {from: set(StateLcore), to: StateRing, mine: true},
@@ -184,6 +206,10 @@ var rules = [numOps]rule{
 	OpUse:     {from: ^set(StateFree), keep: true},
 	OpFill:    {from: set(StateLcore), to: StateKernel},
 	OpLend:    {from: set(StateLcore), to: StateLent, keepOwner: true},
+	OpReturn:  {from: set(StateLent), to: StateLcore, keepOwner: true},
+	OpRx:      {from: set(StateKernel), to: StateLcore},
+	// A free buffer's bytes show the poison, and Handle.P refuses it.
+	OpAccess: {from: ^noAccess, keep: true},
 }
 
 // ownMeta is the ownership record in the metadata (checked builds).
@@ -211,6 +237,10 @@ type OwnershipError struct {
 	// Where names the lcore and stage that broke the rule, when the engine
 	// knows them.
 	Where string
+	// At is the file:line that broke it: the first caller outside this
+	// package and the hand-over helpers that act for their caller
+	// (Env.Free, Context.Emit, ...); Via is the helper, if any.
+	At, Via string
 }
 
 func (e *OwnershipError) Error() string {
@@ -220,6 +250,12 @@ func (e *OwnershipError) Error() string {
 		what = "double free"
 	case e.Op == OpFree && e.State == StateFree, e.Op == OpUse:
 		what = "use after free"
+	case e.Op == OpAccess && e.State == StateKernel:
+		what = "access to a buffer the kernel has (an AF_XDP fill or rx ring)"
+	case e.Op == OpAccess:
+		what = "access to a buffer lent to a plugin"
+	case e.State == StateLent:
+		what = fmt.Sprintf("%s of a buffer lent to a plugin", e.Op)
 	case e.Op == OpVerdict && e.State == StateFreeing:
 		what = "a stage freed a packet and left it in the burst"
 	case rules[e.Op].mine && e.Owner != e.By && e.Owner != NoOwner && rules[e.Op].from&(1<<e.State) != 0 &&
@@ -244,6 +280,12 @@ func (e *OwnershipError) Error() string {
 		msg += fmt.Sprintf("; by lcore %d", e.By)
 		if e.ByAt >= 0 {
 			msg += fmt.Sprintf(" at stage %d", e.ByAt)
+		}
+	}
+	if e.At != "" {
+		msg += "; at " + e.At
+		if e.Via != "" {
+			msg += " via " + e.Via
 		}
 	}
 	return msg
@@ -320,10 +362,22 @@ func own(h Handle, op Op, by, to uint16, stage int) {
 	}
 }
 
+// noAccess are the states whose bytes someone outside Go has.
+const noAccess stateSet = 1<<StateKernel | 1<<StateLent
+
+// access checks that Go may touch p's bytes (OpAccess): in a checked build,
+// Data and DataTail call it.
+func (p *Packet) access() {
+	if noAccess&(1<<p.own.state) != 0 {
+		fail(p.Handle(), OpAccess, NoOwner, -1)
+	}
+}
+
 func fail(h Handle, op Op, by uint16, stage int) {
 	m := h.meta()
 	e := &OwnershipError{Op: op, Handle: h, Pool: m.pool, State: m.own.state, Owner: m.own.owner,
 		Stage: -1, By: by, ByAt: stage}
+	e.At, e.Via = caller()
 	if m.own.stage != noStage {
 		e.Stage = int(m.own.stage)
 	}
@@ -343,4 +397,61 @@ func released(h Handle, pool uint16) {
 	for i := range b {
 		b[i] = PoisonByte
 	}
+}
+
+const module = "github.com/linerate/linerate/"
+
+// relays are the hand-over helpers that act for their caller: a report names
+// the line that called them.
+var relays = []string{
+	module + "appliance.env.",
+	module + "appliance.(*lcore).free",
+	module + "appliance.(*lcore).emit",
+	module + "plugins.(*Context).",
+	module + "plugins/stagetest.(*Env).",
+}
+
+// caller finds where a rule was broken (OwnershipError.At and Via). It runs
+// only on the way to a panic.
+func caller() (at, via string) {
+	var pcs [32]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])
+	for {
+		f, more := frames.Next()
+		fn := f.Function
+		switch {
+		case strings.HasPrefix(fn, module+"appliance/packet.") && !strings.HasSuffix(f.File, "_test.go"):
+		case isRelay(fn):
+			if via == "" {
+				via = fileLine(f)
+			}
+		case strings.HasPrefix(fn, "runtime.") || fn == "":
+			return via, "" // a relay called by the runtime: itself
+		default:
+			return fileLine(f), via
+		}
+		if !more {
+			return via, ""
+		}
+	}
+}
+
+func isRelay(fn string) bool {
+	for _, r := range relays {
+		if strings.HasPrefix(fn, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// fileLine is f's file, from the module's root where it is in the module, and
+// line.
+func fileLine(f runtime.Frame) string {
+	file := f.File
+	_, self, _, _ := runtime.Caller(0)
+	if root, ok := strings.CutSuffix(self, "appliance/packet/own.go"); ok {
+		file = strings.TrimPrefix(file, root)
+	}
+	return fmt.Sprintf("%s:%d", file, f.Line)
 }

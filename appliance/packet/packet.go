@@ -212,12 +212,18 @@ func (p *Packet) reset(off, length uint32) {
 // Data is the packet's bytes. The slice aliases the buffer; it is valid until the
 // packet is freed or its data window changes.
 func (p *Packet) Data() []byte {
+	if Checked {
+		p.access()
+	}
 	return unsafe.Slice((*byte)(unsafe.Add(addr(p.base), p.off)), p.length)
 }
 
 // DataTail is Data with the tailroom as spare capacity: a writer may store past
 // the end (a fixed-size copy, say) where nothing lives yet.
 func (p *Packet) DataTail() []byte {
+	if Checked {
+		p.access()
+	}
 	return unsafe.Slice((*byte)(unsafe.Add(addr(p.base), p.off)), p.cap-p.off)[:p.length]
 }
 

@@ -392,6 +392,7 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 		d := r.Load(in.done)
 		if in.early != 0 && in.answeredEarly() {
 			in.c.badResult.Inc()
+			back(ctx, h)
 			ctx.Env.Free(h)
 			continue
 		}
@@ -445,6 +446,7 @@ func (in *instance) answeredEarly() bool {
 // buffer: the plugin names no memory, it only moves the window inside the
 // buffer it was lent.
 func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, b *packet.Burst) {
+	back(ctx, h)
 	p := h.P()
 	pid := p.PoolID()
 	start := uint64(dataAddr(p) - in.l.base[pid] - uintptr(p.Offset()))
@@ -547,6 +549,7 @@ func (in *instance) emit(ctx *plugins.Context, d memif.Desc, b *packet.Burst) {
 	h := in.spare[id]
 	in.spare[id] = 0
 	in.freeIDs = append(in.freeIDs, id)
+	back(ctx, h)
 	p := h.P()
 	pid := p.PoolID()
 	off, length, ok := window(d.Region, d.Offset, d.Length, in.l.regionOf[pid], uint64(bufAddr(p)-in.l.base[pid]), p.Cap())
@@ -598,6 +601,14 @@ func window(dRegion uint16, dOff, dLen uint32, region uint16, start uint64, capa
 	return int(uint64(dOff) - start), int(dLen), true
 }
 
+// back ends h's loan: the plugin gave it back, or is gone. Until then a
+// checked build refuses to free it or touch its bytes.
+func back(ctx *plugins.Context, h packet.Handle) {
+	if packet.Checked { // else ctx.Stage would cost a nil check per packet
+		packet.Own(h, packet.OpReturn, packet.NoOwner, ctx.Stage)
+	}
+}
+
 // reclaim takes back what a lost plugin had: its cgroup is empty, so no
 // one else writes those buffers any more.
 func (in *instance) reclaim(ctx *plugins.Context, b *packet.Burst) {
@@ -605,6 +616,7 @@ func (in *instance) reclaim(ctx *plugins.Context, b *packet.Burst) {
 		h := in.lent[in.done&in.mask]
 		in.done++
 		in.c.reclaimed.Inc()
+		back(ctx, h)
 		if in.failOpen {
 			h.P().Continue()
 			b.H[b.N] = h
@@ -627,6 +639,7 @@ func (in *instance) freeSpares(ctx *plugins.Context) {
 		if h != 0 {
 			in.spare[id] = 0
 			in.freeIDs = append(in.freeIDs, uint16(id))
+			back(ctx, h)
 			ctx.Env.Free(h)
 		}
 	}
@@ -654,6 +667,7 @@ func (in *instance) Stop(ctx *plugins.Context) {
 		h := in.lent[in.done&in.mask]
 		in.done++
 		in.c.reclaimed.Inc()
+		back(ctx, h)
 		ctx.Env.Free(h)
 	}
 	in.freeSpares(ctx)

@@ -679,7 +679,7 @@ func (p *Port) RxBurst(queue int, b *packet.Burst) int {
 	for i := range n {
 		d := s.rx.desc(cons + i)
 		h := p.u.handleAt(d.Addr)
-		packet.Own(h, packet.OpRecv, packet.NoOwner, -1)
+		packet.Own(h, packet.OpRx, packet.NoOwner, -1)
 		pk := h.P()
 		// The headroom variant's descriptor starts at the stamp: every
 		// frame of the socket has one (the dispatcher makes sure).
