@@ -79,3 +79,33 @@ func BenchmarkHeaderWalk(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pkt")
 	})
 }
+
+// BenchmarkAccessors: the data accessors a checked build hooks (Data,
+// DataTail, Append, Prepend), over a burst. In an ordinary build the hook is
+// compiled out: this must not move.
+func BenchmarkAccessors(b *testing.B) {
+	s, err := NewSlab(SlabConfig{Name: "bench-accessors", Buffers: MaxBurst})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var bu Burst
+	s.Alloc(&bu, MaxBurst)
+	defer s.Free(&bu)
+	var sink byte
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, h := range bu.Handles() {
+			p := h.P()
+			d, _ := p.Append(64)
+			d[0]++
+			hd, _ := p.Prepend(14)
+			hd[0] = d[0]
+			sink += p.Data()[1] + p.DataTail()[2]
+			_ = p.Adj(14)
+			_ = p.Trim(64)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*MaxBurst), "ns/pkt")
+	_ = sink
+}
