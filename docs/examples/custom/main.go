@@ -6,8 +6,9 @@ package main
 import (
 	"github.com/linerate/linerate/appliance/cli"
 
-	_ "github.com/linerate/linerate/appliance/all"                  // every built-in stage and driver
-	_ "github.com/linerate/linerate/docs/examples/custom/ipversion" // example.ipversion
+	// every built-in stage and driver, and the example's stage
+	_ "github.com/linerate/linerate/appliance/all"
+	_ "github.com/linerate/linerate/docs/examples/custom/ipversion"
 )
 
 func main() { cli.Main() }
