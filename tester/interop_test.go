@@ -8,7 +8,6 @@ import (
 	"net"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -363,25 +362,6 @@ flows = 4
 	}
 }
 
-// lockedBuffer collects a command's output, which the test reads while the
-// command writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // dpdk-testpmd forwards between two net_af_packet vdevs on the DUT's veths
 // in io mode: the search completes and reports.
 func TestTestpmdDUT(t *testing.T) {
@@ -391,7 +371,7 @@ func TestTestpmdDUT(t *testing.T) {
 		"-m", "512", "-l", "0,1", "--file-prefix", "lrtest"+l.dut.Name(), "--log-level", "lib.eal:error",
 		"--vdev=net_af_packet0,iface=dua", "--vdev=net_af_packet1,iface=dub",
 		"--", "--forward-mode=io", "--auto-start", "--stats-period", "3600", "--total-num-mbufs=8192")
-	out := &lockedBuffer{}
+	out := &testenv.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/linerate/linerate/internal/testenv"
 )
 
 // TestNotify is systemd's side of Type=notify: a unix datagram socket in
@@ -146,7 +148,7 @@ func TestNotifyRefusedReload(t *testing.T) {
 	write("")
 	run := exec.Command(linerateBin, "run", "-c", cfg, "--live=false")
 	run.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
-	var logs syncBuffer
+	var logs testenv.Output
 	run.Stdout, run.Stderr = &logs, &logs
 	if err := run.Start(); err != nil {
 		t.Fatal(err)

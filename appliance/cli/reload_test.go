@@ -9,29 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/linerate/linerate/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer a test reads while a process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // reloadLab is a generator, a link with loss and a sink, with the control API
 // on listen.
@@ -75,7 +58,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 	write(cfg("0", ""))
 	cmd := exec.Command(linerateBin, "run", "-c", path, "--live=false", "--wide")
-	var out, log syncBuffer
+	var out, log testenv.Output
 	cmd.Stdout, cmd.Stderr = &out, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -126,7 +109,7 @@ func TestReloadCommand(t *testing.T) {
 	}
 	write("0", "")
 	cmd := exec.Command(linerateBin, "run", "-c", path, "--live=false")
-	var out, log syncBuffer
+	var out, log testenv.Output
 	cmd.Stdout, cmd.Stderr = &out, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -214,7 +197,7 @@ func TestExecReload(t *testing.T) {
 	env := append(os.Environ(), "LINERATE_CONTROL="+ctl)
 	cmd := exec.Command(linerateBin, "run", "-c", path, "--live=false")
 	cmd.Env = env
-	var log syncBuffer
+	var log testenv.Output
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

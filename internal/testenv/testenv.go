@@ -6,10 +6,12 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/linerate/linerate/appliance/kernel"
@@ -104,4 +106,25 @@ func moduleRoot(dir string) (string, error) {
 			return "", os.ErrNotExist
 		}
 	}
+}
+
+// Output collects a process's output (cmd.Stdout, cmd.Stderr) for a test that
+// reads it while exec's copying goroutine still writes it: a bytes.Buffer
+// alone races.
+type Output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+// String is what was written so far.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
 }

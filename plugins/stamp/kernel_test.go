@@ -126,7 +126,7 @@ func startScapyEnd(t *testing.T, ns *netns.NS, spec map[string]any) *scapyEnd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedBuffer{}
+	stderr := &testenv.Output{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

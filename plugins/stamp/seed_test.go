@@ -3,7 +3,6 @@
 package stamp
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,25 +45,6 @@ func TestSeedControllerXDP(t *testing.T) {
 		t.Setenv(kernel.DisableEnv, "bpf_ktime_get_tai_ns") // the processes inherit it
 		runSeedController(t, "auto")
 	})
-}
-
-// lockedBuffer is a process's output, which exec's copying goroutine writes
-// while the test reads it (waiting for the control socket).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // runSeedController runs the seed's client against two linerate
@@ -171,12 +150,12 @@ key_dir = %q
 forward = "in"
 %s
 `, rSock, port, rAddr, keys, offload)
-	start := func(name, cfg, sock string) *lockedBuffer {
+	start := func(name, cfg, sock string) *testenv.Output {
 		path := filepath.Join(dir, name+".toml")
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out := &lockedBuffer{}
+		out := &testenv.Output{}
 		p := exec.Command("ip", "netns", "exec", ns.Name(), bin, "run", "-c", path, "--live=false", "--log-level", "info")
 		p.Stdout, p.Stderr = out, out
 		if err := p.Start(); err != nil {

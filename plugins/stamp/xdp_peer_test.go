@@ -223,7 +223,7 @@ func xdpOffloadModes(t *testing.T, needs func(int) ([]kernel.Feature, error), bu
 }
 
 // logLines is a logger for an engine and what it logged.
-type logLines struct{ b lockedBuffer }
+type logLines struct{ b testenv.Output }
 
 func (l *logLines) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(&l.b, &slog.HandlerOptions{Level: slog.LevelDebug}))

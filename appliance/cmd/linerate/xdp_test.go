@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -300,26 +299,8 @@ func writeFile(t *testing.T, path, s string) {
 type linerateProc struct {
 	cmd    *exec.Cmd
 	sock   string
-	out    lockedBuffer // written by exec's copying goroutine
+	out    testenv.Output // written by exec's copying goroutine
 	exited chan error
-}
-
-// lockedBuffer is a process's output, read while the process writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func startLinerate(t *testing.T, ns *netns.NS, cfgPath, sock string) *linerateProc {
