@@ -96,11 +96,11 @@ func (g SearchGoal) Check() error {
 	case g.DurationSum <= 0:
 		return errors.New("the Goal Duration Sum must be positive")
 	case !(g.LossRatio >= 0 && g.LossRatio < 1):
-		return fmt.Errorf("Goal Loss Ratio %g is not in [0, 1)", g.LossRatio)
+		return fmt.Errorf("the Goal Loss Ratio %g is not in [0, 1)", g.LossRatio)
 	case !(g.ExceedRatio >= 0 && g.ExceedRatio < 1):
-		return fmt.Errorf("Goal Exceed Ratio %g is not in [0, 1)", g.ExceedRatio)
+		return fmt.Errorf("the Goal Exceed Ratio %g is not in [0, 1)", g.ExceedRatio)
 	case !(g.Width >= 0 && g.Width < 0.5):
-		return fmt.Errorf("Goal Width %g is not in (0, 0.5)", g.Width)
+		return fmt.Errorf("the Goal Width %g is not in [0, 0.5)", g.Width)
 	case g.InitialTrialDuration < 0:
 		return errors.New("the Goal Initial Trial Duration must be positive")
 	}
