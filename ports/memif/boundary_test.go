@@ -446,6 +446,12 @@ func TestRefuseOtherUser(t *testing.T) {
 	if err != nil || !strings.HasPrefix(line, "refused:") || !strings.Contains(line, "Permission denied") {
 		t.Fatalf("uid 65534: %q %v", line, err)
 	}
+	// The peer reads the refusal before the server's handshake goroutine
+	// has counted it: wait for the count, then hold it to exactly one.
+	deadline := time.Now().Add(30 * time.Second)
+	for srv.Stats().Extra["refused"] == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if s := srv.Stats(); s.Extra["refused"] != 1 {
 		t.Errorf("stats %+v", s.Extra)
 	}
