@@ -10,7 +10,7 @@ LDFLAGS   := -X github.com/linerate/linerate/appliance/cli.version=$(VERSION)
 DEB_PKGS  := iproute2 tshark python3-scapy python3-grpcio python3-grpc-tools \
              protobuf-compiler libprotobuf-dev pkg-config dpdk dpdk-dev libdpdk-dev libisal-dev \
              clang llvm libbpf-dev bpftool ethtool \
-             systemd prometheus pmacct lintian
+             systemd prometheus pmacct lintian adduser
 # Packages whose tests run without the race detector: those with cgo.
 CGO_PKGS  := ./ports/dpdk/...
 TESTFLAGS ?= -timeout 30m
