@@ -201,6 +201,10 @@ type GoalResult struct {
 	// LowerAboveUpper is the largest Lower Bound above the Relevant Upper
 	// Bound, 0 when none: loss that is not monotonic in the load.
 	LowerAboveUpper float64 `json:"lower_above_upper_pps,omitempty"`
+	// TesterLimited is set by the tester, not the search: the most it could
+	// send in the High-Loss trials it fell short in that shaped this result,
+	// which is then Irregular ("tester-limited at X pps"); 0 when none did.
+	TesterLimited float64 `json:"tester_limited_pps,omitempty"`
 }
 
 // Width is (RUB − RLB) / RUB, or 0 without both bounds.

@@ -223,3 +223,48 @@ func TestPDRCollapse(t *testing.T) {
 	}
 	t.Logf("draft-01 PDR more than 5 %% low in %d of 21 seeds", collapsed)
 }
+
+// The PDR collapse of issue 26, with its random loss: a device that loses
+// 0.1 % of packets at random (binomial, Noisy.Loss), at a load where a trial
+// is a few hundred packets (the issue's unlucky trial lost 5 of 860, 0.58 %):
+// now and then a 1 s trial just below the PDR loses more than 0.5 %. Draft-01
+// takes that one trial as the upper bound and closes the PDR below it;
+// draft-15's repeated final trials, judged with CSIT's exceed ratio of 0.5,
+// do not, on any of 300 seeds.
+func TestPDRCollapseRandomLoss(t *testing.T) {
+	const capacity = 300
+	const pdr = capacity * (1 - 0.001) / (1 - 0.005) // loss 0.5 %: 0.1 % random and the excess
+	p := Params{MinRate: 3, MaxRate: 450, LossRatios: []float64{0.005},
+		FinalDuration: time.Second, InitialDuration: time.Second, Precision: 0.005}
+	in := ControllerInput{Goals: CSITGoals([]float64{0.005}), MinLoad: p.MinRate, MaxLoad: p.MaxRate}
+	device := func(seed uint64) *Noisy { return &Noisy{Capacity: capacity, Loss: 0.001, Seed: seed} }
+	// Seed 14's draft-01 search closes low: the regression case.
+	old, err := MLR(t.Context(), device(14), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := old.Results[0].Lower; l > pdr*(1-2*p.Precision) {
+		t.Errorf("draft-01 PDR %.1f pps of %.1f: the collapse is no longer reproduced with seed 14", l, pdr)
+	}
+	collapsed, worst := 0, pdr
+	for seed := range uint64(300) {
+		if o, err := MLR(t.Context(), device(seed), p); err == nil && o.Results[0].Lower < pdr*(1-2*p.Precision) {
+			collapsed++
+			worst = min(worst, o.Results[0].Lower)
+		}
+		o, err := MLR15(t.Context(), device(seed), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := o.Results[0].Goal
+		if !g.Regular || g.RelevantLowerBound < pdr*(1-2*g.Goal.Width) || g.RelevantLowerBound > pdr*(1+g.Goal.Width) {
+			t.Errorf("seed %d: draft-15 PDR regular %v [%.1f, %.1f], want about %.1f: %s", seed, g.Regular,
+				g.RelevantLowerBound, g.RelevantUpperBound, pdr, g.Reason)
+		}
+	}
+	if collapsed == 0 {
+		t.Error("draft-01 closed no PDR low in 300 seeds: the test no longer shows the collapse")
+	}
+	t.Logf("draft-01 closed the PDR more than 1 %% low in %d of 300 seeds (lowest %.1f pps of %.1f); draft-15 in none",
+		collapsed, worst, pdr)
+}

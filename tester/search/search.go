@@ -108,7 +108,10 @@ type Result struct {
 	Upper      float64 `json:"upper_pps"`
 	UpperFound bool    `json:"upper_found"`
 	UpperTrial *Trial  `json:"upper_trial,omitempty"`
-	// Goal is MLR15's full result for its Search Goal; nil for the others.
+	// Goal is the result in draft-15's terms: MLR15's for its Search Goal,
+	// and for MLR and Binary the equivalent of RFC 2544's goal (one final
+	// trial decides a load), so that every search reports Regular or
+	// Irregular, its Relevant Bounds and its Conditional Throughput.
 	Goal *GoalResult `json:"goal,omitempty"`
 }
 
@@ -211,5 +214,43 @@ func (d *db) result(ratio float64) Result {
 		t := *up
 		r.Upper, r.UpperFound, r.UpperTrial = t.Rate, true, &t
 	}
+	r.Goal = d.goalResult(r)
 	return r
+}
+
+// goalResult is a draft-01 or binary result in draft-15's terms, so that
+// reports show every search alike: its goal is the one RFC 2544's search
+// meets (draft-15 section 4.10.2: one Full-Length trial decides a load, an
+// exceed ratio of 0), with the final duration and the precision as width.
+// It is Regular when both bounds were found within the precision; its
+// Conditional Throughput is the lower bound's trial's forwarding rate.
+func (d *db) goalResult(r Result) *GoalResult {
+	g := SearchGoal{Name: fmt.Sprintf("loss %g", r.LossRatio), FinalTrialDuration: d.p.FinalDuration,
+		DurationSum: d.p.FinalDuration, LossRatio: r.LossRatio, Width: d.p.Precision}
+	gr := &GoalResult{Goal: g}
+	if r.LowerFound {
+		gr.RelevantLowerBound = r.Lower
+		gr.LowerTrials = []Trial{*r.LowerTrial}
+		gr.ConditionalThroughput = g.ConditionalThroughput(r.Lower, gr.LowerTrials)
+	}
+	if r.UpperFound {
+		gr.RelevantUpperBound = r.Upper
+		gr.UpperTrials = []Trial{*r.UpperTrial}
+	}
+	switch {
+	case !r.UpperFound && r.LowerFound && r.Lower >= d.p.MaxRate:
+		gr.Reason = "Max Load is a Lower Bound: no Upper Bound"
+		gr.RelevantLowerBound = d.p.MaxRate
+	case !r.UpperFound:
+		gr.Reason = "no Upper Bound"
+	case !r.LowerFound && r.Upper <= d.p.MinRate:
+		gr.Reason = "Min Load is an Upper Bound: no Lower Bound"
+	case !r.LowerFound:
+		gr.Reason = "no Lower Bound"
+	case r.RelativeWidth() > d.p.Precision*(1+1e-9):
+		gr.Reason = fmt.Sprintf("the bounds are %.4g apart, wider than the precision %g", r.RelativeWidth(), d.p.Precision)
+	default:
+		gr.Regular = true
+	}
+	return gr
 }

@@ -219,3 +219,38 @@ func FuzzSearch(f *testing.F) {
 		}
 	})
 }
+
+// Every search reports its results in draft-15's terms (Result.Goal):
+// draft-01 and binary search as RFC 2544's goal, Regular with bounds that
+// bracket the device and a Conditional Throughput, or Irregular with the
+// reason when the device outruns Max Load.
+func TestGoalResultEveryAlgorithm(t *testing.T) {
+	for _, alg := range []struct {
+		name string
+		run  func(context.Context, Measurer, Params) (*Outcome, error)
+	}{{"mlr", MLR}, {"binary", Binary}} {
+		p := params()
+		p.FinalDuration = time.Second
+		o, err := alg.run(t.Context(), &Sim{Capacity: 1e6}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range o.Results {
+			g := r.Goal
+			if g == nil || !g.Regular || g.RelevantLowerBound != r.Lower || g.RelevantUpperBound != r.Upper ||
+				g.ConditionalThroughput <= 0 || g.ConditionalThroughput > r.Lower || g.Goal.ExceedRatio != 0 ||
+				g.Goal.DurationSum != p.FinalDuration || len(g.LowerTrials) != 1 || len(g.UpperTrials) != 1 {
+				t.Errorf("%s loss %g: %+v for [%.0f, %.0f]", alg.name, r.LossRatio, g, r.Lower, r.Upper)
+			}
+		}
+		o, err = alg.run(t.Context(), &Sim{Capacity: 20e6}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range o.Results {
+			if g := r.Goal; g.Regular || g.Reason != "Max Load is a Lower Bound: no Upper Bound" || g.RelevantLowerBound != p.MaxRate {
+				t.Errorf("%s loss %g on a device above Max Load: regular %v %q, lower bound %.0f", alg.name, r.LossRatio, g.Regular, g.Reason, g.RelevantLowerBound)
+			}
+		}
+	}
+}
