@@ -62,6 +62,9 @@ type Options struct {
 	// virtual time (simulations).
 	Manual  bool
 	Version string
+	// Output is where stages write the reports their users asked for on
+	// standard output (plugins.Output); zero: os.Stdout, as text.
+	Output plugins.Output
 }
 
 // Phases of the engine.
@@ -101,6 +104,11 @@ type Engine struct {
 	pipelines []*pipeline
 	global    map[string]any // plugins.Setup.Global
 	offloads  []*offload.Request
+
+	// manualMu orders a Manual engine's steps with its readers: its lcores
+	// publish their counters only every publishEvery busy loops, as running
+	// ones do, and Snapshot publishes the rest under it.
+	manualMu sync.Mutex
 
 	wg       sync.WaitGroup
 	done     chan struct{}

@@ -33,7 +33,8 @@ func (e *Engine) buildPipeline(pc config.Pipeline) error {
 	for i, cpu := range cpus {
 		lc := e.lcoreByCPU(cpu)
 		in := &instance{pipe: pl, idx: i, lc: lc}
-		in.ctx = plugins.Context{Instance: i, Clock: e.clock, Log: rateLimited(e.log.With("pipeline", pc.Name, "lcore", cpu))}
+		in.ctx = plugins.Context{Instance: i, Clock: e.clock, Log: rateLimited(e.log.With("pipeline", pc.Name, "lcore", cpu)),
+			Out: &e.opt.Output}
 		in.ctx.Env = env{in}
 		pl.instances = append(pl.instances, in)
 		lc.instances = append(lc.instances, in)

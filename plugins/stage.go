@@ -10,8 +10,11 @@
 package plugins
 
 import (
+	"context"
+	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
@@ -111,6 +114,37 @@ type Context struct {
 	Log      *slog.Logger // rate-limited
 	Stage    int          // position of the running stage in the chain
 	Env      Env
+	Out      *Output // where reports go; nil: standard output, as text
+}
+
+// Output is where a stage writes a report its user asked to see on standard
+// output (a STAMP collector's report = "-"), as the program that runs the
+// engine wants it: text on a writer that keeps it off a terminal's live
+// line, or, under systemd or a JSON log, one log record per report, since
+// text there would land among the log's records.
+type Output struct {
+	Text    io.Writer    // nil: os.Stdout
+	Records *slog.Logger // set: reports are records, whatever the log level
+}
+
+// Report writes one report: text (the whole of it, written at once) or,
+// when Out asks for records, one record with msg and attrs.
+func (c *Context) Report(text []byte, msg string, attrs ...slog.Attr) error {
+	if c.Out != nil && c.Out.Records != nil {
+		c.Out.Records.LogAttrs(context.Background(), slog.LevelInfo, msg, attrs...)
+		return nil
+	}
+	_, err := c.Out.Writer().Write(text)
+	return err
+}
+
+// Writer is where text for standard output goes: Text, or os.Stdout. A
+// stream (an export to "-") writes there even when reports are records.
+func (o *Output) Writer() io.Writer {
+	if o == nil || o.Text == nil {
+		return os.Stdout
+	}
+	return o.Text
 }
 
 // BurstForwarder is an Env that takes a whole burst for one port at once: no

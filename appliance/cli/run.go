@@ -86,16 +86,17 @@ Flags:
 	if *logFormat != "" {
 		cfg.Log.Format = *logFormat
 	}
-	log, err := newLogger(os.Stderr, cfg.Log.Format, cfg.Log.Level, onJournal())
+	// The live line is stderr's last line: the log and the stages' reports
+	// erase it before they write, so that nothing is glued onto it.
+	lw := &liveWriter{w: os.Stderr}
+	log, err := newLogger(lw, cfg.Log.Format, cfg.Log.Level, onJournal())
 	if err != nil {
 		return fail("%v", err)
 	}
 	stdout := os.Stdout
-	if *asJSON {
-		// Stages that print to stdout (a STAMP collector's report = "-")
-		// print to stderr: stdout is the JSON alone.
-		os.Stdout = os.Stderr
-		defer func() { os.Stdout = stdout }()
+	out, err := stageOutput(lw, *asJSON, summaryAsRecord(cfg.Log.Format, isTerminal(stdout)))
+	if err != nil {
+		return fail("%v", err)
 	}
 	// SIGHUP's default is to exit: caught from before the engine starts, one
 	// that comes while it does (a reload as soon as the log says running, or
@@ -103,7 +104,7 @@ Flags:
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	eng, err := appliance.New(cfg, appliance.Options{Log: log, TuneRuntime: true, Version: versionString()})
+	eng, err := appliance.New(cfg, appliance.Options{Log: log, TuneRuntime: true, Version: versionString(), Output: out})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -188,7 +189,7 @@ loop:
 			_, _, _ = d.ReloadConfig(false)
 		case <-tick.C:
 			if *live {
-				fmt.Fprintf(os.Stderr, "\r%s", meter.line(eng.Snapshot()))
+				lw.Live(meter.line(eng.Snapshot()))
 			}
 		}
 	}
@@ -198,9 +199,7 @@ loop:
 		log.Warn("second signal: exiting without draining", "signal", s.String())
 		return 130
 	}
-	if *live {
-		fmt.Fprintln(os.Stderr)
-	}
+	lw.Clear()
 	if srv != nil {
 		srv.Stop()
 	}
@@ -222,6 +221,35 @@ loop:
 		return fail("%v", err)
 	}
 	return 0
+}
+
+// stageOutput is where the stages' reports for standard output go: to
+// stderr under --json (stdout is the JSON alone), as one record each where
+// the summary is one (under systemd or a JSON log), else to stdout; text
+// erases the live line first.
+func stageOutput(lw *liveWriter, asJSON, records bool) (plugins.Output, error) {
+	switch {
+	case asJSON:
+		return plugins.Output{Text: lw}, nil
+	case records:
+		log, err := newLogger(lw, "json", "info", onJournal())
+		return plugins.Output{Records: log}, err
+	}
+	return plugins.Output{Text: liveOther{lw, os.Stdout}}, nil
+}
+
+// liveOther writes to w, another stream on the live line's terminal, after
+// erasing the live line.
+type liveOther struct {
+	l *liveWriter
+	w io.Writer
+}
+
+func (o liveOther) Write(p []byte) (int, error) {
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
+	o.l.clear()
+	return o.w.Write(p)
 }
 
 // summaryAsRecord reports whether the stop summary is one log record rather

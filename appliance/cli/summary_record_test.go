@@ -84,6 +84,7 @@ func TestSummaryRecord(t *testing.T) {
 			}
 		}
 		summaryRecord(t, logs)
+		stampRecords(t, logs, out.String())
 	})
 	t.Run("systemd", func(t *testing.T) {
 		sock := filepath.Join(t.TempDir(), "notify")
@@ -98,6 +99,7 @@ func TestSummaryRecord(t *testing.T) {
 			t.Errorf("the text summary is still printed under systemd:\n%s", out.String())
 		}
 		summaryRecord(t, logs)
+		stampRecords(t, logs, out.String())
 	})
 	t.Run("terminal", func(t *testing.T) {
 		pty, tty := openPTY(t)
@@ -120,6 +122,68 @@ func TestSummaryRecord(t *testing.T) {
 			t.Errorf("the summary is not text:\n%s", out.String())
 		}
 	})
+}
+
+// stampRecords checks that the lab's STAMP report (report = "-") came as
+// one record a session, with its metrics, and as no text anywhere.
+func stampRecords(t *testing.T, logs, stdout string) {
+	t.Helper()
+	if strings.Contains(stdout+logs, "STAMP session") && !strings.Contains(logs, `"session":"STAMP session`) {
+		t.Errorf("the STAMP report is text:\n%s", stdout+logs)
+	}
+	n := 0
+	for _, l := range strings.Split(logs, "\n") {
+		l = strings.TrimPrefix(l, "<6>")
+		if !strings.Contains(l, `"msg":"stamp report"`) {
+			continue
+		}
+		n++
+		var r struct {
+			Session string
+			Metrics struct {
+				Sent string `json:"sent"`
+			}
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Session == "" || r.Metrics.Sent == "" {
+			t.Errorf("a STAMP record without its session and metrics (%v): %s", err, l)
+		}
+	}
+	if n == 0 {
+		t.Errorf("no STAMP report record:\n%s", logs)
+	}
+}
+
+// TestLiveLineAlone: on a terminal, with the live line on, nothing is
+// written onto the live line: the log's lines and the lab's STAMP report
+// (on stdout, the same terminal) each erase it first. The live line used to
+// get the report's first line glued to it (177 columns).
+func TestLiveLineAlone(t *testing.T) {
+	pty, tty := openPTY(t)
+	got := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(pty)
+		got <- string(b)
+	}()
+	cmd := exec.Command(linerateBin, "run", "--duration", "4s", "--live")
+	cmd.Env = append(os.Environ(), "LINERATE_CONTROL=unix:"+filepath.Join(t.TempDir(), "ctl.sock"),
+		"NOTIFY_SOCKET=", "JOURNAL_STREAM=")
+	cmd.Stdout, cmd.Stderr = tty, tty
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	out := <-got
+	const live, erase = "Gbit/s  processed", "\r\033[K"
+	if !strings.Contains(out, erase) || !strings.Contains(out, "STAMP session") {
+		t.Fatalf("no live line or no STAMP report in 4 s:\n%q", out)
+	}
+	// Each write after a live line starts by erasing it: a live line is
+	// followed by another live line or by an erase, never by text.
+	for _, seg := range strings.Split(out, erase)[1:] {
+		if i := strings.IndexAny(seg, "\r\n"); i >= 0 && strings.Contains(seg[:i], live) {
+			t.Errorf("text glued onto the live line: %q", seg[:min(len(seg), 240)])
+		}
+	}
 }
 
 // openPTY opens a pseudo-terminal: its master, and the terminal.

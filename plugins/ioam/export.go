@@ -85,7 +85,7 @@ func setupExport(s *plugins.Setup, c *exportConfig) (*exportState, error) {
 }
 
 // start begins the drain goroutine on the first instance's start.
-func (ex *exporter) start() error {
+func (ex *exporter) start(out *plugins.Output) error {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
 	ex.refs++
@@ -97,7 +97,7 @@ func (ex *exporter) start() error {
 	switch ex.file {
 	case "":
 	case "-":
-		w = os.Stdout
+		w = out.Writer()
 	default:
 		var err error
 		f, err = os.OpenFile(ex.file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -247,7 +247,7 @@ type exported struct {
 // Start starts the export.
 func (x *exported) Start(ctx *plugins.Context) error {
 	if x.exp != nil {
-		return x.exp.ex.start()
+		return x.exp.ex.start(ctx.Out)
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package stamp
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/linerate/linerate/config"
 	"github.com/linerate/linerate/plugins"
 	"github.com/linerate/linerate/plugins/stamp/bpf"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 func init() {
@@ -426,17 +429,29 @@ func (c *collector) Stop(ctx *plugins.Context) {
 	}
 	c.report.mu.Lock()
 	defer c.report.mu.Unlock()
-	w := io.Writer(os.Stdout)
-	if c.report.path != "-" {
-		f, err := os.OpenFile(c.report.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			ctx.Log.Warn("stamp report", "file", c.report.path, "err", err)
-			return
+	if c.report.path == "-" {
+		// Standard output is the program's: text off its live line, or one
+		// record a session under systemd or a JSON log.
+		for i := range ms {
+			var b bytes.Buffer
+			WriteReport(&b, ss[i].describe(), &ms[i], clitable.Options{})
+			m, _ := protojson.Marshal(MetricsProto(&ms[i]))
+			err := ctx.Report(b.Bytes(), "stamp report", slog.String("session", ss[i].describe()),
+				slog.Any("metrics", json.RawMessage(m)))
+			if err != nil {
+				ctx.Log.Warn("stamp report", "err", err)
+				return
+			}
 		}
-		defer f.Close()
-		w = f
+		return
 	}
+	f, err := os.OpenFile(c.report.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		ctx.Log.Warn("stamp report", "file", c.report.path, "err", err)
+		return
+	}
+	defer f.Close()
 	for i := range ms {
-		WriteReport(w, ss[i].describe(), &ms[i], clitable.Options{})
+		WriteReport(f, ss[i].describe(), &ms[i], clitable.Options{})
 	}
 }
