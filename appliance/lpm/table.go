@@ -1,0 +1,212 @@
+package lpm
+
+import (
+	"encoding/binary"
+	"runtime"
+)
+
+// NoNextHop is what a burst lookup writes for an address no prefix holds.
+const NoNextHop = ^uint32(0)
+
+// Table4 is an IPv4 DIR-24-8 table. Lookups may run on any goroutine while one
+// Insert or Delete runs; updates serialise on the table's mutex.
+type Table4 struct{ t trie }
+
+// New4 makes an IPv4 table with a pool of groups groups of 256 entries (1 KiB
+// each, written only when used): one for each /24 that holds a longer prefix.
+func New4(groups int) (*Table4, error) {
+	x := &Table4{}
+	if err := x.t.init(32, groups); err != nil {
+		return nil, err
+	}
+	runtime.AddCleanup(x, freeRegions, x.t.mem)
+	return x, nil
+}
+
+func key4(a uint32) key { return key{hi: uint64(a) << 32} }
+
+// Insert sets the prefix addr/bits (host bits are ignored) to nh, and says
+// whether it replaced another next hop for it.
+func (x *Table4) Insert(addr uint32, bits int, nh uint32) (replaced bool, err error) {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.update(key4(addr), bits, nh)
+}
+
+// Delete removes the prefix addr/bits.
+func (x *Table4) Delete(addr uint32, bits int) error {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.delete(key4(addr), bits)
+}
+
+// Get is the next hop of exactly the prefix addr/bits.
+func (x *Table4) Get(addr uint32, bits int) (uint32, bool) {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.get(key4(addr), bits)
+}
+
+// Lookup is the next hop of the longest prefix holding a: one entry of tbl24,
+// and one of a group when a prefix longer than /24 shares a's /24.
+func (x *Table4) Lookup(a uint32) (uint32, bool) {
+	e := load(&x.t.tbl24[a>>8])
+	if e&entExt != 0 {
+		e = load(&x.t.tbl8[(e&valMask)<<8|a&0xff])
+	}
+	if e&entValid == 0 {
+		e = x.t.def.Load()
+	}
+	return e & valMask, e&entValid != 0
+}
+
+// LookupBurst looks up every address of dst, writing the next hops (or
+// NoNextHop) to nh, which must be as long. It reads every tbl24 entry before
+// any group entry, so that a burst's cache misses overlap.
+func (x *Table4) LookupBurst(dst []uint32, nh []uint32) {
+	nh = nh[:len(dst)]
+	tbl24 := x.t.tbl24
+	for i, a := range dst {
+		nh[i] = load(&tbl24[a>>8])
+	}
+	def := x.t.def.Load()
+	for i, e := range nh {
+		if e&entExt != 0 {
+			e = load(&x.t.tbl8[(e&valMask)<<8|dst[i]&0xff])
+		}
+		if e&entValid == 0 {
+			e = def
+		}
+		if e&entValid == 0 {
+			nh[i] = NoNextHop
+		} else {
+			nh[i] = e & valMask
+		}
+	}
+}
+
+// Len is the number of prefixes.
+func (x *Table4) Len() int {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.nrules
+}
+
+// Stats say what the table holds and costs.
+func (x *Table4) Stats() Stats {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.stats()
+}
+
+// Reclaim makes the groups that were folded back free for any prefix. sync
+// must return only once every reader that may have started a lookup before
+// the call has finished it (a grace period, as the engine's Synchronize
+// gives). It returns how many it freed.
+func (x *Table4) Reclaim(sync func()) int {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.reclaim(sync)
+}
+
+// Table6 is an IPv6 multibit trie: tbl24 for the first 24 bits, then groups
+// of 256 entries per 8 bits. Its concurrency is Table4's.
+type Table6 struct{ t trie }
+
+// New6 makes an IPv6 table with a pool of groups groups (1 KiB each, written
+// only when used). A prefix of length l past /24 needs up to ⌈(l−24)/8⌉ of
+// them, shared with the prefixes around it.
+func New6(groups int) (*Table6, error) {
+	x := &Table6{}
+	if err := x.t.init(128, groups); err != nil {
+		return nil, err
+	}
+	runtime.AddCleanup(x, freeRegions, x.t.mem)
+	return x, nil
+}
+
+func key6(a [16]byte) key {
+	return key{binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])}
+}
+
+// Insert sets the prefix addr/bits (host bits are ignored) to nh, and says
+// whether it replaced another next hop for it.
+func (x *Table6) Insert(addr [16]byte, bits int, nh uint32) (replaced bool, err error) {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.update(key6(addr), bits, nh)
+}
+
+// Delete removes the prefix addr/bits.
+func (x *Table6) Delete(addr [16]byte, bits int) error {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.delete(key6(addr), bits)
+}
+
+// Get is the next hop of exactly the prefix addr/bits.
+func (x *Table6) Get(addr [16]byte, bits int) (uint32, bool) {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.get(key6(addr), bits)
+}
+
+// Lookup is the next hop of the longest prefix holding a: one entry of tbl24,
+// then one group entry per further byte the longest match needs.
+func (x *Table6) Lookup(a [16]byte) (uint32, bool) {
+	e := load(&x.t.tbl24[uint32(a[0])<<16|uint32(a[1])<<8|uint32(a[2])])
+	for i := 3; e&entExt != 0 && i < 16; i++ {
+		e = load(&x.t.tbl8[(e&valMask)<<8|uint32(a[i])])
+	}
+	if e&entValid == 0 {
+		e = x.t.def.Load()
+	}
+	return e & valMask, e&entValid != 0
+}
+
+// LookupBurst looks up every address of dst into nh (as long), NoNextHop for
+// none, reading all tbl24 entries first.
+func (x *Table6) LookupBurst(dst [][16]byte, nh []uint32) {
+	nh = nh[:len(dst)]
+	tbl24 := x.t.tbl24
+	for i := range dst {
+		a := &dst[i]
+		nh[i] = load(&tbl24[uint32(a[0])<<16|uint32(a[1])<<8|uint32(a[2])])
+	}
+	def := x.t.def.Load()
+	for i, e := range nh {
+		a := &dst[i]
+		for j := 3; e&entExt != 0 && j < 16; j++ {
+			e = load(&x.t.tbl8[(e&valMask)<<8|uint32(a[j])])
+		}
+		if e&entValid == 0 {
+			e = def
+		}
+		if e&entValid == 0 {
+			nh[i] = NoNextHop
+		} else {
+			nh[i] = e & valMask
+		}
+	}
+}
+
+// Len is the number of prefixes.
+func (x *Table6) Len() int {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.nrules
+}
+
+// Stats say what the table holds and costs.
+func (x *Table6) Stats() Stats {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.stats()
+}
+
+// Reclaim is Table4.Reclaim.
+func (x *Table6) Reclaim(sync func()) int {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	return x.t.reclaim(sync)
+}
