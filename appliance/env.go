@@ -23,6 +23,19 @@ func (e env) NumInstances() int { return len(e.in.pipe.instances) }
 
 func (e env) Free(h packet.Handle) { e.in.lc.free(h) }
 
+// Drop frees h as a drop by reason r of the running stage, counted as its
+// verdict's would be: for a stage whose packets get their verdict outside
+// its Process (the external stage takes its plugin's in Produce).
+func (e env) Drop(h packet.Handle, r packet.Reason) {
+	in := e.in
+	if k := in.ctx.Stage; k >= 0 && k < len(in.stages) {
+		in.stages[k].countDrop(r)
+	} else {
+		in.lc.countDrop(r, 1)
+	}
+	in.lc.free(h)
+}
+
 // ForwardBurst moves the whole burst to a port's tx buffer: the packets leave
 // the chain with no verdict written and no partition pass.
 func (e env) ForwardBurst(b *packet.Burst, port uint16) {

@@ -1,9 +1,11 @@
 package external
 
 import (
+	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/linerate/linerate/appliance/memif"
@@ -123,16 +125,18 @@ func lendRigOf(b testing.TB, pool *packet.Slab, emits bool) (*instance, *memif.C
 	l.conn = c
 	peer := <-accepted
 	b.Cleanup(func() { peer.Close(); l.close() })
-	sv := &supervisor{next: make([]atomic.Pointer[link], 1), inst: make([]*instance, 1)}
+	sv := &supervisor{next: make([]atomic.Pointer[link], 1), inst: make([]*instance, 1),
+		log: slog.New(slog.DiscardHandler)}
 	sv.next[0].Store(l)
 	in := &instance{sv: sv, lent: make([]packet.Handle, 1024), lentAt: make([]int64, 1024), mask: 1023,
-		latency: stats.NewHistogram()}
+		latency: stats.NewHistogram(), stall: int64(10 * time.Millisecond)}
 	set := &stats.Set{}
 	in.c = counters{lent: set.New("lent", ""), returned: set.New("returned", ""), forwarded: set.New("forwarded", ""),
 		dropped: set.New("dropped", ""), consumed: set.New("consumed", ""), marked: set.New("marked", ""),
 		copies: set.New("copies", ""), badWindow: set.New("bad_window", ""), reclaimed: set.New("reclaimed", ""),
 		lost: set.New("plugin_lost", ""), restarts: set.New("plugin_restarts", ""),
-		emitted: set.New("emitted", ""), badEmit: set.New("bad_emit", ""), badResult: set.New("bad_result", "")}
+		emitted: set.New("emitted", ""), badEmit: set.New("bad_emit", ""), badResult: set.New("bad_result", ""),
+		bypassed: set.New("plugin_bypassed", "")}
 	in.sync()
 	if in.l == nil {
 		b.Fatal("no link")

@@ -76,7 +76,8 @@ func (in *instance) published() map[string]uint64 {
 	c := &in.c
 	m := map[string]uint64{"lent": c.lent.Load(), "returned": c.returned.Load(), "forwarded": c.forwarded.Load(),
 		"dropped": c.dropped.Load(), "consumed": c.consumed.Load(), "marked": c.marked.Load(),
-		"copies": c.copies.Load(), "bad_window": c.badWindow.Load(), "reclaimed": c.reclaimed.Load()}
+		"copies": c.copies.Load(), "bad_window": c.badWindow.Load(), "bad_result": c.badResult.Load(),
+		"reclaimed": c.reclaimed.Load(), "plugin_bypassed": c.bypassed.Load()}
 	if c.emitted != nil { // a plugin that makes packets
 		m["emitted"], m["bad_emit"] = c.emitted.Load(), c.badEmit.Load()
 	}

@@ -41,6 +41,14 @@ var (
 	reasonDown     = packet.RegisterReason("plugin_down")      // the plugin is down and the stage fails closed
 	reasonRingFull = packet.RegisterReason("plugin_ring_full") // the plugin has a whole ring lent and unanswered
 	reasonNoCopy   = packet.RegisterReason("plugin_no_buffer") // a packet of an unshared pool found no buffer to be copied into
+	// The plugin has a whole ring lent and made no progress for
+	// stall_timeout, and the stage fails closed (open: the packet passes).
+	reasonStalled   = packet.RegisterReason("plugin_stalled")
+	reasonBadWindow = packet.RegisterReason("plugin_bad_window") // the plugin's result moved the window out of the buffer
+	reasonBadResult = packet.RegisterReason("plugin_bad_result") // the plugin answered the packet before it was lent
+	// A drop by a reason of the plugin's past the names it may add, or one
+	// it never announced (reasons.go).
+	reasonOverflow = packet.RegisterReason("plugin_reason_overflow")
 )
 
 type stageConfig struct {
@@ -50,6 +58,7 @@ type stageConfig struct {
 	CPU          int    `toml:"cpu"`           // pin its threads to this CPU; -1 for none
 	Fail         string `toml:"fail"`          // "closed" (default): drop while down; "open": continue
 	HangTimeout  string `toml:"hang_timeout"`  // no progress this long with packets lent: lost
+	StallTimeout string `toml:"stall_timeout"` // a full ring and no progress this long: stalled
 	RingSize     int    `toml:"ring_size"`     // packets in flight per instance
 	CopyBuffers  int    `toml:"copy_buffers"`  // the pool for copies of unshared packets
 	RestartAfter string `toml:"restart_after"` // the first restart's delay, doubling to 5s
@@ -59,7 +68,7 @@ type stageConfig struct {
 	Containment string         `toml:"containment"`
 	Config      map[string]any `toml:"config"` // the plugin's own table
 
-	hangD, restartD time.Duration
+	hangD, restartD, stallD time.Duration
 }
 
 func (c *stageConfig) hang() time.Duration       { return c.hangD }
@@ -79,6 +88,12 @@ func (c *stageConfig) check() error {
 	var err error
 	if c.hangD, err = durationOr(c.HangTimeout, 2*time.Second); err != nil {
 		return fmt.Errorf("hang_timeout: %w", err)
+	}
+	if c.stallD, err = durationOr(c.StallTimeout, min(10*time.Millisecond, c.hangD/2)); err != nil {
+		return fmt.Errorf("stall_timeout: %w", err)
+	}
+	if c.stallD >= c.hangD {
+		return fmt.Errorf("stall_timeout %v: shorter than hang_timeout (%v)", c.stallD, c.hangD)
 	}
 	if c.restartD, err = durationOr(c.RestartAfter, 100*time.Millisecond); err != nil {
 		return fmt.Errorf("restart_after: %w", err)
@@ -147,7 +162,7 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{sv: sv, idx: s.Instance, failOpen: c.Fail == "open", copyPool: copies,
+	in := &instance{sv: sv, idx: s.Instance, failOpen: c.Fail == "open", copyPool: copies, stall: int64(c.stallD),
 		lent: make([]packet.Handle, c.RingSize), lentAt: make([]int64, c.RingSize), mask: uint16(c.RingSize - 1),
 		latency: s.Histograms("plugin_latency", "time from lending a packet to taking its result back (the oldest of each batch of results)", "ns")}
 	cs := s.Counters
@@ -164,6 +179,8 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 		reclaimed: cs.New("reclaimed", "packets taken back from a lost plugin"),
 		lost:      cs.New("plugin_lost", "times the plugin died or hung and was killed (instance 0 counts)"),
 		restarts:  cs.New("plugin_restarts", "times the plugin was started again (instance 0 counts)"),
+		bypassed: cs.New("plugin_bypassed", "packets that passed the plugin by, with fail = \"open\": "+
+			"while it was down, or stalled with a full ring"),
 	}
 	if sv.emitBuffers > 0 {
 		// Spares for the plugin's new packets: up to a ring's worth lent per
@@ -185,16 +202,6 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 	if err := checkRegions(); err != nil { // the stage's own pools
 		return nil, fmt.Errorf("%s: %w", s.Config.Where(), err)
 	}
-	in.reasons = map[string]*stats.Counter{}
-	for _, name := range sv.caps.Reasons {
-		if _, known := packet.LookupReason(name); !known && name != "" {
-			in.reasons[name] = cs.New("drop_"+name, "packets the plugin dropped as "+name)
-		}
-	}
-	in.reasonCounters = make([]*stats.Counter, len(sv.caps.Reasons))
-	for i, name := range sv.caps.Reasons {
-		in.reasonCounters[i] = in.reasons[name]
-	}
 	sv.inst[s.Instance] = in
 	sv.refs.Add(1)
 	return in, nil
@@ -202,7 +209,7 @@ func newStage(s *plugins.Setup) (plugins.Stage, error) {
 
 type counters struct {
 	lent, returned, forwarded, dropped, consumed, marked, copies, badWindow, reclaimed, lost, restarts *stats.Counter
-	emitted, badEmit, badResult                                                                        *stats.Counter
+	emitted, badEmit, badResult, bypassed                                                              *stats.Counter
 }
 
 // instance is the stage on one lcore.
@@ -212,10 +219,11 @@ type instance struct {
 	failOpen bool
 	copyPool packet.Pool
 	c        counters
-	reasons  map[string]*stats.Counter
-	// reasonCounters[i] counts drops by the plugin's reason i, when it is one
-	// of the plugin's own.
-	reasonCounters []*stats.Counter
+	// stall is stall_timeout in ns: a full ring with no progress this long
+	// is a stalled plugin; warnedFull, the stage's warning of its first full
+	// ring is given.
+	stall      int64
+	warnedFull bool
 
 	l       *link
 	lent    []packet.Handle // by lend sequence number & mask
@@ -300,10 +308,12 @@ func (in *instance) sync() {
 func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 	in.sync()
 	if in.l == nil {
-		if !in.failOpen {
-			for i := 0; i < b.N; i++ {
-				b.H[i].P().Drop(reasonDown)
-			}
+		if in.failOpen {
+			in.c.bypassed.Add(uint64(b.N))
+			return
+		}
+		for i := 0; i < b.N; i++ {
+			b.H[i].P().Drop(reasonDown)
 		}
 		return
 	}
@@ -317,11 +327,19 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 	if in.head == in.done {
 		in.progress.Store(clock.Mono())
 	}
+	full := reasonUnset
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]
 		p := h.P()
 		if in.head-in.done == size {
-			p.Drop(reasonRingFull)
+			if full == reasonUnset {
+				full = in.ringFull()
+			}
+			if full != reasonPass {
+				p.Drop(full)
+			} else {
+				in.c.bypassed.Inc()
+			}
 			continue
 		}
 		region := in.l.regionOf[p.PoolID()]
@@ -354,6 +372,49 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 	r.SetHead(in.head)
 	r.Kick() // only when the plugin sleeps on its eventfd: a load of the flags otherwise
 	in.outstanding.Store(int64(in.head - in.done))
+}
+
+// Outcomes of ringFull besides a drop reason.
+const (
+	reasonUnset = packet.Reason(0xFFFF) // not asked yet
+	reasonPass  = packet.Reason(0xFFFE) // the packet passes the plugin by
+)
+
+// ringFull is what becomes of the packets of a burst that find the ring
+// full: dropped as plugin_ring_full while the plugin makes progress (it is
+// slower than the traffic); once it has made none for stall_timeout it is
+// stalled (hung, or descheduled), and they pass it by with fail = "open"
+// (plugin_bypassed) or drop as plugin_stalled, until hang_timeout has the
+// plugin killed and restarted. The first full ring is logged, once per
+// stage, with the ring's size and the key that sets it.
+func (in *instance) ringFull() packet.Reason {
+	if !in.warnedFull {
+		in.warnedFull = true
+		in.sv.warnRingFull(len(in.lent))
+	}
+	if clock.Mono()-in.progress.Load() < in.stall {
+		return reasonRingFull
+	}
+	if in.failOpen {
+		return reasonPass
+	}
+	return reasonStalled
+}
+
+// drop frees h as a drop of this stage by reason r, which the engine counts
+// under the stage (its Env's Drop); an Env without one frees it uncounted.
+func (in *instance) drop(ctx *plugins.Context, h packet.Handle, r packet.Reason) {
+	if d, ok := ctx.Env.(dropper); ok {
+		d.Drop(h, r)
+		return
+	}
+	ctx.Env.Free(h)
+}
+
+// dropper is the engine's Env: Drop frees a packet the running stage drops
+// outside its Process, and counts it by reason as the stage's.
+type dropper interface {
+	Drop(h packet.Handle, r packet.Reason)
 }
 
 // Produce takes the plugin's results (or, once it is lost, what it had) and
@@ -393,7 +454,7 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 		if in.early != 0 && in.answeredEarly() {
 			in.c.badResult.Inc()
 			back(ctx, h)
-			ctx.Env.Free(h)
+			in.drop(ctx, h, reasonBadResult)
 			continue
 		}
 		in.done++
@@ -453,7 +514,7 @@ func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, 
 	off, length, ok := window(d.Region, d.Offset, d.Length, in.l.regionOf[pid], start, p.Cap())
 	if !ok {
 		in.c.badWindow.Inc()
-		ctx.Env.Free(h)
+		in.drop(ctx, h, reasonBadWindow)
 		return
 	}
 	p.SetWindow(off, length)
@@ -467,10 +528,7 @@ func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, 
 		ctx.Emit(h, arg)
 	case memif.ExtDrop:
 		in.c.dropped.Inc()
-		if int(arg) < len(in.reasonCounters) && in.reasonCounters[arg] != nil {
-			in.reasonCounters[arg].Inc()
-		}
-		ctx.Env.Free(h)
+		in.drop(ctx, h, reasonOf(in.l.reasons, arg))
 	case memif.ExtConsume:
 		in.c.consumed.Inc()
 		ctx.Env.Free(h)

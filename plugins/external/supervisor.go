@@ -79,6 +79,12 @@ type supervisor struct {
 	// (version 2 on); its links have them.
 	emitRings bool
 	stats     atomic.Pointer[map[string]uint64]
+	// reasons maps the running generation's reason numbers to linerate's
+	// (reasons.go); named, what its plugins added, over every generation.
+	reasons []packet.Reason
+	named   pluginReasons
+	// warnedFull: the first full ring was logged.
+	warnedFull atomic.Bool
 
 	// gen is the plugin process's generation; dead the generation last lost
 	// (killed and reaped). An instance whose link is of a dead generation
@@ -117,6 +123,8 @@ type link struct {
 	base     [packet.MaxPools]uintptr // pool id → its region's first byte
 	gen      uint64
 	emits    bool // it has the spare and emit rings (C2S 1, S2C 1)
+	// reasons maps the plugin's reason numbers to linerate's reasons.
+	reasons []packet.Reason
 }
 
 func (l *link) close() {
@@ -317,6 +325,7 @@ func (sv *supervisor) launch() error {
 	sv.peerUID = peerUID
 	sv.emitBuffers, sv.emitDataRoom = int(conf.EmitBuffers), int(conf.EmitDataRoom)
 	sv.emitRings = caps.ExtVersion >= 2
+	sv.reasons = sv.named.table(caps.Reasons)
 	sv.pid = client.ReattachConfig().Pid
 	sv.mu.Unlock()
 	sv.gen.Add(1)
@@ -432,7 +441,7 @@ func (sv *supervisor) connect() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sv.mu.Lock()
-	rpc, gen, emits := sv.rpc, sv.gen.Load(), sv.emitRings
+	rpc, gen, emits, reasons := sv.rpc, sv.gen.Load(), sv.emitRings, sv.reasons
 	sv.mu.Unlock()
 	if _, err := rpc.Start(ctx, &api.StartRequest{Socket: sv.socket(), Cpu: int32(sv.cfg.CPU)}); err != nil {
 		return fmt.Errorf("plugin start: %w", err)
@@ -442,6 +451,7 @@ func (sv *supervisor) connect() error {
 		if err != nil {
 			return err
 		}
+		l.reasons = reasons
 		if old := sv.next[i].Swap(l); old != nil {
 			old.close()
 		}
@@ -566,6 +576,17 @@ func (sv *supervisor) watch() {
 		sv.state.Store(StateUp)
 		upSince = time.Now()
 		sv.log.Info("plugin restarted", "pid", sv.pid)
+	}
+}
+
+// warnRingFull logs, once for the stage, that a ring filled: packets are
+// dropped until the plugin catches up, and a deeper ring absorbs longer
+// bursts (a pcap replayed at full speed fills the default one at once).
+func (sv *supervisor) warnRingFull(slots int) {
+	if sv.warnedFull.CompareAndSwap(false, true) {
+		sv.log.Warn("plugin ring full: packets the plugin has no slot for are dropped as plugin_ring_full "+
+			"(logged once); raise the stage's ring_size if bursts outrun the plugin",
+			"stage", sv.name, "ring_size", slots)
 	}
 }
 
