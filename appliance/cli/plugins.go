@@ -18,7 +18,8 @@ List a running appliance's out-of-process plugins (external stages,
 plugins/external/README.md): each stage's plugin binary, its state (starting,
 up, down while it waits to restart, stopped), process id, restarts and losses
 (deaths and hangs), the stage's counters on linerate's side, and the plugin's
-own counters from its Stats.
+own counters from its Stats, each named plugin.<name> (a plugin's copies is
+plugin.copies, apart from the stage's copies).
 
 Flags:
 `
@@ -70,7 +71,18 @@ func printPlugins(w io.Writer, o table.Options, rep *api.ListPluginsReply) {
 			pid = strconv.Itoa(int(p.Pid))
 		}
 		t.Add(p.Stage, p.Pipeline, p.State, pid, u64(p.Restarts), u64(p.Lost), filepath.Clean(p.Plugin),
-			extras(p.StageCounters), extras(p.Counters))
+			extras(p.StageCounters), pluginCounters(p.Counters))
 	}
 	t.Write(w, o)
+}
+
+// pluginCounters is the plugin's own counters, each named plugin.<name>: a
+// plugin may name a counter as the stage names one of its own (copies), and
+// neither must pass for the other.
+func pluginCounters(m map[string]uint64) string {
+	own := make(map[string]uint64, len(m))
+	for k, v := range m {
+		own["plugin."+k] = v
+	}
+	return extras(own)
 }

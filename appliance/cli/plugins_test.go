@@ -14,6 +14,7 @@ import (
 	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/plugins/external/api"
 )
 
 // TestPluginsCommand: linerate plugins lists a running external stage's
@@ -88,5 +89,31 @@ kind = "sink"
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Plugins) != 1 || rep.Plugins[0].State != "up" || rep.Plugins[0].Pid == 0 {
 		t.Errorf("--json: %v %s", err, out.String())
+	}
+}
+
+// TestPluginCountersApart: a plugin counter named as a stage counter
+// (copies) is shown as the plugin's, plugin.copies, in every layout of
+// linerate plugins; a bare copies= is the stage's alone.
+func TestPluginCountersApart(t *testing.T) {
+	rep := &api.ListPluginsReply{Plugins: []*api.PluginStatus{{Stage: "tap", Pipeline: "p", State: "up", Pid: 7,
+		Plugin:        "/usr/lib/linerate/plugins/linerate-tap",
+		StageCounters: map[string]uint64{"copies": 0, "lent": 1000, "returned": 1000},
+		Counters:      map[string]uint64{"copies": 555, "plugin_bursts": 20}}}}
+	for _, o := range []table.Options{{}, {Wide: true}} {
+		var out bytes.Buffer
+		printPlugins(&out, o, rep)
+		text := out.String()
+		if !strings.Contains(text, "plugin.copies=555") || !strings.Contains(text, "plugin.plugin_bursts=20") {
+			t.Errorf("wide %v: the plugin's counters not as plugin.<name>:\n%s", o.Wide, text)
+		}
+		for _, f := range strings.Fields(text) {
+			if strings.HasPrefix(f, "copies=") && f != "copies=0" {
+				t.Errorf("wide %v: %q passes for the stage's copies:\n%s", o.Wide, f, text)
+			}
+		}
+		if !strings.Contains(text, " copies=0") {
+			t.Errorf("wide %v: the stage's copies missing:\n%s", o.Wide, text)
+		}
 	}
 }
