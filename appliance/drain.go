@@ -43,9 +43,11 @@ func (e *Engine) Stop() {
 		}
 		e.phase.Store(phaseStop)
 		if e.opt.Manual {
+			e.manualMu.Lock()
 			for _, lc := range e.lcores {
 				lc.shutdown()
 			}
+			e.manualMu.Unlock()
 		}
 		e.wg.Wait()
 		e.release()

@@ -138,13 +138,15 @@ func (in *instance) poll(now int64, draining bool) int {
 			continue
 		}
 		t := in.lc.e.clock.Now()
-		stamp := rq.port.engineStamps
+		// The port's fields in locals: stores into the packets could alias
+		// them, so the loop would reload them per packet.
+		stamp, port, queue := rq.port.engineStamps, rq.port.id, uint16(rq.queue)
 		bytes := 0
-		for j := 0; j < b.N; j++ {
-			p := b.H[j].P()
+		for _, h := range b.H[:n] {
+			p := h.P()
 			p.Continue() // a verdict from the sending side of a mem link is not ours
-			p.InPort = rq.port.id
-			p.InQueue = uint16(rq.queue)
+			p.InPort = port
+			p.InQueue = queue
 			if stamp || p.RxTime == 0 {
 				p.RxTime = t
 			}

@@ -100,6 +100,8 @@ func (e *Engine) StepLcore(i int) int {
 		return 0
 	}
 	lc := e.lcores[i]
+	e.manualMu.Lock()
+	defer e.manualMu.Unlock()
 	if packet.Checked {
 		defer lc.explain()
 	}

@@ -11,6 +11,15 @@ import (
 
 // Snapshot reads every published counter.
 func (e *Engine) Snapshot() *stats.Snapshot {
+	if e.opt.Manual {
+		// A Manual engine's lcores publish as running ones do, every few
+		// busy loops; what its caller stepped since is published here.
+		e.manualMu.Lock()
+		for _, lc := range e.lcores {
+			lc.publish()
+		}
+		e.manualMu.Unlock()
+	}
 	s := &stats.Snapshot{Time: time.Now()}
 	if !e.started.IsZero() {
 		s.Uptime = time.Since(e.started)

@@ -128,28 +128,42 @@ func (lc *lcore) send(t *txBuffer, hs []packet.Handle, now int64) (n int, foreig
 		t.txPackets.Add(uint64(n))
 		return n, foreign
 	}
+	// The burst's count and the port's options in locals: stores into the
+	// packets could alias lc and pe, so the loop would reload them per packet.
 	b := &lc.txb
-	b.N = 0
+	hs = hs[:min(len(hs), packet.MaxBurst)]
+	n = 0
 	bytes := 0
-	for _, h := range hs[:min(len(hs), packet.MaxBurst)] {
-		p := h.P()
-		if pe.ownPoolOnly && p.PoolID() != pe.poolID {
-			foreign = true
-			break
+	if own, pool := pe.ownPoolOnly, pe.poolID; own {
+		for _, h := range hs {
+			if h.P().PoolID() != pool {
+				foreign = true
+				hs = hs[:n]
+				break
+			}
+			n++
 		}
-		p.StampTx(now)
-		lc.txLen[b.N] = uint32(p.Len())
-		bytes += p.Len()
-		b.H[b.N] = h
-		b.N++
+		n = 0
 	}
-	if b.N == 0 {
+	lens := lc.txLen[:len(hs)]
+	bh := b.H[:len(hs)]
+	for i, h := range hs {
+		p := h.P()
+		p.StampTx(now)
+		l := p.Len()
+		lens[i] = uint32(l)
+		bytes += l
+		bh[i] = h
+	}
+	n = len(hs)
+	if n == 0 {
 		return 0, foreign
 	}
-	packet.OwnBurst(b.H[:b.N], packet.OpTx, id, -1)
+	b.N = n
+	packet.OwnBurst(b.H[:n], packet.OpTx, id, -1)
 	sent := pe.port.TxBurst(t.queue, b)
-	packet.OwnBurst(b.H[sent:b.N], packet.OpBack, id, -1)
-	if sent == b.N {
+	packet.OwnBurst(b.H[sent:n], packet.OpBack, id, -1)
+	if sent == n {
 		t.txPackets.Add(uint64(sent))
 		t.txBytes.Add(uint64(bytes))
 		return sent, foreign
