@@ -250,6 +250,89 @@ func TestHungPlugin(t *testing.T) {
 	}
 }
 
+// readmeBlock is the first ```lang block of md after the line heading.
+func readmeBlock(t *testing.T, md, heading, lang string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(md, "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("no %q in the README", heading)
+	}
+	_, rest, ok = strings.Cut(rest, "```"+lang+"\n")
+	if !ok {
+		t.Fatalf("no %s block after %q", lang, heading)
+	}
+	block, _, _ := strings.Cut(rest, "```")
+	return block
+}
+
+// TestReadmeModule builds plugins/sdk/README.md's example the README's way:
+// a module of its own beside a checkout of linerate (../linerate), its go
+// commands run as the README gives them (the require line and the replace,
+// then go get and go build), its main.go the README's. Only the
+// environment differs: no network (GOPROXY=off, GOSUMDB=off), so what go
+// get resolves comes from this machine's module cache.
+func TestReadmeModule(t *testing.T) {
+	goBin := testenv.RequireCmd(t, "go")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "plugins/sdk/README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const heading = "## 1. The stage and its main"
+	script := readmeBlock(t, string(b), heading, "sh")
+	mainGo := readmeBlock(t, string(b), heading, "go")
+	top := t.TempDir()
+	if err := os.Symlink(root, filepath.Join(top, "linerate")); err != nil {
+		t.Fatal(err)
+	}
+	dir := ""
+	var cmds [][]string
+	for _, line := range strings.Split(strings.ReplaceAll(script, "\\\n", " "), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+		case f[0] == "mkdir" && len(f) >= 2:
+			dir = filepath.Join(top, f[1])
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case f[0] == "go":
+			cmds = append(cmds, f[1:])
+		default:
+			t.Fatalf("a README command the test does not know: %q", line)
+		}
+	}
+	if dir == "" || len(cmds) < 4 {
+		t.Fatalf("the README's commands: module dir %q, %d go commands", dir, len(cmds))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainGo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "GOPROXY=off", "GOSUMDB=off", "GOWORK=off", "GOFLAGS=")
+	for _, args := range cmds {
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"github.com/linerate/linerate v0.0.0", "replace github.com/linerate/linerate => ../linerate"} {
+		if !strings.Contains(string(mod), want) {
+			t.Errorf("go.mod has no %q:\n%s", want, mod)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evens")); err != nil {
+		t.Errorf("no binary: %v", err)
+	}
+}
+
 // stageDrops is the stage's drops by reason, over its instances.
 func stageDrops(s *stats.Snapshot, stage, reason string) uint64 {
 	var n uint64
