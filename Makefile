@@ -95,8 +95,21 @@ fuzz:
 		done; \
 	done
 
-bench:
-	$(GO) test -run XXX -bench . -benchmem ./appliance/... ./plugins/...
+# make bench: every benchmark the project has, each beside its baseline in the same run
+# (bench/report; the figures, runs and goals are its spec.go): the table of figures, ratios and
+# goals with the machine they come from, bench/out/report.json, bench/out/raw.txt for
+# benchstat, the scaling plots in docs/perf, and the table in docs/performance.md.
+# BENCH_FLAGS passes more flags (-count 5, -pkg 'rlnc|gf', -strict).
+BENCH_FLAGS ?=
+bench: deps-deb
+	$(GO) run ./bench/report -plots docs/perf -doc docs/performance.md -readmes $(BENCH_FLAGS)
+
+# make bench-quick: the same in quick mode (100 iterations, once, the figures' smallest
+# sizes): that every benchmark runs and the report is written. Not a measurement: it
+# writes only to bench/out.
+.PHONY: bench-quick
+bench-quick:
+	$(GO) run ./bench/report -short $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// sampleResults are the results of a made-up run: a cost against a bare
+// loop, a rate against a floor, a scaling curve, a failed run and a
+// skipped benchmark.
+func sampleResults() []runResult {
+	l := func(pkg, name string, ms ...metric) line {
+		return line{Pkg: pkg, Name: name, Iters: 100, Metrics: ms}
+	}
+	return []runResult{
+		{Run: run{Pkg: "./a"}, Lines: []line{
+			l("./a", "BenchmarkEngine", metric{20, "ns/pkt"}),
+			l("./a", "BenchmarkEngine", metric{22, "ns/pkt"}),
+			l("./a", "BenchmarkEngine", metric{18, "ns/pkt"}),
+			l("./a", "BenchmarkEngine/baseline=bare", metric{5, "ns/pkt"}),
+			l("./a", "BenchmarkDecoder", metric{4, "GB/s"}),
+			l("./a", "BenchmarkLookup/traffic=hot/routes=10", metric{10, "ns/lookup"}),
+			l("./a", "BenchmarkLookup/traffic=hot/routes=1000000", metric{12, "ns/lookup"}),
+			l("./a", "BenchmarkLookup/traffic=cold/routes=10", metric{10, "ns/lookup"}),
+			l("./a", "BenchmarkLookup/traffic=cold/routes=1000", metric{15, "ns/lookup"}),
+			l("./a", "BenchmarkLookup/traffic=cold/routes=1000000", metric{80, "ns/lookup"}),
+		}, Skips: []skip{{Pkg: "./a", Name: "BenchmarkVeth", Reason: "needs root"}}},
+		{Run: run{Pkg: "./b"}, Lines: []line{l("./b", "BenchmarkMulAdd", metric{80, "GB/s"})}},
+		{Run: run{Pkg: "./broken"}, Err: "build: exit status 1: undefined: x"},
+		{Run: run{Pkg: "./skipped"}, Skipped: true, Err: "needs -tags dpdk"},
+	}
+}
+
+var sampleFigures = []figure{
+	{ID: "met", Title: "engine", Of: ref{Pkg: "./a", Name: "BenchmarkEngine", Metric: "ns/pkt"},
+		Base: ref{Pkg: "./a", Name: "BenchmarkEngine/baseline=bare", Metric: "ns/pkt"}, Goal: goal{"<=", 4.5}},
+	{ID: "notmet", Title: "engine, strict", Of: ref{Pkg: "./a", Name: "BenchmarkEngine", Metric: "ns/pkt"},
+		Base: ref{Pkg: "./a", Name: "BenchmarkEngine/baseline=bare", Metric: "ns/pkt"}, Goal: goal{"<=", 3.0}},
+	{ID: "floor", Title: "decoder vs floor", Of: ref{Pkg: "./a", Name: "BenchmarkDecoder", Metric: "GB/s"},
+		Base: ref{Pkg: "./b", Name: "BenchmarkMulAdd", Metric: "GB/s", Scale: 1.0 / 16}, Goal: goal{">=", 0.8}},
+	{ID: "info", Title: "decoder", Of: ref{Pkg: "./a", Name: "BenchmarkDecoder", Metric: "GB/s"}},
+	{ID: "missing", Title: "not written yet", Of: ref{Pkg: "./a", Name: "BenchmarkLookup4/traffic=hot", Metric: "ns/lookup"},
+		Goal: goal{"<=", 2}},
+	{ID: "nometric", Title: "no such metric", Of: ref{Pkg: "./a", Name: "BenchmarkEngine", Metric: "Mpps"}},
+	{ID: "failed", Title: "broken package", Of: ref{Pkg: "./broken", Name: "BenchmarkX", Metric: "ns/op"}},
+	{ID: "skippedrun", Title: "dpdk", Of: ref{Pkg: "./skipped", Name: "BenchmarkX", Metric: "ns/op"}},
+	{ID: "skippedbench", Title: "veth", Of: ref{Pkg: "./a", Name: "BenchmarkVeth/size=64", Metric: "Mpps"}},
+	{ID: "notrun", Title: "left out", Of: ref{Pkg: "./c", Name: "BenchmarkX", Metric: "ns/op"}},
+}
+
+// TestEvaluate: each figure's value is the median of its samples, the ratio
+// is to its baseline of the same run (scaled where the spec says), the goal's
+// direction decides met or not, and a figure without a value says why
+// instead of failing the report.
+func TestEvaluate(t *testing.T) {
+	res := collect(sampleResults())
+	want := map[string]struct {
+		status string
+		ratio  float64
+	}{
+		"met": {statusMet, 4}, "notmet": {statusNotMet, 4}, "floor": {statusMet, 0.8},
+		"info": {statusInfo, 0}, "missing": {statusMissing, 0}, "nometric": {statusMissing, 0},
+		"failed": {statusFailed, 0}, "skippedrun": {statusSkipped, 0},
+		"skippedbench": {statusSkipped, 0}, "notrun": {statusNotRun, 0},
+	}
+	for _, f := range sampleFigures {
+		got := res.evaluate(f)
+		w := want[f.ID]
+		if got.Status != w.status {
+			t.Errorf("%s: status %q (%s), want %q", f.ID, got.Status, got.Note, w.status)
+		}
+		if w.ratio != 0 && (got.Ratio == nil || *got.Ratio < w.ratio-1e-9 || *got.Ratio > w.ratio+1e-9) {
+			t.Errorf("%s: ratio %v, want %v", f.ID, got.Ratio, w.ratio)
+		}
+		if w.ratio == 0 && got.Ratio != nil {
+			t.Errorf("%s: ratio %v, want none", f.ID, *got.Ratio)
+		}
+		if got.Status != statusInfo && got.Status != statusMet && got.Status != statusNotMet && got.Note == "" {
+			t.Errorf("%s: %s without a note", f.ID, got.Status)
+		}
+	}
+	if f := res.evaluate(sampleFigures[0]); *f.Of.Value != 20 || len(f.Of.Samples) != 3 {
+		t.Errorf("engine: value %v samples %v, want the median 20 of 3", *f.Of.Value, f.Of.Samples)
+	}
+}
+
+// TestCurves: sub-benchmarks with a size element become one curve per path,
+// each a figure of its largest size against its smallest, and a plot per key.
+func TestCurves(t *testing.T) {
+	cs := collect(sampleResults()).curves()
+	if len(cs) != 2 {
+		t.Fatalf("%d curves, want 2: %+v", len(cs), cs)
+	}
+	cold, hot := cs[0], cs[1]
+	if cold.Path != "BenchmarkLookup/traffic=cold" || len(cold.Points) != 3 || cold.Metric != "ns/lookup" ||
+		cold.Points[0].Size != 10 || cold.Points[2].Size != 1e6 {
+		t.Errorf("cold curve %+v", cold)
+	}
+	if f := scaleFigure(cold); f.Status != statusNotMet || *f.Ratio != 8 {
+		t.Errorf("cold: %s %v, want NOT MET at 8×", f.Status, *f.Ratio)
+	}
+	if f := scaleFigure(hot); f.Status != statusMet || *f.Ratio != 1.2 {
+		t.Errorf("hot: %s %v, want met at 1.2×", f.Status, *f.Ratio)
+	}
+	if f := scaleFigure(hot); f.Title != "Lookup traffic=hot routes 10→1M" {
+		t.Errorf("title %q", f.Title)
+	}
+	dir := t.TempDir()
+	files, err := writePlots(dir, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(files, " ") != "scale-routes.png scale-routes.svg" {
+		t.Errorf("plots %v", files)
+	}
+	for _, f := range files {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() < 1000 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestTableWidth: the table fits 100 columns whatever the titles, values
+// and machine, and lists why each figure without a value has none.
+func TestTableWidth(t *testing.T) {
+	res := collect(sampleResults())
+	rep := &report{Mode: "full", Count: 3, Machine: machine{
+		CPUModel: strings.Repeat("Very Long CPU Model Name ", 8), CPUs: 2, VM: true,
+		CPUFlags: map[string]bool{"gfni": true}, Kernel: "Linux 6.18", Arch: "amd64", GoVersion: "go1.26",
+		LoadStart: []float64{12.5, 10, 8}, LoadEnd: []float64{20, 15, 10}, Loaded: true}}
+	long := figure{ID: "long", Title: strings.Repeat("a very long title ", 5),
+		Of:   ref{Pkg: "./a", Name: "BenchmarkEngine", Metric: "ns/pkt"},
+		Base: ref{Pkg: "./a", Name: "BenchmarkEngine/baseline=bare", Metric: "ns/pkt"}, Goal: goal{">=", 123456}}
+	huge := figure{ID: "huge", Title: "rate", Of: ref{Pkg: "./a", Name: "BenchmarkEngine", Metric: "a_very_long_metric_name/s",
+		Scale: 1e12}}
+	for _, f := range append(sampleFigures, long, huge) {
+		rep.Figures = append(rep.Figures, res.evaluate(f))
+	}
+	var b bytes.Buffer
+	writeTable(&b, rep)
+	text := b.String()
+	for i, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if w := utf8.RuneCountInString(l); w > tableWidth {
+			t.Errorf("line %d: %d columns: %s", i+1, w, l)
+		}
+	}
+	for _, want := range []string{"without a value:", "LOADED", "no BenchmarkLookup4/traffic=hot in ./a", "4.00×"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table has no %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "left out") {
+		t.Errorf("a figure of a package -pkg left out is in the table:\n%s", text)
+	}
+}
+
+// TestSpec: the spec's rows are well formed, so a typo shows here and not
+// as a figure that is silently "missing".
+func TestSpec(t *testing.T) {
+	ids := map[string]bool{}
+	pkgs := map[string]bool{}
+	for _, r := range runs {
+		if pkgs[r.Pkg] {
+			t.Errorf("%s: two runs", r.Pkg)
+		}
+		pkgs[r.Pkg] = true
+		if !strings.HasPrefix(r.Pkg, "./") {
+			t.Errorf("%s: not relative to the module root", r.Pkg)
+		}
+		if st, err := os.Stat(filepath.Join("..", "..", r.Pkg)); err != nil || !st.IsDir() {
+			t.Errorf("%s: no such package directory", r.Pkg)
+		}
+		for _, p := range append([]string{r.Bench}, r.Short...) {
+			for _, e := range strings.Split(p, "/") {
+				if _, err := regexp.Compile(e); err != nil {
+					t.Errorf("%s: pattern %q: %v", r.Pkg, p, err)
+				}
+			}
+		}
+		if r.Program == nil && r.Skip == "" && r.Bench == "" {
+			t.Errorf("%s: no -bench pattern", r.Pkg)
+		}
+	}
+	for _, f := range figures {
+		if ids[f.ID] {
+			t.Errorf("%s: two figures", f.ID)
+		}
+		ids[f.ID] = true
+		if n := utf8.RuneCountInString(f.Title); n > titleWidth || n == 0 {
+			t.Errorf("%s: title of %d columns", f.ID, n)
+		}
+		for _, r := range []ref{f.Of, f.Base} {
+			if r.Name == "" {
+				continue
+			}
+			if !pkgs[r.Pkg] {
+				t.Errorf("%s: package %s has no run", f.ID, r.Pkg)
+			}
+			if !strings.HasPrefix(r.Name, "Benchmark") || r.Metric == "" || procSuffix.MatchString(r.Name) {
+				t.Errorf("%s: %s %q: not a benchmark name and metric", f.ID, r.Name, r.Metric)
+			}
+		}
+		if f.Goal.Op != "" && ((f.Goal.Op != "<=" && f.Goal.Op != ">=") || f.Goal.Ratio <= 0 || f.Base.Name == "") {
+			t.Errorf("%s: goal %+v needs <= or >=, a positive ratio and a baseline", f.ID, f.Goal)
+		}
+		if f.Where == "" {
+			t.Errorf("%s: belongs nowhere", f.ID)
+		}
+	}
+}
+
+func TestReplaceMarked(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "doc.md")
+	doc := "# Doc\n\n" + tableBegin + "\nold table\n" + markEnd + "\n\nafter\n"
+	if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // twice: the second run replaces the first's table
+		if err := replaceMarked(file, tableBegin, "new table\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(file)
+	if want := "# Doc\n\n" + tableBegin + "\nnew table\n" + markEnd + "\n\nafter\n"; string(b) != want {
+		t.Errorf("got %q, want %q", b, want)
+	}
+	if err := replaceMarked(file, figuresBegin, "x"); !errors.Is(err, errNoMarker) {
+		t.Errorf("no marker: %v", err)
+	}
+}
+
+// TestFlags: bad flags are errors that say what is wrong, not panics.
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{{"-count", "0"}, {"-pkg", "("}, {"extra"}, {"-benchfmt", "/nonexistent.json"}} {
+		var stderr bytes.Buffer
+		if err := mainErr(args, &bytes.Buffer{}, &stderr); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}
+
+// TestQuick runs the quick mode (make bench-quick) on one cheap package
+// with the real spec, plus a figure whose benchmark does not exist: it must
+// write a report.json of the documented schema, a table of at most 100
+// columns and a raw file that reads back, and report the figure "missing".
+func TestQuick(t *testing.T) {
+	root, module, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var log bytes.Buffer
+	c := config{options: options{Short: true, Count: 1, Out: out, Root: root,
+		Pkg: regexp.MustCompile(`^\./appliance/packet$`), Timeout: 5 * 60e9},
+		Runs: runs, Discover: false,
+		Figures: append(append([]figure(nil), figures...), figure{ID: "test.missing", Title: "not yet",
+			Of: ref{Pkg: "./appliance/packet", Name: "BenchmarkNotYet", Metric: "ns/pkt"}, Where: issue28})}
+	rep, err := generate(context.Background(), c, module, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Error != "" || rep.Runs[0].Results == 0 {
+		t.Fatalf("runs %+v\n%s", rep.Runs, log.String())
+	}
+
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	for _, k := range []string{"schema", "mode", "count", "started", "finished", "machine", "figures",
+		"curves", "runs", "benchmarks", "raw"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("report.json has no %q", k)
+		}
+	}
+	if doc["schema"] != float64(schemaVersion) || doc["mode"] != "short" {
+		t.Errorf("schema %v mode %v", doc["schema"], doc["mode"])
+	}
+	m := doc["machine"].(map[string]any)
+	for _, k := range []string{"cpu_model", "cpu_flags", "cpus", "kernel", "go_version", "load_start", "load_end", "loaded"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("machine has no %q", k)
+		}
+	}
+	status := map[string]string{}
+	var walk figureOut
+	for _, f := range rep.Figures {
+		status[f.ID] = f.Status
+		if f.ID == "packet.walk" {
+			walk = f
+		}
+	}
+	if status["test.missing"] != statusMissing || status["engine.forward"] != statusNotRun {
+		t.Errorf("statuses %v", status)
+	}
+	if walk.Ratio == nil || *walk.Of.Value <= 0 || *walk.Base.Value <= 0 {
+		t.Errorf("packet.walk: %+v", walk)
+	}
+
+	table, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(table), "\n") {
+		if utf8.RuneCountInString(l) > tableWidth {
+			t.Errorf("%d columns: %s", utf8.RuneCountInString(l), l)
+		}
+	}
+	if !strings.Contains(string(table), "header walk vs gopacket") {
+		t.Errorf("table without the header walk:\n%s", table)
+	}
+
+	// raw.txt and -benchfmt of report.json give the same benchmark lines.
+	raw, err := os.ReadFile(filepath.Join(out, "raw.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, _ := parseBench(raw, "")
+	if len(lines) != rep.Runs[0].Results {
+		t.Errorf("raw.txt has %d results, the run %d", len(lines), rep.Runs[0].Results)
+	}
+	var conv bytes.Buffer
+	if err := printBenchfmt(filepath.Join(out, "report.json"), module, &conv); err != nil {
+		t.Fatal(err)
+	}
+	if conv.String() != string(raw) {
+		t.Errorf("-benchfmt differs from raw.txt:\n%s\n---\n%s", conv.String(), raw)
+	}
+}
