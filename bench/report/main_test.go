@@ -339,3 +339,99 @@ func TestQuick(t *testing.T) {
 		t.Errorf("-benchfmt differs from raw.txt:\n%s\n---\n%s", conv.String(), raw)
 	}
 }
+
+// TestDocGoals: docs/performance.md's goals table lists every figure of the
+// spec, and no figure the spec does not have.
+func TestDocGoals(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "performance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := docSection(t, string(b), "## Goals and where each is measured")
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9.]+)` \\|")
+	doc := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		doc[m[1]] = true
+	}
+	for _, f := range figures {
+		if !doc[f.ID] {
+			t.Errorf("docs/performance.md does not list %s", f.ID)
+		}
+		delete(doc, f.ID)
+	}
+	for id := range doc {
+		t.Errorf("docs/performance.md lists %s, which the spec does not have", id)
+	}
+	if !strings.Contains(string(b), tableBegin) || !strings.Contains(string(b), markEnd) {
+		t.Error("docs/performance.md has no marked block for the table")
+	}
+}
+
+// TestDocJSONKeys: docs/performance.md's report.json section names every
+// key the program writes.
+func TestDocJSONKeys(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "performance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := docSection(t, string(b), "## report.json")
+	res := collect(sampleResults())
+	rep := report{Machine: machine{CPUFlags: map[string]bool{}}}
+	for _, f := range sampleFigures[:1] {
+		rep.Figures = append(rep.Figures, res.evaluate(f))
+	}
+	rep.Curves = res.curves()
+	rep.Runs = []runOut{{Pkg: "./a", Args: []string{"x"}, Error: "e", Skipped: true}}
+	for _, bo := range res.benches {
+		rep.Benchmarks = append(rep.Benchmarks, *bo)
+	}
+	rep.Figures[0].Note = "n"
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(js, &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if k == "metrics" || k == "cpu_flags" {
+					keys[k] = true
+					continue // units and flag names, not keys
+				}
+				keys[k] = true
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	for k := range keys {
+		if !strings.Contains(section, "`"+k+"`") && !strings.Contains(section, "`"+k+"[]`") {
+			t.Errorf("the report.json section does not name %q", k)
+		}
+	}
+}
+
+// docSection is the text of a markdown section, from its heading to the
+// next of its level.
+func docSection(t *testing.T, doc, heading string) string {
+	t.Helper()
+	i := strings.Index(doc, "\n"+heading+"\n")
+	if i < 0 {
+		t.Fatalf("no section %q", heading)
+	}
+	rest := doc[i+len(heading)+2:]
+	if j := strings.Index(rest, "\n## "); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
