@@ -14,7 +14,7 @@ type Histogram struct {
 	P999    uint64   `json:"p99_9_ns"`
 	Max     uint64   `json:"max_ns"`
 	Mean    float64  `json:"mean_ns"`
-	Buckets []Bucket `json:"buckets"`
+	Buckets []Bucket `json:"buckets,omitempty"`
 }
 
 // Bucket holds Count values from Lo to Hi ns, both included.

@@ -247,36 +247,46 @@ func (rep *Report) latencyPlot() (*plot.Plot, error) {
 	p.Y.Label.Text = "share of packets"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	n := 0
+	// A curve per latency trial, or with two streams or more (the
+	// directions of a bidirectional test), a curve per stream: the merged
+	// latency of two directions hides the slower one.
+	type curve struct {
+		name string
+		h    *Histogram
+	}
+	var curves []curve
 	for _, s := range rep.Sizes {
 		for _, l := range s.Latency {
-			if l.Trial.Latency != nil {
-				n++
+			name := fmt.Sprintf("%s at %g%% PDR", s.Name, 100*l.Share)
+			if len(l.Trial.Streams) < 2 {
+				if l.Trial.Latency != nil {
+					curves = append(curves, curve{name, l.Trial.Latency})
+				}
+				continue
+			}
+			for _, st := range l.Trial.Streams {
+				if st.Latency != nil {
+					curves = append(curves, curve{name + ", " + st.Name, st.Latency})
+				}
 			}
 		}
 	}
-	colors := palette(n)
+	colors := palette(len(curves))
 	i := 0
-	for _, s := range rep.Sizes {
-		for _, l := range s.Latency {
-			h := l.Trial.Latency
-			if h == nil {
-				continue
-			}
-			var xys plotter.XYs
-			h.CDF(func(ns uint64, share float64) {
-				xys = append(xys, plotter.XY{X: math.Max(float64(ns)/1e3, 0.001), Y: share})
-			})
-			line, err := plotter.NewLine(xys)
-			if err != nil {
-				return nil, err
-			}
-			line.Color = colors[i]
-			line.Dashes = plotutil.Dashes(i % 4)
-			p.Add(line)
-			p.Legend.Add(fmt.Sprintf("%s at %g%% PDR", s.Name, 100*l.Share), line)
-			i++
+	for _, c := range curves {
+		var xys plotter.XYs
+		c.h.CDF(func(ns uint64, share float64) {
+			xys = append(xys, plotter.XY{X: math.Max(float64(ns)/1e3, 0.001), Y: share})
+		})
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
 		}
+		line.Color = colors[i]
+		line.Dashes = plotutil.Dashes(i % 4)
+		p.Add(line)
+		p.Legend.Add(c.name, line)
+		i++
 	}
 	if i == 0 {
 		// An empty log axis cannot be drawn: a note instead.

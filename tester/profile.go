@@ -40,6 +40,16 @@ type Test struct {
 	// (draft-ietf-bmwg-mlrsearch-15, with Goals), "binary" (RFC 2544, one
 	// search per loss ratio) or "both" (mlrsearch and binary), for comparison.
 	Algorithm string `toml:"algorithm"`
+	// Algorithms, instead of Algorithm, lists the searches to run on the
+	// same DUT one after the other, e.g. ["mlrsearch-15", "mlrsearch"] to
+	// compare draft-15 with draft-01. The first one's PDR sets the latency
+	// trials' loads.
+	Algorithms []string `toml:"algorithms"`
+	// MaxLoadFrom is a calibration file that `linerate test --calibrate`
+	// wrote (relative to the profile's directory): the most the tester
+	// itself sustains per frame size caps the search's Max Load, so that
+	// the tester's limit is never read as the DUT's.
+	MaxLoadFrom string `toml:"max_load_from"`
 	// Goals are mlrsearch-15's Search Goals; default CSIT's, one per loss
 	// ratio.
 	Goals []Goal `toml:"goals"`
@@ -82,6 +92,21 @@ type Test struct {
 	LinkSpeed config.Rate `toml:"link_speed"`
 	Streams   []Stream    `toml:"streams"`
 	DUT       DUT         `toml:"dut"`
+}
+
+// Algorithms are the searches a profile can list in algorithms.
+var Algorithms = []string{"mlrsearch-15", "mlrsearch", "binary"}
+
+// Searches are the searches to run, in order: Algorithms, or Algorithm
+// ("both" is mlrsearch then binary).
+func (c *Test) Searches() []string {
+	switch {
+	case len(c.Algorithms) > 0:
+		return c.Algorithms
+	case c.Algorithm == "both":
+		return []string{"mlrsearch", "binary"}
+	}
+	return []string{c.Algorithm}
 }
 
 // Stream is one direction of traffic: the generator's flows from port Tx,
@@ -204,6 +229,8 @@ type Profile struct {
 	// trial's pipelines are appended to it.
 	base []byte
 	file *config.File
+	// calibration is MaxLoadFrom's content, nil without one.
+	calibration *Calibration
 }
 
 // IMIX is CSIT's IMIX: 64, 570 and 1518-byte frames, 7:4:1, as the
@@ -233,7 +260,6 @@ func decodeTest(f *config.File, t config.Table) (Test, error) {
 		Test Test `toml:"test"`
 	}
 	w.Test = Test{
-		Algorithm:       "mlrsearch",
 		LossRatios:      []float64{0, 0.005},
 		FinalDuration:   config.Duration(30 * time.Second),
 		InitialDuration: config.Duration(time.Second),
@@ -253,8 +279,22 @@ func decodeTest(f *config.File, t config.Table) (Test, error) {
 	bad := func(key string, format string, a ...any) {
 		errs = append(errs, t.Error("test."+key, fmt.Errorf(format, a...)))
 	}
-	if !slices.Contains([]string{"mlrsearch", "mlrsearch-15", "binary", "both"}, c.Algorithm) {
+	switch {
+	case c.Algorithm != "" && len(c.Algorithms) > 0:
+		bad("algorithms", "set algorithm or algorithms, not both")
+	case c.Algorithm == "" && len(c.Algorithms) == 0:
+		c.Algorithm = "mlrsearch"
+	}
+	if !slices.Contains([]string{"", "mlrsearch", "mlrsearch-15", "binary", "both"}, c.Algorithm) {
 		bad("algorithm", "%q: use \"mlrsearch\", \"mlrsearch-15\", \"binary\" or \"both\"", c.Algorithm)
+	}
+	for i, a := range c.Algorithms {
+		switch {
+		case !slices.Contains(Algorithms, a):
+			bad("algorithms", "%q: each one of %q", a, Algorithms)
+		case slices.Index(c.Algorithms, a) < i:
+			bad("algorithms", "%q is listed twice", a)
+		}
 	}
 	for i, g := range c.Goals {
 		if _, ok := search.Preset(g.Preset); g.Preset != "" && !ok {
@@ -457,6 +497,11 @@ func Parse(name string, data []byte) (*Profile, error) {
 	p.Test, err = decodeTest(f, f.Section(Section))
 	if err != nil {
 		return nil, err
+	}
+	if p.Test.MaxLoadFrom != "" {
+		if p.calibration, err = p.loadCalibration(); err != nil {
+			return nil, &config.Error{File: name, Line: f.Line("test.max_load_from"), Key: "test.max_load_from", Err: err}
+		}
 	}
 	lines := bytes.Count(data, []byte("\n")) + 1
 	for i := range f.Pipelines {

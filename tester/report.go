@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/linerate/linerate/tester/search"
 )
 
 // WriteJSON writes the report, every trial included.
@@ -25,7 +27,8 @@ func Gbits(pps float64, size int) float64 { return pps * 8 * wireBytes(size) / 1
 func (rep *Report) WriteResultsCSV(w io.Writer) error {
 	c := csv.NewWriter(w)
 	_ = c.Write([]string{"frame_size", "algorithm", "loss_ratio", "throughput_pps", "throughput_gbps",
-		"found", "upper_pps", "relative_width", "trials", "trial_time_s", "wall_s", "tester_limited_pps"})
+		"found", "upper_pps", "relative_width", "trials", "trial_time_s", "wall_s", "tester_limited_pps",
+		"goal", "regular", "irregular_reason", "relevant_lower_pps", "relevant_upper_pps", "conditional_throughput_pps"})
 	for _, s := range rep.Sizes {
 		for _, sr := range s.Searches {
 			for _, r := range sr.Results {
@@ -33,9 +36,14 @@ func (rep *Report) WriteResultsCSV(w io.Writer) error {
 				if l := sr.Limited(r.LossRatio); l != nil {
 					lim = f(l.Rate)
 				}
-				_ = c.Write([]string{s.Name, sr.Algorithm, f(r.LossRatio), f(r.Lower), f(Gbits(r.Lower, s.Size)),
+				goal := []string{"", "", "", "", "", ""}
+				if g := r.Goal; g != nil {
+					goal = []string{GoalName(r), strconv.FormatBool(g.Regular), g.Reason, f(g.RelevantLowerBound),
+						f(g.RelevantUpperBound), f(g.ConditionalThroughput)}
+				}
+				_ = c.Write(append([]string{s.Name, sr.Algorithm, f(r.LossRatio), f(r.Lower), f(Gbits(r.Lower, s.Size)),
 					strconv.FormatBool(r.LowerFound), f(r.Upper), f(r.RelativeWidth()), strconv.Itoa(len(sr.Trials)),
-					f(sr.TrialTime.Seconds()), f(sr.Wall.Seconds()), lim})
+					f(sr.TrialTime.Seconds()), f(sr.Wall.Seconds()), lim}, goal...))
 			}
 		}
 	}
@@ -140,4 +148,57 @@ func (rep *Report) WriteDir(dir string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// TesterSummary sums up what the tester itself did to a run's trials: how
+// many it ran again because it could not send their load, and how many were
+// still short after that, by how much. A short trial's shortfall counts as
+// the DUT's loss (draft-15 recommends it for the search), so this is how
+// far the tester may have shaped the results.
+type TesterSummary struct {
+	Trials int `json:"trials"`
+	// Retried trials were run again (Retries times in all) for falling
+	// short of their load.
+	Retried int `json:"retried"`
+	Retries int `json:"retries"`
+	// Short trials were still short after their retries: ShortPackets of
+	// the ShortAsked packets they asked for went unsent.
+	Short        int    `json:"short"`
+	ShortPackets uint64 `json:"short_packets"`
+	ShortAsked   uint64 `json:"short_asked"`
+	// Worst is the largest shortfall, as a share of its trial's ask, and
+	// WorstRate that trial's load.
+	Worst     float64 `json:"worst_short_share"`
+	WorstRate float64 `json:"worst_short_rate_pps"`
+}
+
+func summarize(rep *Report) TesterSummary {
+	var s TesterSummary
+	rep.Trials(func(_ SizeReport, t *Trial) {
+		s.Trials++
+		if t.Retries > 0 {
+			s.Retried++
+			s.Retries += t.Retries
+		}
+		if t.TesterShort > 0 {
+			s.Short++
+			s.ShortPackets += t.TesterShort
+			s.ShortAsked += t.Asked
+			if t.Asked > 0 {
+				if share := float64(t.TesterShort) / float64(t.Asked); share > s.Worst {
+					s.Worst, s.WorstRate = share, t.Rate
+				}
+			}
+		}
+	})
+	return s
+}
+
+// GoalName is how reports name a result's goal: a draft-15 goal's name, else
+// "NDR" for loss ratio 0 and "PDR 0.5%" for the others.
+func GoalName(r search.Result) string {
+	if g := r.Goal; g != nil && g.Goal.Name != "" {
+		return g.Goal.Name
+	}
+	return ratioName(r.LossRatio)
 }

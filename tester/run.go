@@ -16,7 +16,9 @@ import (
 type Report struct {
 	Profile   string    `json:"profile"`
 	Started   time.Time `json:"started"`
-	Algorithm string    `json:"algorithm"`
+	Algorithm string    `json:"algorithm,omitempty"`
+	// Algorithms are the searches run on each frame size, in order.
+	Algorithms []string `json:"algorithms"`
 	// Draft names the MLRsearch specification the search follows.
 	Draft      string        `json:"mlrsearch_draft"`
 	Precision  float64       `json:"precision"`
@@ -31,6 +33,10 @@ type Report struct {
 	// read from its final-duration trials so far.
 	Incomplete bool   `json:"incomplete,omitempty"`
 	Stopped    string `json:"stopped,omitempty"`
+	// MaxLoadFrom is the calibration file that capped the Max Load.
+	MaxLoadFrom string `json:"max_load_from,omitempty"`
+	// Tester sums up every trial's retries and shortfall.
+	Tester TesterSummary `json:"tester"`
 }
 
 // Draft is the MLRsearch draft the search implements.
@@ -44,6 +50,10 @@ type SizeReport struct {
 	// all streams together; MaxRate the search's maximum.
 	LineRate float64 `json:"line_rate_pps"`
 	MaxRate  float64 `json:"max_rate_pps"`
+	// CalibratedMax is the tester's calibrated maximum (max_load_from) when
+	// it capped MaxRate: a result whose Relevant Lower Bound reached it is
+	// tester-limited there.
+	CalibratedMax float64 `json:"calibrated_max_pps,omitempty"`
 	// Searches are one per algorithm run (MLRsearch, binary, or both).
 	Searches []SearchReport `json:"searches"`
 	Latency  []LatencyPoint `json:"latency"`
@@ -52,9 +62,11 @@ type SizeReport struct {
 
 // SearchReport is one search's results and trials.
 type SearchReport struct {
-	Algorithm string          `json:"algorithm"`
-	Results   []search.Result `json:"results"`
-	Trials    []*Trial        `json:"trials"`
+	Algorithm string `json:"algorithm"`
+	// Draft is the MLRsearch draft the search follows, "" for binary.
+	Draft   string          `json:"mlrsearch_draft,omitempty"`
+	Results []search.Result `json:"results"`
+	Trials  []*Trial        `json:"trials"`
 	// TrialTime is the trials' durations summed; Wall the search's time.
 	TrialTime time.Duration `json:"trial_time_ns"`
 	Wall      time.Duration `json:"wall_ns"`
@@ -82,10 +94,14 @@ func (sr *SearchReport) Limited(ratio float64) *Irregular {
 	return nil
 }
 
-// markLimited finds the results that failing trials the tester fell short
-// in shaped: those at or below the result's upper bound.
-func (sr *SearchReport) markLimited() {
-	for _, res := range sr.Results {
+// markLimited finds the results the tester shaped: those that failing
+// trials it fell short in shaped (at or below the result's upper bound),
+// and, when calibrated is the tester's calibrated maximum that capped the
+// Max Load, those whose lower bound reached it (the DUT kept up with all the
+// tester can send). Each is marked in Irregular and in its goal result,
+// which becomes Irregular with the reason.
+func (sr *SearchReport) markLimited(calibrated float64) {
+	for i, res := range sr.Results {
 		var most float64
 		for _, t := range sr.Trials {
 			if t.TesterShort == 0 || t.LossRatio() <= res.LossRatio || t.Rate > res.Upper*(1+1e-9) {
@@ -93,9 +109,27 @@ func (sr *SearchReport) markLimited() {
 			}
 			most = max(most, t.SentRate())
 		}
-		if most > 0 {
-			sr.Irregular = append(sr.Irregular, Irregular{LossRatio: res.LossRatio, Rate: most,
-				Note: fmt.Sprintf("tester-limited at %.0f pps: the tester could not send the load asked for, and its shortfall counted as loss", most)})
+		note := ""
+		switch {
+		case most > 0:
+			note = fmt.Sprintf("tester-limited at %.0f pps: the tester could not send the load asked for, and its shortfall counted as loss", most)
+		case calibrated > 0 && !res.UpperFound && res.LowerFound && res.Lower >= calibrated*(1-1e-9):
+			most = calibrated
+			note = fmt.Sprintf("tester-limited at %.0f pps: the DUT kept up with the most the tester sustains "+
+				"(its calibrated Max Load); it may do more", most)
+		default:
+			continue
+		}
+		sr.Irregular = append(sr.Irregular, Irregular{LossRatio: res.LossRatio, Rate: most, Note: note})
+		if g := res.Goal; g != nil {
+			gr := *g
+			gr.TesterLimited, gr.Regular = most, false
+			why := fmt.Sprintf("tester-limited at %.0f pps", most)
+			if gr.Reason != "" {
+				why += "; " + gr.Reason
+			}
+			gr.Reason = why
+			sr.Results[i].Goal = &gr
 		}
 	}
 }
@@ -104,6 +138,36 @@ func (sr *SearchReport) markLimited() {
 type LatencyPoint struct {
 	Share float64 `json:"share_of_pdr"`
 	Trial *Trial  `json:"trial"`
+	// Directions are the latency of each stream (a direction of a
+	// bidirectional test) apart; the trial's latency merges them. Their
+	// buckets are in the trial's streams.
+	Directions []DirectionLatency `json:"directions"`
+}
+
+// DirectionLatency is one stream's latency in a latency trial.
+type DirectionLatency struct {
+	Stream  string     `json:"stream"`
+	Tx      string     `json:"tx"`
+	Rx      string     `json:"rx"`
+	Latency *Histogram `json:"latency"` // nil when nothing came back
+}
+
+// directions are tr's streams' latency, without their buckets.
+func directions(streams []Stream, tr *Trial) []DirectionLatency {
+	var out []DirectionLatency
+	for i, st := range tr.Streams {
+		d := DirectionLatency{Stream: st.Name}
+		if i < len(streams) {
+			d.Tx, d.Rx = streams[i].Tx, streams[i].Rx
+		}
+		if st.Latency != nil {
+			h := *st.Latency
+			h.Buckets = nil
+			d.Latency = &h
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // Progress is what Run says while it runs, for a live line.
@@ -122,11 +186,14 @@ type Progress struct {
 func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, error) {
 	t := &r.Profile.Test
 	start := time.Now()
-	rep := &Report{Profile: r.Profile.Path, Started: start, Algorithm: t.Algorithm, Draft: Draft,
-		Precision: t.Precision, Final: time.Duration(t.FinalDuration), Drain: time.Duration(t.Drain), Timestamps: TimestampNote}
-	if t.Algorithm == "mlrsearch-15" {
-		rep.Draft = search.Draft15
+	algs := t.Searches()
+	rep := &Report{Profile: r.Profile.Path, Started: start, Algorithm: t.Algorithm, Algorithms: algs, Draft: draft(algs[0]),
+		Precision: t.Precision, Final: time.Duration(t.FinalDuration), Drain: time.Duration(t.Drain), Timestamps: TimestampNote,
+		MaxLoadFrom: t.MaxLoadFrom}
+	if rep.Draft == "" {
+		rep.Draft = Draft
 	}
+	defer func() { rep.Tester = summarize(rep) }()
 	for _, s := range t.Streams {
 		rep.Streams = append(rep.Streams, s.Name)
 	}
@@ -149,6 +216,11 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 		if t.MaxRate != 0 {
 			sr.MaxRate = float64(t.MaxRate)
 		}
+		if c := r.Profile.calibration; c != nil {
+			if cm, ok := c.MaxLoad(size); ok && cm < sr.MaxRate {
+				sr.MaxRate, sr.CalibratedMax = cm, cm
+			}
+		}
 		minRate := float64(t.MinRate)
 		if minRate == 0 || minRate > sr.MaxRate {
 			minRate = sr.MaxRate / 100
@@ -162,12 +234,8 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 			w.Phase = "warm-up"
 			sr.Warmup = w
 		}
-		algs := []string{t.Algorithm}
-		if t.Algorithm == "both" {
-			algs = []string{"mlrsearch", "binary"}
-		}
 		for _, alg := range algs {
-			srep := SearchReport{Algorithm: alg}
+			srep := SearchReport{Algorithm: alg, Draft: draft(alg)}
 			began := time.Now()
 			m := search.MeasureFunc(func(ctx context.Context, rate float64, d time.Duration) (search.Trial, error) {
 				say(Progress{Size: size, Search: alg, Trial: len(srep.Trials) + 1, Rate: rate, Last: last(srep.Trials)})
@@ -199,13 +267,17 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 					for _, t := range srep.Trials {
 						srep.TrialTime += t.Duration
 					}
-					srep.markLimited()
+					if !r.calibrating {
+						srep.markLimited(sr.CalibratedMax)
+					}
 					sr.Searches = append(sr.Searches, srep)
 				}
 				return stopped(sr, fmt.Errorf("frame size %s: %s: %w", sr.Name, alg, err))
 			}
 			srep.Results, srep.TrialTime, srep.Wall = o.Results, o.TrialTime, time.Since(began)
-			srep.markLimited()
+			if !r.calibrating {
+				srep.markLimited(sr.CalibratedMax)
+			}
 			sr.Searches = append(sr.Searches, srep)
 		}
 		res := sr.Searches[0].Results
@@ -222,7 +294,7 @@ func (r *Runner) Run(ctx context.Context, progress func(Progress)) (*Report, err
 				return stopped(sr, fmt.Errorf("frame size %s: latency at %g of the PDR: %w", sr.Name, share, err))
 			}
 			tr.Phase = fmt.Sprintf("latency %g", share)
-			sr.Latency = append(sr.Latency, LatencyPoint{Share: share, Trial: tr})
+			sr.Latency = append(sr.Latency, LatencyPoint{Share: share, Trial: tr, Directions: directions(t.Streams, tr)})
 		}
 		rep.Sizes = append(rep.Sizes, sr)
 	}
@@ -253,6 +325,17 @@ func partialResults(ts []*Trial, p search.Params) []search.Result {
 		out = append(out, r)
 	}
 	return out
+}
+
+// draft is the MLRsearch draft the search alg follows, "" for binary.
+func draft(alg string) string {
+	switch alg {
+	case "mlrsearch-15":
+		return search.Draft15
+	case "mlrsearch":
+		return Draft
+	}
+	return ""
 }
 
 func last(ts []*Trial) *Trial {

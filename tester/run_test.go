@@ -1,6 +1,9 @@
 package tester
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	_ "github.com/linerate/linerate/plugins/builtin"
@@ -88,6 +91,26 @@ flows = 2
 		}
 		if s.Latency[0].Trial.Latency == nil {
 			t.Errorf("%s bytes: no latency at 50%% of the PDR", s.Name)
+		}
+		// Each direction's latency apart, in report.json's directions.
+		d := s.Latency[0].Directions
+		if len(d) != 2 || d[0].Stream != "east" || d[0].Tx != "a" || d[0].Rx != "b" || d[1].Stream != "west" ||
+			d[1].Tx != "b" || d[1].Rx != "a" || d[0].Latency == nil || d[1].Latency == nil || d[0].Latency.Buckets != nil {
+			t.Errorf("%s bytes: latency directions %+v", s.Name, d)
+		}
+	}
+	// And the latency plot has a curve per direction.
+	dir := t.TempDir()
+	if _, err := rep.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "latency.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"128 at 50% PDR, east", "128 at 50% PDR, west", "9000 at 50% PDR, west"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("the latency plot has no curve %q", want)
 		}
 	}
 }

@@ -110,6 +110,9 @@ type Runner struct {
 	genCap float64
 	// heldOver, in tests, is pipelines added to each trial's engine.
 	heldOver string
+	// calibrating: the searches find the tester's own limit (Calibrate),
+	// so its shortfall marks no result tester-limited.
+	calibrating bool
 }
 
 // trialConfig is the engine config of one trial: the profile and, per

@@ -14,6 +14,7 @@ import (
 
 	"github.com/linerate/linerate/appliance/cli/table"
 	"github.com/linerate/linerate/tester"
+	"github.com/linerate/linerate/tester/search"
 )
 
 func cmdTest(args []string) int {
@@ -25,8 +26,12 @@ func cmdTest(args []string) int {
 	asJSON := fs.Bool("json", false, "print the whole report, every trial included, as JSON")
 	dutHelp := fs.Bool("dut-help", false, "print how to set up common devices under test, and exit")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	calibrate := fs.Bool("calibrate", false, "measure the tester itself, each stream's tx port joined to its rx port "+
+		"(no DUT): write the most it sustains per frame size to --calibration, for the profile's max_load_from")
+	calibration := fs.String("calibration", "calibration.json", "the `file` --calibrate writes")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: linerate test -c PROFILE [--report DIR] [--wide | --json]
+       linerate test --calibrate -c PROFILE [--calibration FILE] [--report DIR]
        linerate test --dut-help
 
 Benchmarks a device under test as RFC 2544 and FD.io CSIT do: for each frame
@@ -34,7 +39,9 @@ size of the profile it sends learning frames, finds the NDR and the PDR in one
 MLRsearch (%s; or RFC 2544 binary search), then measures
 latency at 10, 50 and 90 %% of the PDR. It prints a summary table; --report
 writes everything, every trial and the plots. docs/test.md describes the
-profile.
+profile. --calibrate finds the most the tester itself sustains, with its
+ports joined back to back; max_load_from in the profile caps the search
+there, so the tester's limit is not read as the DUT's.
 
 Flags:
 `, tester.Draft)
@@ -84,6 +91,9 @@ Flags:
 	if *live {
 		progress = func(pr tester.Progress) { lw.Live(progressLine(pr)) }
 	}
+	if *calibrate {
+		return runCalibrate(ctx, r, progress, lw, *calibration, *report, table.Options{Wide: *wide})
+	}
 	rep, err := r.Run(ctx, progress)
 	lw.Clear()
 	if err != nil && (rep == nil || !rep.Incomplete) {
@@ -123,6 +133,68 @@ Flags:
 		}
 	}
 	return code
+}
+
+// runCalibrate runs linerate test --calibrate: the profile's search on a
+// loopback, a table of what the tester sustains per frame size, and the
+// file for max_load_from.
+func runCalibrate(ctx context.Context, r *tester.Runner, progress func(tester.Progress), lw *liveWriter,
+	path, report string, o table.Options) int {
+	c, rep, err := r.Calibrate(ctx, progress)
+	lw.Clear()
+	if rep != nil && report != "" && len(rep.Sizes) > 0 {
+		if _, werr := rep.WriteDir(report); werr != nil {
+			return fail("report: %v", werr)
+		}
+	}
+	if err != nil {
+		return fail("calibration: %v", err)
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := c.WriteJSON(fh); err != nil {
+		fh.Close()
+		return fail("%s: %v", path, err)
+	}
+	if err := fh.Close(); err != nil {
+		return fail("%v", err)
+	}
+	if err := writeCalibration(os.Stdout, c, rep, path, o); err != nil {
+		return fail("%v", err)
+	}
+	return 0
+}
+
+// writeCalibration prints a row per frame size: the tester's Max Load, as
+// a share of what the calibration tried and of the line rate.
+func writeCalibration(w io.Writer, c *tester.Calibration, rep *tester.Report, path string, o table.Options) error {
+	cols := table.Cols("FRAME", "MAX LOAD", "GBIT/S", "LINE", "TRIED UP TO", "TRIALS", "RESULT")
+	for _, i := range []int{1, 2, 3, 4, 5} {
+		cols[i].Right = true
+	}
+	cols[6].Wrap = true
+	t := table.New(cols...)
+	for i, s := range c.Sizes {
+		line := "-"
+		if i < len(rep.Sizes) && rep.Sizes[i].LineRate > 0 {
+			line = fmt.Sprintf("%.1f%%", 100*s.MaxLoad/rep.Sizes[i].LineRate)
+		}
+		result := "regular"
+		if !s.Regular {
+			result = s.Reason
+		}
+		t.Add(s.Name, rate(s.MaxLoad)+"pps", fmt.Sprintf("%.3f", tester.Gbits(s.MaxLoad, s.Size)), line,
+			rate(s.SearchMax)+"pps", fmt.Sprint(s.Trials), result)
+	}
+	if err := t.Write(w, o); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return table.Text(w, o, 0, fmt.Sprintf("Tester calibration (%s), %s. Written to %s: set max_load_from = %q "+
+		"in the profile's [test] to cap each frame size's Max Load there. Where MAX LOAD is what it tried up to, "+
+		"the tester kept up with all of it.", c.Method, c.Goal, path, path))
 }
 
 // liveWriter is stderr with a live line on it: whatever else is written
@@ -177,54 +249,88 @@ func progressLine(pr tester.Progress) string {
 }
 
 // writeTestSummary prints the results table (a row per frame size, search
-// and loss ratio) and the latency table.
+// and goal, in draft-15's terms), the latency table (a row per share of the
+// PDR and stream), and the notes: the irregular results and why, and what
+// the tester itself did to the trials.
 func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
-	cols := table.Cols("FRAME", "SEARCH", "GOAL", "THROUGHPUT", "GBIT/S", "LINE", "TRIALS", "TIME")
-	for _, i := range []int{3, 4, 5, 6, 7} {
+	cols := table.Cols("FRAME", "SEARCH", "GOAL", "LOWER", "UPPER", "COND", "GBIT/S", "LINE", "REGULAR", "TRIALS", "TIME")
+	for _, i := range []int{3, 4, 5, 6, 7, 9, 10} {
 		cols[i].Right = true
 	}
 	t := table.New(cols...)
-	t.Key = 1
-	var limited []string
+	t.Key = 3
+	// The irregular results, grouped by reason.
+	var reasons []string
+	irregular := map[string][]string{}
+	irregularAdd := func(reason, what string) {
+		if _, ok := irregular[reason]; !ok {
+			reasons = append(reasons, reason)
+		}
+		irregular[reason] = append(irregular[reason], what)
+	}
 	for _, s := range rep.Sizes {
 		for _, sr := range s.Searches {
 			for _, r := range sr.Results {
-				tp := strings.TrimSpace(human(r.Lower)) + "pps"
+				goal := tester.GoalName(r)
+				lower, upper, cond, regular := r.Lower, 0.0, 0.0, "-"
+				if r.UpperFound {
+					upper = r.Upper
+				}
+				if g := r.Goal; g != nil {
+					upper, cond, regular = g.RelevantUpperBound, g.ConditionalThroughput, "yes"
+					if !g.Regular {
+						regular = "no"
+						irregularAdd(g.Reason, fmt.Sprintf("%s %s %s", sizeLabel(s), sr.Algorithm, goal))
+					}
+				}
+				tp := rate(lower)
 				if !r.LowerFound {
 					tp = "<" + tp // nothing passed, down to the minimum load
 				}
 				if l := sr.Limited(r.LossRatio); l != nil {
 					tp += "*"
-					limited = append(limited, fmt.Sprintf("%s B %s %s: tester-limited at %spps", s.Name, sr.Algorithm,
-						goalName(r.LossRatio), strings.TrimSpace(human(l.Rate))))
+					if r.Goal == nil {
+						irregularAdd(fmt.Sprintf("tester-limited at %.0f pps", l.Rate), fmt.Sprintf("%s %s %s", sizeLabel(s), sr.Algorithm, goal))
+					}
 				}
 				line := "-"
 				if s.LineRate > 0 {
 					line = fmt.Sprintf("%.1f%%", 100*r.Lower/s.LineRate)
 				}
-				t.Add(s.Name, sr.Algorithm, goalName(r.LossRatio), tp, fmt.Sprintf("%.3f", tester.Gbits(r.Lower, s.Size)),
-					line, fmt.Sprint(len(sr.Trials)), sr.Wall.Round(1e8).String())
+				t.Add(s.Name, sr.Algorithm, goal, tp, rate(upper), rate(cond), fmt.Sprintf("%.3f", tester.Gbits(r.Lower, s.Size)),
+					line, regular, fmt.Sprint(len(sr.Trials)), sr.Wall.Round(1e8).String())
 			}
 		}
 	}
 	if err := t.Write(w, o); err != nil {
 		return err
 	}
-	lat := table.Cols("FRAME", "LOAD", "PACKETS", "MIN", "P50", "P90", "P99", "P99.9", "MAX")
-	for i := 1; i < len(lat); i++ {
+	lat := table.Cols("FRAME", "LOAD", "STREAM", "PACKETS", "MIN", "P50", "P90", "P99", "P99.9", "MAX")
+	for i := 3; i < len(lat); i++ {
 		lat[i].Right = true
 	}
+	lat[2].Wrap = true
 	lt := table.New(lat...)
-	lt.Key = 1
+	lt.Key = 3
 	for _, s := range rep.Sizes {
 		for _, l := range s.Latency {
-			h := l.Trial.Latency
 			load := fmt.Sprintf("%g%% PDR", 100*l.Share)
-			if h == nil {
-				lt.Add(s.Name, load, "0", "-", "-", "-", "-", "-", "-")
-				continue
+			// One row per stream: each direction of a bidirectional test
+			// apart, as the merged figures would hide the slower one.
+			for _, d := range l.Directions {
+				if h := d.Latency; h == nil {
+					lt.Add(s.Name, load, d.Stream, "0", "-", "-", "-", "-", "-", "-")
+				} else {
+					lt.Add(s.Name, load, d.Stream, fmt.Sprint(h.Count), dur(h.Min), dur(h.P50), dur(h.P90), dur(h.P99), dur(h.P999), dur(h.Max))
+				}
 			}
-			lt.Add(s.Name, load, fmt.Sprint(h.Count), dur(h.Min), dur(h.P50), dur(h.P90), dur(h.P99), dur(h.P999), dur(h.Max))
+			if len(l.Directions) == 0 { // a report from before directions
+				if h := l.Trial.Latency; h == nil {
+					lt.Add(s.Name, load, "all", "0", "-", "-", "-", "-", "-", "-")
+				} else {
+					lt.Add(s.Name, load, "all", fmt.Sprint(h.Count), dur(h.Min), dur(h.P50), dur(h.P90), dur(h.P99), dur(h.P999), dur(h.Max))
+				}
+			}
 		}
 	}
 	if len(lt.Rows) > 0 {
@@ -233,11 +339,34 @@ func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
 			return err
 		}
 	}
-	notes := []string{fmt.Sprintf("Search: %s at %.2g%% precision, final trials of %v. Latency timestamps: %s.",
+	notes := []string{fmt.Sprintf("Search: %s at %.2g%% precision, final trials of %v. LOWER and UPPER are the Relevant "+
+		"Lower and Upper Bounds in pps (LOWER is the throughput), COND the Conditional Throughput (draft-15 terms; "+
+		"draft-01 and binary search as RFC 2544's goal). Latency timestamps: %s.",
 		searchName(rep), 100*rep.Precision, rep.Final, rep.Timestamps)}
-	if len(limited) > 0 {
-		notes = append(notes, "* Irregular: the tester could not send the load asked for, and its shortfall counted as the DUT's loss; "+
-			"the DUT may do better than shown. "+strings.Join(limited, "; ")+". Run on an idle, pinned tester, or lower max_rate.")
+	if rep.MaxLoadFrom != "" {
+		var capped []string
+		for _, s := range rep.Sizes {
+			if s.CalibratedMax > 0 {
+				capped = append(capped, fmt.Sprintf("%s at %.0f pps", sizeLabel(s), s.CalibratedMax))
+			}
+		}
+		n := "Max Load: calibrated (" + rep.MaxLoadFrom + ")"
+		if len(capped) > 0 {
+			n += "; capped " + strings.Join(capped, ", ")
+		}
+		notes = append(notes, n+".")
+	}
+	if len(reasons) > 0 {
+		n := "Irregular:"
+		for _, r := range reasons {
+			n += " " + strings.Join(irregular[r], ", ") + ": " + r + "."
+		}
+		if testerLimited(rep) {
+			n += " * tester-limited: the tester could not send the load asked for (its shortfall counted as the DUT's loss), " +
+				"or the DUT kept up with its calibrated maximum; the DUT may do better than shown. " +
+				"Run on an idle, pinned tester, or calibrate it (linerate test --calibrate)."
+		}
+		notes = append(notes, n)
 	}
 	if rep.Incomplete {
 		notes = append([]string{"INCOMPLETE: the run was stopped (" + rep.Stopped + "); the results are what its final-duration trials had found so far."}, notes...)
@@ -255,6 +384,7 @@ func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
 			"(the DUT held them; drain %v); counted in neither trial (report: late_from_earlier). A longer drain may be needed.",
 			late, lateTrials, rep.Drain))
 	}
+	notes = append(notes, testerNote(rep.Tester))
 	for _, n := range notes {
 		fmt.Fprintln(w)
 		if err := table.Text(w, o, 0, n); err != nil {
@@ -264,19 +394,68 @@ func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
 	return nil
 }
 
-func goalName(r float64) string {
-	if r == 0 {
-		return "NDR"
+// sizeLabel is "64 B", or "IMIX".
+func sizeLabel(s tester.SizeReport) string {
+	if s.Size == tester.IMIXSize {
+		return s.Name
 	}
-	return fmt.Sprintf("PDR %g%%", 100*r)
+	return s.Name + " B"
+}
+
+// testerLimited: some result of rep is marked tester-limited.
+func testerLimited(rep *tester.Report) bool {
+	for _, s := range rep.Sizes {
+		for _, sr := range s.Searches {
+			if len(sr.Irregular) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rate is a load in pps for the table, "-" for none.
+func rate(pps float64) string {
+	if pps <= 0 {
+		return "-"
+	}
+	return strings.TrimSpace(human(pps))
+}
+
+// testerNote sums up the tester's retries and shortfall over the run.
+func testerNote(s tester.TesterSummary) string {
+	if s.Retried == 0 && s.Short == 0 {
+		return fmt.Sprintf("Tester: %d trials, none retried or short of its load.", s.Trials)
+	}
+	n := fmt.Sprintf("Tester: %d trials; %d retried (%d reruns in all) for falling short of their load", s.Trials, s.Retried, s.Retries)
+	if s.Short == 0 {
+		return n + "; none still short after its retries."
+	}
+	return n + fmt.Sprintf("; %d still short after %d retries: %d of the %d packets they asked for went unsent (%.3g%%, "+
+		"counted as lost), at worst %.3g%% of a trial at %spps.", s.Short, tester.TesterRetries, s.ShortPackets, s.ShortAsked,
+		100*float64(s.ShortPackets)/float64(max(s.ShortAsked, 1)), 100*s.Worst, strings.TrimSpace(human(s.WorstRate)))
 }
 
 func searchName(rep *tester.Report) string {
-	switch rep.Algorithm {
-	case "binary":
-		return "RFC 2544 binary search"
-	case "both":
-		return "MLRsearch (" + rep.Draft + ") and RFC 2544 binary search"
+	names := map[string]string{"binary": "RFC 2544 binary search", "mlrsearch": "MLRsearch (" + tester.Draft + ")",
+		"mlrsearch-15": "MLRsearch (" + search.Draft15 + ")"}
+	algs := rep.Algorithms
+	if len(algs) == 0 { // a report from before algorithms
+		algs = []string{rep.Algorithm}
+		if rep.Algorithm == "both" {
+			algs = []string{"mlrsearch", "binary"}
+		}
 	}
-	return "MLRsearch (" + strings.TrimSpace(rep.Draft) + ")"
+	var out []string
+	for _, a := range algs {
+		if n, ok := names[a]; ok {
+			out = append(out, n)
+		} else {
+			out = append(out, "MLRsearch ("+strings.TrimSpace(rep.Draft)+")")
+		}
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " and " + out[len(out)-1]
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/linerate/linerate/tester"
 )
 
 // linerate test on the wire example: every frame size and the IMIX in the
@@ -29,7 +31,7 @@ func TestTestCommand(t *testing.T) {
 			t.Errorf("no latency row at 50%% of the PDR for %s", size)
 		}
 	}
-	if !rowStarts(out, "64", "mlrsearch", "NDR", "20.00kpps") {
+	if !rowStarts(out, "64", "mlrsearch", "NDR", "20.00k") {
 		t.Errorf("the wire's NDR at 64 bytes is not the maximum load, 20 kpps:\n%s", out)
 	}
 	for _, f := range []string{"report.json", "results.csv", "trials.csv", "throughput.png", "throughput.svg",
@@ -136,5 +138,32 @@ func TestTestDUTHelp(t *testing.T) {
 	out, _, code := runCLI(t, "test", "--dut-help")
 	if code != 0 || !strings.Contains(out, "dpdk-testpmd") || !strings.Contains(out, "ip_forward") {
 		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// linerate test --calibrate on the wire example (a loopback: tg0 straight
+// to tg1) writes a calibration that the profile's max_load_from reads, and
+// says how to use it.
+func TestTestCalibrate(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "calibration.json")
+	profile := filepath.Join("..", "..", "docs", "examples", "test", "wire.toml")
+	out, errOut, code := runCLI(t, "test", "--calibrate", "-c", profile, "--calibration", cal, "--live=false")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Log(out)
+	checkWidth(t, "linerate test --calibrate", out)
+	c, err := tester.ReadCalibration(cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sizes) != 4 || c.Sizes[3].Name != "IMIX" || !strings.Contains(out, "max_load_from") {
+		t.Errorf("calibration %+v", c)
+	}
+	for _, s := range c.Sizes {
+		if !rowStarts(out, s.Name) || s.MaxLoad <= 0 || s.MaxLoad > s.SearchMax {
+			t.Errorf("frame size %s: max load %.0f of %.0f tried, row shown %v", s.Name, s.MaxLoad, s.SearchMax, rowStarts(out, s.Name))
+		}
 	}
 }
