@@ -225,7 +225,7 @@ func (d *db) result(ratio float64) Result {
 // It is Regular when both bounds were found within the precision; its
 // Conditional Throughput is the lower bound's trial's forwarding rate.
 func (d *db) goalResult(r Result) *GoalResult {
-	g := SearchGoal{Name: fmt.Sprintf("loss %g", r.LossRatio), FinalTrialDuration: d.p.FinalDuration,
+	g := SearchGoal{FinalTrialDuration: d.p.FinalDuration,
 		DurationSum: d.p.FinalDuration, LossRatio: r.LossRatio, Width: d.p.Precision}
 	gr := &GoalResult{Goal: g}
 	if r.LowerFound {
