@@ -126,6 +126,7 @@ func newDecoder(s *plugins.Setup) (plugins.Stage, error) {
 // Process reduces each coded packet and delivers what is decoded.
 func (d *decoder) Process(ctx *plugins.Context, b *packet.Burst) {
 	d.ctx = ctx
+	d.warm(b)
 	for i := 0; i < b.N; i++ {
 		d.take(ctx, b.H[i])
 	}

@@ -124,6 +124,7 @@ func checkHints(k, n, maxBlock int) error {
 // Process keeps innovative packets and sends what each link is owed.
 func (r *recoder) Process(ctx *plugins.Context, b *packet.Burst) {
 	r.ctx = ctx
+	r.warm(b)
 	for i := 0; i < b.N; i++ {
 		r.take(ctx, b.H[i])
 	}

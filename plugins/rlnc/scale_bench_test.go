@@ -37,7 +37,7 @@ func BenchmarkScale(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 16))
 	tm := scaleTemplates(b, r, 8, k, n)
 	for _, kind := range []string{"decoder", "recoder"} {
-		for _, g := range []int{1, 100, 10000} {
+		for _, g := range []int{1, 100, 1000, 10000} {
 			b.Run(fmt.Sprintf("%s/generations=%d", kind, g), func(b *testing.B) {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()

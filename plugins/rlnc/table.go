@@ -16,11 +16,18 @@ func mix(k uint64) uint64 {
 
 // table maps 64-bit keys (already mixed) to int32 values by open addressing
 // with linear probing and backward-shift deletion. Equal keys may repeat (the
-// session table stores hashes); del removes one (key, value) pair.
+// session table stores hashes); del removes one (key, value) pair. A key and
+// its value share an entry, so a probe that hits costs one cache line: with
+// thousands of sessions the table is out of cache, and every packet looks up
+// its session.
 type table struct {
-	keys []uint64
-	vals []int32 // -1: empty
+	e    []entry
 	mask int
+}
+
+type entry struct {
+	key uint64
+	val int32 // -1: empty
 }
 
 func newTable(n int) table {
@@ -28,9 +35,9 @@ func newTable(n int) table {
 	for size < 2*n {
 		size <<= 1
 	}
-	t := table{keys: make([]uint64, size), vals: make([]int32, size), mask: size - 1}
-	for i := range t.vals {
-		t.vals[i] = -1
+	t := table{e: make([]entry, size), mask: size - 1}
+	for i := range t.e {
+		t.e[i].val = -1
 	}
 	return t
 }
@@ -40,9 +47,9 @@ func (t *table) next(i int) int     { return (i + 1) & t.mask }
 
 // get returns the value of the first entry with key k, or -1.
 func (t *table) get(k uint64) int32 {
-	for i := t.start(k); t.vals[i] >= 0; i = t.next(i) {
-		if t.keys[i] == k {
-			return t.vals[i]
+	for i := t.start(k); t.e[i].val >= 0; i = t.next(i) {
+		if t.e[i].key == k {
+			return t.e[i].val
 		}
 	}
 	return -1
@@ -51,34 +58,34 @@ func (t *table) get(k uint64) int32 {
 // put adds (k, v). The caller keeps the table at most half full.
 func (t *table) put(k uint64, v int32) {
 	i := t.start(k)
-	for t.vals[i] >= 0 {
+	for t.e[i].val >= 0 {
 		i = t.next(i)
 	}
-	t.keys[i], t.vals[i] = k, v
+	t.e[i] = entry{k, v}
 }
 
 // del removes the entry (k, v), if present.
 func (t *table) del(k uint64, v int32) {
 	i := t.start(k)
 	for {
-		if t.vals[i] < 0 {
+		if t.e[i].val < 0 {
 			return
 		}
-		if t.keys[i] == k && t.vals[i] == v {
+		if t.e[i] == (entry{k, v}) {
 			break
 		}
 		i = t.next(i)
 	}
 	// Backward shift: move later entries of the cluster into the hole when
 	// their home is not between the hole and them.
-	for j := t.next(i); t.vals[j] >= 0; j = t.next(j) {
-		h := t.start(t.keys[j])
+	for j := t.next(i); t.e[j].val >= 0; j = t.next(j) {
+		h := t.start(t.e[j].key)
 		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
-			t.keys[i], t.vals[i] = t.keys[j], t.vals[j]
+			t.e[i] = t.e[j]
 			i = j
 		}
 	}
-	t.vals[i] = -1
+	t.e[i].val = -1
 }
 
 // links are the prev/next indices of elements that sit on one kind of list.
