@@ -54,6 +54,9 @@ type valueOut struct {
 	Scale     float64   `json:"scale,omitempty"`
 	Value     *float64  `json:"value"`
 	Samples   []float64 `json:"samples,omitempty"`
+	// Spread is (max − min) / median of the samples: how far the runs
+	// disagreed, which a loaded machine widens.
+	Spread *float64 `json:"spread,omitempty"`
 }
 
 // curveOut is a scaling curve: a benchmark path's cost by state size.
@@ -200,8 +203,13 @@ func (r *results) evaluate(f figure) figureOut {
 		if rf.Scale != 0 {
 			scale, v.Scale = rf.Scale, rf.Scale
 		}
-		m := median(vals) * scale
+		med := median(vals)
+		m := med * scale
 		v.Value, v.Samples = &m, vals
+		if len(vals) > 1 && med != 0 {
+			sp := math.Abs((slices.Max(vals) - slices.Min(vals)) / med)
+			v.Spread = &sp
+		}
 		return v, "", ""
 	}
 	var st, why string
