@@ -248,9 +248,10 @@ func TestFlags(t *testing.T) {
 }
 
 // TestQuick runs the quick mode (make bench-quick) on one cheap package
-// with the real spec, plus a figure whose benchmark does not exist: it must
-// write a report.json of the documented schema, a table of at most 100
-// columns and a raw file that reads back, and report the figure "missing".
+// with the real spec, plus a figure whose benchmark does not exist and a
+// package that does not: it must write a report.json of the documented
+// schema, a table of at most 100 columns and a raw file that reads back,
+// and report the figures "missing" and "failed" instead of stopping.
 func TestQuick(t *testing.T) {
 	root, module, err := moduleRoot()
 	if err != nil {
@@ -259,16 +260,27 @@ func TestQuick(t *testing.T) {
 	out := t.TempDir()
 	var log bytes.Buffer
 	c := config{options: options{Short: true, Count: 1, Out: out, Root: root,
-		Pkg: regexp.MustCompile(`^\./appliance/packet$`), Timeout: 5 * 60e9},
-		Runs: runs, Discover: false,
-		Figures: append(append([]figure(nil), figures...), figure{ID: "test.missing", Title: "not yet",
-			Of: ref{Pkg: "./appliance/packet", Name: "BenchmarkNotYet", Metric: "ns/pkt"}, Where: issue28})}
+		Pkg: regexp.MustCompile(`^\./(appliance/packet|no/such/package)$`), Timeout: 5 * 60e9},
+		Runs: append(append([]run(nil), runs...), run{Pkg: "./no/such/package", Bench: "."}), Discover: false,
+		Figures: append(append([]figure(nil), figures...),
+			figure{ID: "test.missing", Title: "not yet",
+				Of: ref{Pkg: "./appliance/packet", Name: "BenchmarkNotYet", Metric: "ns/pkt"}, Where: issue28},
+			figure{ID: "test.failed", Title: "no such package",
+				Of: ref{Pkg: "./no/such/package", Name: "BenchmarkX", Metric: "ns/pkt"}, Where: issue28})}
 	rep, err := generate(context.Background(), c, module, &log)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if len(rep.Runs) != 1 || rep.Runs[0].Error != "" || rep.Runs[0].Results == 0 {
+	if len(rep.Runs) != 2 || rep.Runs[1].Error == "" {
 		t.Fatalf("runs %+v\n%s", rep.Runs, log.String())
+	}
+	// A package that does not build today is its own tests' failure, not
+	// this one's: the report must then say "failed", and still be whole.
+	broken := rep.Runs[0].Error != ""
+	if broken {
+		t.Logf("appliance/packet failed: %s", rep.Runs[0].Error)
+	} else if rep.Runs[0].Results == 0 {
+		t.Fatalf("no results\n%s", log.String())
 	}
 
 	b, err := os.ReadFile(filepath.Join(out, "report.json"))
@@ -302,10 +314,18 @@ func TestQuick(t *testing.T) {
 			walk = f
 		}
 	}
-	if status["test.missing"] != statusMissing || status["engine.forward"] != statusNotRun {
+	wantMissing := statusMissing
+	if broken {
+		wantMissing = statusFailed
+	}
+	if status["test.missing"] != wantMissing || status["engine.forward"] != statusNotRun ||
+		status["test.failed"] != statusFailed {
 		t.Errorf("statuses %v", status)
 	}
-	if walk.Ratio == nil || *walk.Of.Value <= 0 || *walk.Base.Value <= 0 {
+	switch {
+	case broken && (walk.Status != statusFailed || walk.Note == ""):
+		t.Errorf("packet.walk of a failed run: %+v", walk)
+	case !broken && (walk.Ratio == nil || *walk.Of.Value <= 0 || *walk.Base.Value <= 0):
 		t.Errorf("packet.walk: %+v", walk)
 	}
 
@@ -318,7 +338,7 @@ func TestQuick(t *testing.T) {
 			t.Errorf("%d columns: %s", utf8.RuneCountInString(l), l)
 		}
 	}
-	if !strings.Contains(string(table), "header walk vs gopacket") {
+	if !strings.Contains(string(table), "header walk vs gopacket") || !strings.Contains(string(table), "load:") {
 		t.Errorf("table without the header walk:\n%s", table)
 	}
 
