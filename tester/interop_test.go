@@ -156,6 +156,24 @@ precision = 0.1
 catch_up = "400ms"`
 )
 
+// capGoals are draft-15's goals for the capacity tests: NDR and PDR with
+// capTrial's final trial and width, judged on two Full-Length trials a load
+// with CSIT's exceed ratio.
+const capGoals = `
+[[test.goals]]
+preset = "ndr"
+final_trial_duration = "5s"
+duration_sum = "10s"
+initial_trial_duration = "500ms"
+width = 0.1
+[[test.goals]]
+preset = "pdr"
+final_trial_duration = "5s"
+duration_sum = "10s"
+initial_trial_duration = "500ms"
+width = 0.1
+`
+
 const stream = `
 [[test.streams]]
 tx = "tg0"
@@ -260,6 +278,7 @@ func TestKnownLossDUT(t *testing.T) {
 	l.startDUT(t, strings.Replace(capDUT("9472kbit", 0), "loss = 0\n", fmt.Sprintf("loss_pattern = %q\n", pattern), 1))
 	rep := l.runTest(t, profile(t, `
 [test]
+algorithms = ["mlrsearch", "mlrsearch-15"]
 frame_sizes = [128]
 `+capTrial+`
 max_rate = "16kpps"
@@ -267,19 +286,62 @@ min_rate = "1kpps"
 warmup = "100ms"
 drain = "200ms"
 latency = []
-`+stream), nil)
-	s := rep.Sizes[0].Searches[0]
-	ndr, pdr := s.Results[0], s.Results[1]
-	lowest := math.Inf(1)
-	for _, tr := range s.Trials {
-		lowest = math.Min(lowest, tr.Rate)
+`+stream+capGoals), nil)
+	for _, s := range rep.Sizes[0].Searches {
+		ndr, pdr := s.Results[0], s.Results[1]
+		lowest := math.Inf(1)
+		for _, tr := range s.Trials {
+			lowest = math.Min(lowest, tr.Rate)
+		}
+		if ndr.LowerFound || ndr.Lower > lowest {
+			t.Errorf("%s: NDR %.0f pps (found %v) on a DUT that loses one packet in a thousand; lowest load tried %.0f",
+				s.Algorithm, ndr.Lower, ndr.LowerFound, lowest)
+		}
+		if g := ndr.Goal; g == nil || g.Regular {
+			t.Errorf("%s: NDR goal %+v: want it Irregular, no load lossless", s.Algorithm, g)
+		}
+		if !pdr.LowerFound || math.Abs(pdr.Lower-capPPS) > capPrecision*capPPS {
+			t.Errorf("%s: PDR %.0f pps: the cap is %d pps, precision %g", s.Algorithm, pdr.Lower, capPPS, capPrecision)
+		}
 	}
-	if ndr.LowerFound || ndr.Lower > lowest {
-		t.Errorf("NDR %.0f pps (found %v) on a DUT that loses one packet in a thousand; lowest load tried %.0f", ndr.Lower, ndr.LowerFound, lowest)
+}
+
+// Draft-15 beside draft-01 on the capped linerate DUT: both find the cap
+// as the NDR, within the precision, draft-15's result Regular with its
+// Conditional Throughput; the log has the trials and time each took.
+func TestMLR15AgainstMLR01DUT(t *testing.T) {
+	requireSpeed(t)
+	l := newLab(t)
+	const capPPS = 8000
+	l.startDUT(t, capDUT("9472kbit", 0))
+	rep := l.runTest(t, profile(t, `
+[test]
+algorithms = ["mlrsearch-15", "mlrsearch"]
+frame_sizes = [128]
+`+capTrial+`
+max_rate = "16kpps"
+min_rate = "1kpps"
+warmup = "100ms"
+drain = "200ms"
+latency = []
+`+stream+capGoals), nil)
+	m15, m01 := rep.Sizes[0].Searches[0], rep.Sizes[0].Searches[1]
+	if m15.Algorithm != "mlrsearch-15" || m01.Algorithm != "mlrsearch" {
+		t.Fatalf("searches %s, %s", m15.Algorithm, m01.Algorithm)
 	}
-	if !pdr.LowerFound || math.Abs(pdr.Lower-capPPS) > capPrecision*capPPS {
-		t.Errorf("PDR %.0f pps: the cap is %d pps, precision %g", pdr.Lower, capPPS, capPrecision)
+	for _, s := range []SearchReport{m15, m01} {
+		ndr := s.Results[0]
+		if !ndr.LowerFound || math.Abs(ndr.Lower-capPPS) > capPrecision*capPPS {
+			t.Errorf("%s: NDR %.0f pps: the cap is %d pps, precision %g", s.Algorithm, ndr.Lower, capPPS, capPrecision)
+		}
 	}
+	if g := m15.Results[0].Goal; g == nil || g.ConditionalThroughput <= 0 || g.RelevantUpperBound <= g.RelevantLowerBound {
+		t.Errorf("draft-15 NDR: %+v", g)
+	} else if !g.Regular {
+		t.Logf("draft-15 NDR irregular: %s", g.Reason) // the tester, preempted, may shape it
+	}
+	t.Logf("draft-15 %d trials, %v of trials, %v wall; draft-01 %d trials, %v, %v",
+		len(m15.Trials), m15.TrialTime, m15.Wall, len(m01.Trials), m01.TrialTime, m01.Wall)
 }
 
 // MLRsearch and binary search on the same DUT at the same precision and
@@ -402,6 +464,7 @@ func TestTestpmdDUT(t *testing.T) {
 	}
 	rep := l.runTest(t, profile(t, `
 [test]
+algorithms = ["mlrsearch", "mlrsearch-15"]
 frame_sizes = [128]
 final_duration = "1s"
 initial_duration = "250ms"
@@ -412,10 +475,19 @@ warmup = "200ms"
 drain = "200ms"
 latency = [0.5]
 latency_duration = "500ms"
-`+stream), nil)
-	res := rep.Sizes[0].Searches[0].Results
-	if !res[1].LowerFound {
-		t.Errorf("no load passed through testpmd, down to %.0f pps", res[1].Lower)
+`+stream+`
+[[test.goals]]
+preset = "pdr"
+final_trial_duration = "1s"
+duration_sum = "2s"
+initial_trial_duration = "250ms"
+width = 0.05
+`), nil)
+	for _, s := range rep.Sizes[0].Searches {
+		res := s.Results
+		if pdr := res[len(res)-1]; !pdr.LowerFound || pdr.Goal == nil || pdr.Goal.RelevantLowerBound == 0 {
+			t.Errorf("%s: no load passed through testpmd, down to %.0f pps", s.Algorithm, pdr.Lower)
+		}
 	}
 	if rep.Sizes[0].Latency[0].Trial.Latency == nil {
 		t.Error("no latency samples through testpmd")
