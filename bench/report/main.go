@@ -161,7 +161,9 @@ func generate(ctx context.Context, c config, module string, log io.Writer) (*rep
 	}
 	rep.Curves = res.curves()
 	for _, cv := range rep.Curves {
-		rep.Figures = append(rep.Figures, scaleFigure(cv))
+		if len(cv.Points) >= 2 { // one size is no curve (BenchmarkUpdate4/routes=1000000)
+			rep.Figures = append(rep.Figures, scaleFigure(cv))
+		}
 	}
 	if rep.Curves == nil {
 		rep.Curves = []curveOut{}

@@ -54,6 +54,9 @@ var sampleFigures = []figure{
 	{ID: "skippedrun", Title: "dpdk", Of: ref{Pkg: "./skipped", Name: "BenchmarkX", Metric: "ns/op"}},
 	{ID: "skippedbench", Title: "veth", Of: ref{Pkg: "./a", Name: "BenchmarkVeth/size=64", Metric: "Mpps"}},
 	{ID: "notrun", Title: "left out", Of: ref{Pkg: "./c", Name: "BenchmarkX", Metric: "ns/op"}},
+	{ID: "max", Title: "largest table", Of: ref{Pkg: "./a", Name: "BenchmarkLookup/traffic=cold/routes=max", Metric: "ns/lookup"},
+		Base: ref{Pkg: "./a", Name: "BenchmarkLookup/traffic=cold/routes=10", Metric: "ns/lookup"}, Goal: goal{"<=", 1.5}},
+	{ID: "nomax", Title: "no such table", Of: ref{Pkg: "./a", Name: "BenchmarkLookup/traffic=warm/routes=max", Metric: "ns/lookup"}},
 }
 
 // TestEvaluate: each figure's value is the median of its samples, the ratio
@@ -70,6 +73,7 @@ func TestEvaluate(t *testing.T) {
 		"info": {statusInfo, 0}, "missing": {statusMissing, 0}, "nometric": {statusMissing, 0},
 		"failed": {statusFailed, 0}, "skippedrun": {statusSkipped, 0},
 		"skippedbench": {statusSkipped, 0}, "notrun": {statusNotRun, 0},
+		"max": {statusNotMet, 8}, "nomax": {statusMissing, 0},
 	}
 	for _, f := range sampleFigures {
 		got := res.evaluate(f)
@@ -89,6 +93,13 @@ func TestEvaluate(t *testing.T) {
 	}
 	if f := res.evaluate(sampleFigures[0]); *f.Of.Value != 20 || len(f.Of.Samples) != 3 {
 		t.Errorf("engine: value %v samples %v, want the median 20 of 3", *f.Of.Value, f.Of.Samples)
+	}
+	for _, f := range sampleFigures {
+		if f.ID == "max" {
+			if got := res.evaluate(f).Of.Benchmark; got != "BenchmarkLookup/traffic=cold/routes=1000000" {
+				t.Errorf("routes=max resolved to %s", got)
+			}
+		}
 	}
 }
 

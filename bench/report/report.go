@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -145,8 +146,46 @@ func (r *results) add(l line) {
 	b.Runs = append(b.Runs, s)
 }
 
+// resolveMax gives a name with a size element "KEY=max" the largest size
+// this run has of it ("BenchmarkLookup6/traffic=hot/routes=max" is
+// …/routes=230000, or less under -short), or the name unchanged.
+func (r *results) resolveMax(pkg, name string) string {
+	elems := strings.Split(name, "/")
+	at := -1
+	for i, e := range elems {
+		if strings.HasSuffix(e, "=max") && sizeElem.MatchString(strings.TrimSuffix(e, "max")+"1") {
+			at = i
+		}
+	}
+	if at < 0 {
+		return name
+	}
+	best, bestN := name, int64(-1)
+	for _, b := range r.benches {
+		e := strings.Split(b.Name, "/")
+		if b.Pkg != pkg || len(e) != len(elems) {
+			continue
+		}
+		same := true
+		for i := range e {
+			if i != at && e[i] != elems[i] {
+				same = false
+			}
+		}
+		m := sizeElem.FindStringSubmatch(e[at])
+		if !same || m == nil || m[1] != strings.TrimSuffix(elems[at], "=max") {
+			continue
+		}
+		if n, err := strconv.ParseInt(m[2], 10, 64); err == nil && n > bestN {
+			best, bestN = b.Name, n
+		}
+	}
+	return best
+}
+
 // samples are a result's values of one metric; why says why there are none.
 func (r *results) samples(rf ref) (vals []float64, status, why string) {
+	rf.Name = r.resolveMax(rf.Pkg, rf.Name)
 	if b := r.by[key(rf.Pkg, rf.Name)]; b != nil {
 		for _, s := range b.Runs {
 			if v, ok := s.Metrics[rf.Metric]; ok {
@@ -194,7 +233,7 @@ func (r *results) evaluate(f figure) figureOut {
 		out.Goal = &g
 	}
 	side := func(rf ref) (valueOut, string, string) {
-		v := valueOut{Pkg: rf.Pkg, Benchmark: rf.Name, Metric: rf.Metric}
+		v := valueOut{Pkg: rf.Pkg, Benchmark: r.resolveMax(rf.Pkg, rf.Name), Metric: rf.Metric}
 		vals, st, why := r.samples(rf)
 		if st != "" {
 			return v, st, why
