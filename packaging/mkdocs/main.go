@@ -99,6 +99,56 @@ func roff(s string) string {
 	return b.String()
 }
 
+// environment is the man page's ENVIRONMENT: the variables a user may set
+// (TestManEnvironment checks that every LINERATE_* variable the code reads
+// is here or is one of its internal ones) and systemd's that linerate reads.
+const environment = `.SH ENVIRONMENT
+.TP
+.B LINERATE_CONTROL
+The control API's address for every command: where \fBrun\fR listens,
+whatever the config's [control] listen says, and where \fBstatus\fR,
+\fBreload\fR, \fBroute\fR, \fBstamp\fR and the other clients dial when no
+\fB\-\-control\fR is given: unix:PATH or HOST:PORT.
+.TP
+.B LINERATE_KERNEL_DISABLE
+Kernel features linerate is to take as missing, comma-separated, by the
+names \fBlinerate doctor\fR gives them, or \fBall\fR: to try the fallbacks
+(a stage that runs in Go instead of XDP) on a kernel that has the feature.
+.TP
+.B NOTIFY_SOCKET
+Set by systemd (Type=notify): \fBrun\fR says READY=1, RELOADING=1 and
+STOPPING=1 there, and logs as under \fB\-\-log\-format json\fR.
+.TP
+.B JOURNAL_STREAM
+Set by systemd: when it names linerate's stderr, log lines carry the
+journal's priority prefix.
+.TP
+.B XDG_RUNTIME_DIR
+Where a user other than root gets the control socket, in place of
+/run/linerate.
+`
+
+// exitStatus is the man page's EXIT STATUS: TestManExitStatus checks that
+// every status the commands return is here.
+const exitStatus = `.SH EXIT STATUS
+.TP
+.B 0
+Success; \fB\-\-help\fR too.
+.TP
+.B 1
+An error: a config that does not validate, a port or stage that fails to
+start, a refused reload (so that systemctl reload fails), a control API
+that does not answer.
+.TP
+.B 2
+A usage error: an unknown command or flag, a missing or extra argument.
+.TP
+.B 130
+Interrupted: \fBrun\fR given a second SIGINT or SIGTERM while it drains
+exits without draining; \fBtest\fR stopped before the end writes its
+report marked incomplete.
+`
+
 // node is a command and what completes after it.
 type node struct {
 	path  []string // the words after linerate
@@ -161,6 +211,7 @@ func run(bin, out string) error {
 		}
 		fmt.Fprintf(&man, ".SS %s\n.nf\n%s.fi\n", strings.Join(n.path, " "), roff(n.help))
 	}
+	man.WriteString(environment + exitStatus)
 	man.WriteString(".SH FILES\n.TP\n/etc/linerate/linerate.toml\nthe service's config (linerate.service)\n" +
 		".TP\n/run/linerate/linerate.sock\nthe control API's socket\n" +
 		".SH SEE ALSO\n/usr/share/doc/linerate/operations.md, /usr/share/doc/linerate/config.md\n")

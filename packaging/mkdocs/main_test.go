@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -68,4 +71,129 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("linerate route --control unix:/x ad<TAB>: %v, want add", got)
 	}
 	t.Logf("%d commands, %d with subcommands", len(tree), withSubs)
+}
+
+// internalEnv are the LINERATE_* variables the code reads that are no
+// user's to set, and why: the man page leaves them out.
+var internalEnv = map[string]string{
+	"LINERATE_PLUGIN":       "go-plugin's handshake cookie: linerate sets it for the plugins it starts",
+	"LINERATE_KERNEL_SKIPS": "make test's file of kernel skips (internal/testenv)",
+}
+
+var manBuild struct {
+	sync.Once
+	man string
+	err error
+}
+
+// manPage builds linerate once and returns the man page mkdocs writes.
+func manPage(t *testing.T) string {
+	t.Helper()
+	manBuild.Do(func() {
+		dir, err := os.MkdirTemp("", "mkdocs")
+		if err != nil {
+			manBuild.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		bin := filepath.Join(dir, "linerate")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/linerate/linerate/appliance/cmd/linerate").CombinedOutput(); err != nil {
+			manBuild.err = fmt.Errorf("build linerate: %v\n%s", err, out)
+			return
+		}
+		if manBuild.err = run(bin, dir); manBuild.err != nil {
+			return
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "linerate.1"))
+		manBuild.man, manBuild.err = string(b), err
+	})
+	if manBuild.err != nil {
+		t.Fatal(manBuild.err)
+	}
+	return manBuild.man
+}
+
+// manSection is the text of section name of the man page man.
+func manSection(t *testing.T, man, name string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(man, "\n.SH "+name+"\n")
+	if !ok {
+		t.Fatalf("the man page has no %s section", name)
+	}
+	sec, _, _ := strings.Cut(rest, "\n.SH ")
+	return sec
+}
+
+// TestManEnvironment: every LINERATE_* variable the code (not its tests)
+// names is in the man page's ENVIRONMENT section, or is internal.
+func TestManEnvironment(t *testing.T) {
+	env := manSection(t, manPage(t), "ENVIRONMENT")
+	files, err := exec.Command("git", "-C", "../..", "ls-files", "*.go").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v", err)
+	}
+	re := regexp.MustCompile(`"(LINERATE_[A-Z0-9_]+)"`)
+	found := map[string]string{}
+	for _, f := range strings.Fields(string(files)) {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			continue // gone from the work tree
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			found[m[1]] = f
+		}
+	}
+	if found["LINERATE_CONTROL"] == "" {
+		t.Fatalf("no LINERATE_CONTROL in the code: the walk is broken (%v)", found)
+	}
+	for v, f := range found {
+		in := strings.Contains(env, "\n.B "+v+"\n")
+		if _, internal := internalEnv[v]; !in && !internal {
+			t.Errorf("%s (%s) is neither in the man page's ENVIRONMENT nor internal", v, f)
+		} else if in && internal {
+			t.Errorf("%s is in the man page and internal", v)
+		}
+	}
+}
+
+// TestManExitStatus: every exit status a command returns (a literal
+// `return N` or `code = N` in appliance/cli) is in the man page's EXIT
+// STATUS section, and the section names no other.
+func TestManExitStatus(t *testing.T) {
+	sec := manSection(t, manPage(t), "EXIT STATUS")
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\n\.B (\d+)\n`).FindAllStringSubmatch("\n"+sec, -1) {
+		documented[m[1]] = true
+	}
+	files, _ := filepath.Glob("../../appliance/cli/*.go")
+	re := regexp.MustCompile(`(?m)(?:^\s*return|\bcode\s*:?=)\s+(\d+)\s*$`)
+	used := map[string]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			used[m[1]] = filepath.Base(f)
+		}
+	}
+	if len(used) < 3 {
+		t.Fatalf("exit statuses in appliance/cli: %v: the walk is broken", used)
+	}
+	for c, f := range used {
+		if !documented[c] {
+			t.Errorf("exit status %s (%s) is not in the man page's EXIT STATUS", c, f)
+		}
+	}
+	for c := range documented {
+		if used[c] == "" {
+			t.Errorf("the man page's EXIT STATUS names %s, which no command returns", c)
+		}
+	}
 }
