@@ -210,3 +210,24 @@ func (x *Table6) Reclaim(sync func()) int {
 	defer x.t.mu.Unlock()
 	return x.t.reclaim(sync)
 }
+
+// Walk calls fn for every prefix with its next hop, in no order, until fn
+// returns false. Updates wait until it returns.
+func (x *Table4) Walk(fn func(addr uint32, bits int, nh uint32) bool) {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	x.t.walk(func(k key, d int, nh uint32) bool { return fn(uint32(k.hi>>32), d, nh) })
+}
+
+// Walk calls fn for every prefix with its next hop, in no order, until fn
+// returns false. Updates wait until it returns.
+func (x *Table6) Walk(fn func(addr [16]byte, bits int, nh uint32) bool) {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	x.t.walk(func(k key, d int, nh uint32) bool {
+		var a [16]byte
+		binary.BigEndian.PutUint64(a[:8], k.hi)
+		binary.BigEndian.PutUint64(a[8:], k.lo)
+		return fn(a, d, nh)
+	})
+}

@@ -377,3 +377,13 @@ func (t *trie) get(k key, d int) (uint32, bool) {
 	nh, ok := t.rules[d][k.masked(d)]
 	return nh, ok
 }
+
+func (t *trie) walk(fn func(k key, d int, nh uint32) bool) {
+	for d := range t.rules {
+		for k, nh := range t.rules[d] {
+			if !fn(k, d, nh) {
+				return
+			}
+		}
+	}
+}

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/linerate/linerate/appliance/lpm"
 )
 
 // Kind says what a route does with a packet.
@@ -59,69 +63,247 @@ type NextHop struct {
 	Via  [16]byte // Gateway: the next hop's address (IPv4 mapped into IPv6)
 }
 
-// FIB is an immutable longest-prefix-match table over IPv6 and IPv4, published
-// as a snapshot behind an atomic pointer and read once per burst.
+// FIB is the longest-prefix-match table over IPv6 and IPv4: a DIR-24-8 table
+// for IPv4 and a multibit trie for IPv6 (package appliance/lpm), changed in
+// place. Lookups take no lock and never block, from any lcore, while Add,
+// Replace and Delete run one at a time; each touches only the entries its
+// prefix covers, never the whole table.
 //
-// Each family keeps one hash table per prefix length present, and the lengths
-// in decreasing order: a lookup masks the address to each length in turn and
-// stops at the first hit. Tables rarely hold more than a handful of distinct
-// lengths (host routes, connected /64s and /24s, a few aggregates and a
-// default), so that is a handful of map probes, allocation-free.
+// The tables hold next-hop ids. A next hop (with whether its routes are
+// static) gets its id the first time a route uses it and keeps it for the
+// FIB's life, so a reader holding an id always reads the next hop it named:
+// the id table only grows, by appending, and is published with an atomic
+// pointer. A table has few distinct next hops (its neighbours), so the ids
+// stay few however many routes share them.
 type FIB struct {
-	v6Lens []uint8
-	v6     []map[[2]uint64]int32 // by length: masked address → hops index
-	v4Lens []uint8
-	v4     []map[uint32]int32
-	hops   []NextHop
-	routes []Route
+	v4   *lpm.Table4
+	v6   *lpm.Table6
+	hops atomic.Pointer[[]hop] // by id
+
+	mu    sync.Mutex // one writer
+	hopID map[hop]uint32
+}
+
+// hop is a next hop as the id table keeps it.
+type hop struct {
+	NextHop
+	static bool
+}
+
+// The group pools' sizes: a DIR-24-8 group for each /24 holding a longer
+// prefix (64 MiB of address space, 1 KiB of memory per group used), and for
+// IPv6 one per 8 bits past /24 per subtree (1 GiB of address space). Both are
+// mappings written only where used.
+const (
+	groups4 = 1 << 16
+	groups6 = 1 << 20
+)
+
+// NewFIB makes an empty FIB.
+func NewFIB() (*FIB, error) {
+	v4, err := lpm.New4(groups4)
+	if err != nil {
+		return nil, err
+	}
+	v6, err := lpm.New6(groups6)
+	if err != nil {
+		return nil, err
+	}
+	f := &FIB{v4: v4, v6: v6, hopID: map[hop]uint32{}}
+	f.hops.Store(&[]hop{})
+	return f, nil
 }
 
 // BuildFIB makes a FIB from routes. Two routes with the same prefix are an
 // error.
 func BuildFIB(routes []Route) (*FIB, error) {
-	f := &FIB{v6: make([]map[[2]uint64]int32, 129), v4: make([]map[uint32]int32, 33)}
-	for _, r := range routes {
-		p := r.Prefix.Masked()
-		h := NextHop{Kind: r.Kind, Port: r.Port}
-		if r.Kind == Gateway {
-			h.Via = r.Via.As16()
-		}
-		idx := int32(len(f.hops))
-		f.hops = append(f.hops, h)
-		bits := p.Bits()
-		if p.Addr().Is4() {
-			if f.v4[bits] == nil {
-				f.v4[bits] = map[uint32]int32{}
-				f.v4Lens = append(f.v4Lens, uint8(bits))
-			}
-			k := binary.BigEndian.Uint32(p.Addr().AsSlice())
-			if _, dup := f.v4[bits][k]; dup {
-				return nil, fmt.Errorf("route %s: prefix already in the table", p)
-			}
-			f.v4[bits][k] = idx
-		} else {
-			if f.v6[bits] == nil {
-				f.v6[bits] = map[[2]uint64]int32{}
-				f.v6Lens = append(f.v6Lens, uint8(bits))
-			}
-			k := key6(p.Addr().As16())
-			if _, dup := f.v6[bits][k]; dup {
-				return nil, fmt.Errorf("route %s: prefix already in the table", p)
-			}
-			f.v6[bits][k] = idx
-		}
-		r.Prefix = p
-		f.routes = append(f.routes, r)
+	f, err := NewFIB()
+	if err != nil {
+		return nil, err
 	}
-	desc := func(a, b uint8) int { return cmp.Compare(b, a) }
-	slices.SortFunc(f.v6Lens, desc)
-	slices.SortFunc(f.v4Lens, desc)
-	slices.SortFunc(f.routes, func(a, b Route) int {
+	for _, r := range routes {
+		if err := f.Add(r); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// id is h's next-hop id, made on first use.
+func (f *FIB) id(h hop) (uint32, error) {
+	if id, ok := f.hopID[h]; ok {
+		return id, nil
+	}
+	cur := *f.hops.Load()
+	id := uint32(len(cur))
+	if id > lpm.MaxNextHop {
+		return 0, fmt.Errorf("%d distinct next hops: the table holds no more", id)
+	}
+	// Readers see the new length only after the slot is written; a full
+	// array is copied, never written where a reader may read.
+	next := append(cur, h)
+	f.hops.Store(&next)
+	f.hopID[h] = id
+	return id, nil
+}
+
+func (f *FIB) hop(id uint32) hop { return (*f.hops.Load())[id] }
+
+func hopOf(r Route) hop {
+	h := hop{NextHop: NextHop{Kind: r.Kind, Port: r.Port}, static: r.Static}
+	if r.Kind == Gateway {
+		h.Via = r.Via.As16()
+	}
+	return h
+}
+
+// Add adds r; a route for the same prefix is an error.
+func (f *FIB) Add(r Route) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := r.Prefix.Masked()
+	if _, ok := f.get(p); ok {
+		return fmt.Errorf("route %s: prefix already in the table", p)
+	}
+	_, err := f.set(p, r)
+	return err
+}
+
+// Replace adds r or replaces the route for its prefix, and says which.
+func (f *FIB) Replace(r Route) (replaced bool, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.set(r.Prefix.Masked(), r)
+}
+
+func (f *FIB) set(p netip.Prefix, r Route) (bool, error) {
+	if !p.IsValid() {
+		return false, fmt.Errorf("route %s: not a prefix", r.Prefix)
+	}
+	id, err := f.id(hopOf(r))
+	if err != nil {
+		return false, fmt.Errorf("route %s: %w", p, err)
+	}
+	var replaced bool
+	if p.Addr().Is4() {
+		replaced, err = f.v4.Insert(binary.BigEndian.Uint32(p.Addr().AsSlice()), p.Bits(), id)
+	} else {
+		replaced, err = f.v6.Insert(p.Addr().As16(), p.Bits(), id)
+	}
+	if err != nil {
+		return false, fmt.Errorf("route %s: %w", p, err)
+	}
+	return replaced, nil
+}
+
+// Delete removes the route for p and returns it.
+func (f *FIB) Delete(p netip.Prefix) (Route, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p = p.Masked()
+	r, ok := f.get(p)
+	if !ok {
+		return Route{}, fmt.Errorf("route %s: not in the table", p)
+	}
+	var err error
+	if p.Addr().Is4() {
+		err = f.v4.Delete(binary.BigEndian.Uint32(p.Addr().AsSlice()), p.Bits())
+	} else {
+		err = f.v6.Delete(p.Addr().As16(), p.Bits())
+	}
+	return r, err
+}
+
+// Get is the route for exactly p.
+func (f *FIB) Get(p netip.Prefix) (Route, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.get(p.Masked())
+}
+
+func (f *FIB) get(p netip.Prefix) (Route, bool) {
+	if !p.IsValid() {
+		return Route{}, false
+	}
+	var id uint32
+	var ok bool
+	if p.Addr().Is4() {
+		id, ok = f.v4.Get(binary.BigEndian.Uint32(p.Addr().AsSlice()), p.Bits())
+	} else {
+		id, ok = f.v6.Get(p.Addr().As16(), p.Bits())
+	}
+	if !ok {
+		return Route{}, false
+	}
+	return f.route(p, f.hop(id)), true
+}
+
+func (f *FIB) route(p netip.Prefix, h hop) Route {
+	r := Route{Prefix: p, Kind: h.Kind, Port: h.Port, Static: h.static}
+	if h.Kind == Gateway {
+		r.Via = netip.AddrFrom16(h.Via).Unmap()
+	}
+	return r
+}
+
+// Lookup6 finds the longest prefix holding dst. The next hop is the FIB's
+// own, shared and never changed: read it, do not write it. (A pointer, as a
+// 20-byte struct returned by value cost more than the lookup: the copies
+// through the stack stalled store forwarding.)
+func (f *FIB) Lookup6(dst [16]byte) (*NextHop, bool) {
+	id, ok := f.v6.Lookup(dst)
+	if !ok {
+		return nil, false
+	}
+	return f.nextHop(id), true
+}
+
+// Lookup4 finds the longest prefix holding dst, as Lookup6.
+func (f *FIB) Lookup4(dst [4]byte) (*NextHop, bool) {
+	id, ok := f.v4.Lookup(binary.BigEndian.Uint32(dst[:]))
+	if !ok {
+		return nil, false
+	}
+	return f.nextHop(id), true
+}
+
+func (f *FIB) nextHop(id uint32) *NextHop { return &(*f.hops.Load())[id].NextHop }
+
+// Lookup finds the route for any address, as Lookup6.
+func (f *FIB) Lookup(a netip.Addr) (*NextHop, bool) {
+	if a.Is4() || a.Is4In6() {
+		return f.Lookup4(a.Unmap().As4())
+	}
+	return f.Lookup6(a.As16())
+}
+
+// Routes lists the table, IPv4 first, by address, then by length.
+func (f *FIB) Routes() []Route {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Route, 0, f.v4.Len()+f.v6.Len())
+	f.v4.Walk(func(a uint32, bits int, id uint32) bool {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], a)
+		out = append(out, f.route(netip.PrefixFrom(netip.AddrFrom4(b), bits), f.hop(id)))
+		return true
+	})
+	f.v6.Walk(func(a [16]byte, bits int, id uint32) bool {
+		out = append(out, f.route(netip.PrefixFrom(netip.AddrFrom16(a), bits), f.hop(id)))
+		return true
+	})
+	slices.SortFunc(out, func(a, b Route) int {
 		return cmp.Or(cmp.Compare(b32(a.Prefix.Addr().Is6()), b32(b.Prefix.Addr().Is6())), a.Prefix.Addr().Compare(b.Prefix.Addr()),
 			cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()))
 	})
-	return f, nil
+	return out
 }
+
+// Len is the number of routes.
+func (f *FIB) Len() int { return f.v4.Len() + f.v6.Len() }
+
+// MemStats say what the FIB's tables hold and cost.
+func (f *FIB) MemStats() (v4, v6 lpm.Stats) { return f.v4.Stats(), f.v6.Stats() }
 
 func b32(b bool) int {
 	if b {
@@ -129,62 +311,3 @@ func b32(b bool) int {
 	}
 	return 0
 }
-
-func key6(a [16]byte) [2]uint64 {
-	return [2]uint64{binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])}
-}
-
-// mask6 keeps the first bits of k.
-func mask6(k [2]uint64, bits uint8) [2]uint64 {
-	switch {
-	case bits == 0:
-		return [2]uint64{}
-	case bits < 64:
-		return [2]uint64{k[0] &^ (1<<(64-bits) - 1), 0}
-	case bits == 64:
-		return [2]uint64{k[0], 0}
-	case bits < 128:
-		return [2]uint64{k[0], k[1] &^ (1<<(128-bits) - 1)}
-	}
-	return k
-}
-
-// Lookup6 finds the longest prefix holding dst.
-func (f *FIB) Lookup6(dst [16]byte) (NextHop, bool) {
-	k := key6(dst)
-	for _, l := range f.v6Lens {
-		if i, ok := f.v6[l][mask6(k, l)]; ok {
-			return f.hops[i], true
-		}
-	}
-	return NextHop{}, false
-}
-
-// Lookup4 finds the longest prefix holding dst.
-func (f *FIB) Lookup4(dst [4]byte) (NextHop, bool) {
-	k := binary.BigEndian.Uint32(dst[:])
-	for _, l := range f.v4Lens {
-		m := uint32(0)
-		if l > 0 {
-			m = ^uint32(0) << (32 - l)
-		}
-		if i, ok := f.v4[l][k&m]; ok {
-			return f.hops[i], true
-		}
-	}
-	return NextHop{}, false
-}
-
-// Lookup finds the route for any address.
-func (f *FIB) Lookup(a netip.Addr) (NextHop, bool) {
-	if a.Is4() || a.Is4In6() {
-		return f.Lookup4(a.Unmap().As4())
-	}
-	return f.Lookup6(a.As16())
-}
-
-// Routes lists the table, IPv4 first, by address.
-func (f *FIB) Routes() []Route { return slices.Clone(f.routes) }
-
-// Len is the number of routes.
-func (f *FIB) Len() int { return len(f.routes) }

@@ -2,8 +2,12 @@ package route
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -38,12 +42,20 @@ func randomRoutes(r *rand.Rand, n int) []Route {
 	var out []Route
 	for len(out) < n {
 		v4 := r.IntN(2) == 0
-		bits := r.IntN(33)
+		// Lengths of every stride, and a default; few shorter than /8 (a /1
+		// writes 8M entries of tbl24, which tests need not pay for often).
+		bits := 8 + r.IntN(25)
 		if !v4 {
 			bits = []int{0, 16, 24, 32, 48, 56, 60, 64, 96, 127, 128}[r.IntN(11)]
 			if r.IntN(3) == 0 {
-				bits = r.IntN(129)
+				bits = 8 + r.IntN(121)
 			}
+		}
+		switch r.IntN(200) {
+		case 0, 1:
+			bits = 0
+		case 2:
+			bits = 4 + r.IntN(4)
 		}
 		p := netip.PrefixFrom(randAddr(r, v4), bits).Masked()
 		if seen[p] {
@@ -100,7 +112,7 @@ func TestFIBAgainstBruteForce(t *testing.T) {
 			if want.Kind == Gateway {
 				wh.Via = want.Via.As16()
 			}
-			if got != wh {
+			if *got != wh {
 				t.Fatalf("round %d: %s → %+v, want %+v (%s)", round, a, got, wh, want.Prefix)
 			}
 		}
@@ -164,39 +176,240 @@ func TestFIBNoAllocs(t *testing.T) {
 	}
 }
 
-// BenchmarkLookup6 looks up random addresses in tables of typical shape: host
-// routes, connected /64s, a few aggregates and a default.
-func BenchmarkLookup6(b *testing.B) {
-	r := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{16, 1000, 100000} {
-		var routes []Route
-		seen := map[netip.Prefix]bool{}
-		for len(routes) < n {
-			bits := []int{128, 64, 64, 64, 48, 56}[r.IntN(6)]
-			p := netip.PrefixFrom(randAddr(r, false), bits).Masked()
-			if !seen[p] {
-				seen[p] = true
-				routes = append(routes, Route{Prefix: p, Kind: Connected})
-			}
-		}
-		routes = append(routes, Route{Prefix: netip.MustParsePrefix("::/0"), Kind: Gateway})
-		f, err := BuildFIB(routes)
-		if err != nil {
-			b.Fatal(err)
-		}
-		addrs := make([][16]byte, 1024)
-		for i := range addrs {
-			if i%2 == 0 {
-				addrs[i] = routes[r.IntN(len(routes))].Prefix.Addr().As16()
-			} else {
-				addrs[i] = randAddr(r, false).As16()
-			}
-		}
-		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
-			for i := 0; b.Loop(); i++ {
-				f.Lookup6(addrs[i&1023])
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/lookup")
-		})
+func wantHop(r Route) NextHop {
+	h := NextHop{Kind: r.Kind, Port: r.Port}
+	if r.Kind == Gateway {
+		h.Via = r.Via.As16()
 	}
+	return h
+}
+
+// TestFIBUpdatesAgainstBruteForce adds, replaces and deletes random routes of
+// both families one at a time, in place, and after every few changes checks
+// lookups (random addresses and the edges of every prefix), Get, Len and
+// Routes against a linear scan of the routes that should be there.
+func TestFIBUpdatesAgainstBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	f, err := NewFIB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[netip.Prefix]Route{}
+	pool := randomRoutes(r, 600)
+	for step := range 2500 {
+		rt := pool[r.IntN(len(pool))]
+		rt.Port = uint16(r.IntN(4)) // a new next hop when it replaces
+		rt.Static = r.IntN(2) == 0
+		_, have := want[rt.Prefix]
+		switch op := r.IntN(3); {
+		case op == 0 && have:
+			got, err := f.Delete(rt.Prefix)
+			if err != nil || got != want[rt.Prefix] {
+				t.Fatalf("step %d: delete %s: %+v %v, want %+v", step, rt.Prefix, got, err, want[rt.Prefix])
+			}
+			delete(want, rt.Prefix)
+		case op == 0:
+			if _, err := f.Delete(rt.Prefix); err == nil {
+				t.Fatalf("step %d: deleted %s, not in the table", step, rt.Prefix)
+			}
+		case op == 1:
+			if err := f.Add(rt); (err == nil) == have {
+				t.Fatalf("step %d: add %s: %v (in the table: %v)", step, rt.Prefix, err, have)
+			}
+			if !have {
+				want[rt.Prefix] = rt
+			}
+		default:
+			replaced, err := f.Replace(rt)
+			if err != nil || replaced != have {
+				t.Fatalf("step %d: replace %s: %v %v (in the table: %v)", step, rt.Prefix, replaced, err, have)
+			}
+			want[rt.Prefix] = rt
+		}
+		if step%100 != 99 {
+			continue
+		}
+		routes := slices.Collect(maps.Values(want))
+		if f.Len() != len(routes) {
+			t.Fatalf("step %d: Len %d, want %d", step, f.Len(), len(routes))
+		}
+		got := f.Routes()
+		if len(got) != len(routes) {
+			t.Fatalf("step %d: Routes lists %d, want %d", step, len(got), len(routes))
+		}
+		for _, g := range got {
+			if w, ok := want[g.Prefix]; !ok || w != g {
+				t.Fatalf("step %d: Routes has %+v, want %+v", step, g, w)
+			}
+			if x, ok := f.Get(g.Prefix); !ok || x != g {
+				t.Fatalf("step %d: Get %s = %+v", step, g.Prefix, x)
+			}
+		}
+		probes := []netip.Addr{}
+		for range 300 {
+			probes = append(probes, randAddr(r, r.IntN(2) == 0))
+		}
+		for _, rt := range routes {
+			probes = append(probes, rt.Prefix.Addr(), lastAddr(rt.Prefix))
+		}
+		for _, a := range probes {
+			w, wok := refLookup(routes, a)
+			h, ok := f.Lookup(a)
+			if ok != wok || ok && *h != wantHop(w) {
+				t.Fatalf("step %d: %s → %+v %v, want %+v %v (%s)", step, a, h, ok, wantHop(w), wok, w.Prefix)
+			}
+		}
+	}
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(a)*8; i++ {
+		a[i/8] |= 0x80 >> (i % 8)
+	}
+	last, _ := netip.AddrFromSlice(a)
+	return last
+}
+
+// TestFIBConcurrentReaders: readers look up while one writer adds, replaces
+// and deletes routes with next hops they have never seen (so the next-hop id
+// table grows under them). Every answer must be one the address could have:
+// its covering stable route's, or one of the churned routes' holding it. Under
+// -race this also proves the readers' path is free of data races.
+func TestFIBConcurrentReaders(t *testing.T) {
+	f, err := BuildFIB([]Route{
+		{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Kind: Connected, Port: 1},
+		{Prefix: netip.MustParsePrefix("2001:db8::/32"), Kind: Connected, Port: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(31, 32))
+	var churn []netip.Prefix
+	for _, s := range []string{"10.1.0.0/16", "10.1.2.0/24", "10.1.2.128/25", "10.1.2.129/32", "10.9.0.0/20",
+		"2001:db8:1::/48", "2001:db8:1:2::/64", "2001:db8:1:2::1/128", "2001:db8:1:200::/56"} {
+		churn = append(churn, netip.MustParsePrefix(s))
+	}
+	var as []netip.Addr
+	for _, p := range churn {
+		as = append(as, p.Addr(), lastAddr(p), lastAddr(p).Next())
+	}
+	const gateways = 200 // every churned route's next hop is a gateway .1 to .200 on port 2
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	bad := make(chan string, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				for _, a := range as {
+					h, ok := f.Lookup(a)
+					switch {
+					case !ok:
+					case h.Kind == Connected && h.Port == 1:
+						continue
+					case h.Kind == Gateway && h.Port == 2 && h.Via[15] >= 1 && h.Via[15] <= gateways:
+						continue
+					}
+					select {
+					case bad <- fmt.Sprintf("%s → %+v %v", a, h, ok):
+					default:
+					}
+					return
+				}
+			}
+		}()
+	}
+	for i := range 400 {
+		p := churn[r.IntN(len(churn))]
+		via := netip.AddrFrom4([4]byte{10, 0, 0, byte(1 + i%gateways)})
+		if p.Addr().Is6() {
+			via = netip.MustParseAddr("2001:db8::").Next()
+			b := via.As16()
+			b[15] = byte(1 + i%gateways)
+			via = netip.AddrFrom16(b)
+		}
+		if r.IntN(3) == 0 {
+			_, _ = f.Delete(p)
+		} else if _, err := f.Replace(Route{Prefix: p, Kind: Gateway, Port: 2, Via: via, Static: i%2 == 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	select {
+	case s := <-bad:
+		t.Fatalf("a reader saw an impossible answer: %s", s)
+	default:
+	}
+}
+
+// FuzzFIBUpdates applies any sequence of adds, replaces and deletes to a FIB
+// and holds it to a linear scan of the routes.
+func FuzzFIBUpdates(f *testing.F) {
+	f.Add([]byte{0, 8, 10, 0, 0, 1, 24, 10, 1, 1, 2, 8, 10, 0, 0})
+	f.Add([]byte{0x80, 32, 0x20, 0x01, 0, 0x81, 48, 0x20, 0x01, 1, 0x82, 32, 0x20, 0x01, 0})
+	f.Add([]byte{0, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 1, 32, 10, 0, 0, 2, 0, 0, 0, 0})
+	fib, err := NewFIB()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		want := map[netip.Prefix]Route{}
+		defer func() {
+			for p := range want {
+				if _, err := fib.Delete(p); err != nil {
+					t.Fatalf("clean-up: %v", err)
+				}
+			}
+		}()
+		for ; len(ops) >= 5; ops = ops[5:] {
+			// op, length, then 3 bytes of address in a small cluster.
+			v6, op := ops[0]&0x80 != 0, ops[0]&3
+			a := netip.AddrFrom4([4]byte{10, ops[2] & 7, ops[3], ops[4]})
+			bits := int(ops[1]) % 33
+			if v6 {
+				a = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, ops[2] & 7, ops[3], 15: ops[4]})
+				bits = int(ops[1]) % 129
+			}
+			rt := Route{Prefix: netip.PrefixFrom(a, bits).Masked(), Kind: Connected, Port: uint16(ops[0] >> 2 & 7)}
+			_, have := want[rt.Prefix]
+			switch op {
+			case 0:
+				if err := fib.Add(rt); (err == nil) == have {
+					t.Fatalf("add %s: %v (in the table: %v)", rt.Prefix, err, have)
+				}
+				if !have {
+					want[rt.Prefix] = rt
+				}
+			case 1:
+				if _, err := fib.Replace(rt); err != nil {
+					t.Fatal(err)
+				}
+				want[rt.Prefix] = rt
+			default:
+				if _, err := fib.Delete(rt.Prefix); (err == nil) != have {
+					t.Fatalf("delete %s: %v (in the table: %v)", rt.Prefix, err, have)
+				}
+				delete(want, rt.Prefix)
+			}
+		}
+		routes := slices.Collect(maps.Values(want))
+		if fib.Len() != len(routes) {
+			t.Fatalf("Len %d, want %d", fib.Len(), len(routes))
+		}
+		for _, rt := range routes {
+			for _, a := range []netip.Addr{rt.Prefix.Addr(), lastAddr(rt.Prefix), lastAddr(rt.Prefix).Next()} {
+				if !a.IsValid() {
+					continue
+				}
+				w, wok := refLookup(routes, a)
+				h, ok := fib.Lookup(a)
+				if ok != wok || ok && *h != wantHop(w) {
+					t.Fatalf("%s → %+v %v, want %+v (%s)", a, h, ok, wantHop(w), w.Prefix)
+				}
+			}
+		}
+	})
 }

@@ -110,9 +110,9 @@ type Routed struct {
 
 	fib atomic.Pointer[FIB]
 
-	mu     sync.Mutex // control-plane changes of the static routes
-	conn   []Route    // local and connected routes, from the ports
-	static []Route
+	mu     sync.Mutex    // control-plane changes of the static routes
+	conn   []Route       // local and connected routes, from the ports
+	static []Route       // the file's static routes, until the FIB is built
 	links  []config.Port // the ports' names and addresses, for config's route rules
 
 	params               Params
@@ -319,63 +319,61 @@ func (rt *Routed) CheckNeighbor(addr netip.Addr, port string) error {
 	return nil
 }
 
-// publish builds a FIB from the connected and static routes and publishes it.
+// publish builds the FIB from the connected and static routes and publishes
+// it, once: every later change is made in place (AddRoute, DeleteRoute).
 func (rt *Routed) publish() error {
 	f, err := BuildFIB(append(slices.Clone(rt.conn), rt.static...))
 	if err != nil {
 		return err
 	}
+	rt.static = nil // the FIB holds them from now on
 	rt.fib.Store(f)
 	return nil
 }
 
-// FIB is the current route table snapshot.
+// FIB is the route table. It changes in place; lookups never block.
 func (rt *Routed) FIB() *FIB { return rt.fib.Load() }
 
 // AddRoute adds a static route (replacing a static one for the same prefix
-// when replace, and saying so) and publishes the new table. Lcores see it from
-// their next burst; no packet is dropped for the change.
+// when replace, and saying so). Lcores see it at once: only the table's
+// entries under the prefix change, and no packet is dropped for it.
 func (rt *Routed) AddRoute(prefix netip.Prefix, via netip.Addr, port string, replace bool) (r Route, replaced bool, err error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if r, err = rt.staticRoute(prefix, via, port); err != nil {
 		return Route{}, false, err
 	}
-	old := slices.Clone(rt.static)
-	i := slices.IndexFunc(rt.static, func(s Route) bool { return s.Prefix == r.Prefix })
+	f := rt.fib.Load()
+	old, ok := f.Get(r.Prefix)
 	switch {
-	case i >= 0 && !replace:
+	case ok && !old.Static:
+		return Route{}, false, fmt.Errorf("route %s: prefix already in the table", r.Prefix)
+	case ok && !replace:
 		return Route{}, false, fmt.Errorf("%s: %w; replace it to change it", r.Prefix, ErrExists)
-	case i >= 0:
-		rt.static[i] = r
-	default:
-		rt.static = append(rt.static, r)
 	}
-	if err := rt.publish(); err != nil {
-		rt.static = old
+	if _, err := f.Replace(r); err != nil {
 		return Route{}, false, err
 	}
 	rt.routesAdd.Add(1)
-	if i >= 0 {
+	if ok {
 		rt.routesDel.Add(1)
 	}
-	return r, i >= 0, nil
+	return r, ok, nil
 }
 
-// DeleteRoute removes a static route and publishes the new table.
+// DeleteRoute removes a static route from the table.
 func (rt *Routed) DeleteRoute(prefix netip.Prefix) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	prefix = prefix.Masked()
-	i := slices.IndexFunc(rt.static, func(s Route) bool { return s.Prefix == prefix })
-	if i < 0 {
-		if slices.ContainsFunc(rt.conn, func(s Route) bool { return s.Prefix == prefix }) {
-			return fmt.Errorf("%s: %w: it comes from a port's address", prefix, ErrNotStatic)
-		}
+	f := rt.fib.Load()
+	switch r, ok := f.Get(prefix); {
+	case !ok:
 		return fmt.Errorf("%s: %w", prefix, ErrNotFound)
+	case !r.Static:
+		return fmt.Errorf("%s: %w: it comes from a port's address", prefix, ErrNotStatic)
 	}
-	rt.static = slices.Delete(rt.static, i, i+1)
-	if err := rt.publish(); err != nil {
+	if _, err := f.Delete(prefix); err != nil {
 		return err
 	}
 	rt.routesDel.Add(1)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package lpm
+
+const raceOn = false
