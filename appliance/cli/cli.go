@@ -22,6 +22,10 @@ import (
 // -ldflags "-X github.com/linerate/linerate/appliance/cli.version=…".
 var version = ""
 
+// buildNote says what build this is beyond its version: the DPDK build's
+// version_dpdk.go sets it, with the DPDK it runs on.
+var buildNote = ""
+
 func versionString() string {
 	if version != "" {
 		return version
@@ -116,7 +120,9 @@ func dispatch(args []string) int {
 
 func cmdVersion(args []string) int {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), "Usage: linerate version\n\nPrints linerate's version.\n") }
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: linerate version\n\nPrints linerate's version, and whether it is the DPDK build (with DPDK's version).\n")
+	}
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -127,6 +133,10 @@ func cmdVersion(args []string) int {
 	if len(rest) > 0 {
 		fs.Usage()
 		return 2
+	}
+	if buildNote != "" {
+		fmt.Printf("linerate %s (%s)\n", versionString(), buildNote)
+		return 0
 	}
 	fmt.Printf("linerate %s\n", versionString())
 	return 0

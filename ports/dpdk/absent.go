@@ -10,7 +10,7 @@ import (
 )
 
 // Build says which build has the dpdk driver.
-const Build = "the dpdk driver is in the build with -tags dpdk: make build-dpdk makes bin/linerate-dpdk"
+const Build = "the dpdk driver is in the DPDK build: install the linerate-dpdk package and run linerate-dpdk"
 
 func init() {
 	config.RegisterSection(config.Section{Name: "dpdk", Absent: Build})
