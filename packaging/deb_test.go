@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,7 +119,7 @@ func TestDeb(t *testing.T) {
 			t.Errorf("lintian linerate-dpdk: %v\n%s", err, out)
 		}
 		dep, _ := exec.Command(dpkgDeb, "-f", dd[0], "Depends").Output()
-		for _, want := range []string{"linerate (= ", "librte-ethdev23", "librte-eal23"} {
+		for _, want := range []string{"linerate (= ", "librte-ethdev23 (>= ", "librte-eal23 (>= "} {
 			if !strings.Contains(string(dep), want) {
 				t.Errorf("linerate-dpdk Depends has no %s: %s", want, dep)
 			}
@@ -128,6 +129,11 @@ func TestDeb(t *testing.T) {
 			t.Fatalf("dpkg-deb -x: %v\n%s", err, out)
 		}
 		dbin := filepath.Join(droot, "usr/bin/linerate-dpdk")
+		// It says it is the DPDK build, and which DPDK it runs on.
+		if out, err := exec.Command(dbin, "version").CombinedOutput(); err != nil ||
+			!regexp.MustCompile(`^linerate \S+ \(DPDK build, DPDK \d+\.\d+`).Match(out) {
+			t.Errorf("packaged linerate-dpdk version: %v %q", err, out)
+		}
 		if out, err := exec.Command(dbin, "stages").CombinedOutput(); err != nil || !strings.Contains(string(out), "forward") {
 			t.Errorf("packaged linerate-dpdk stages: %v\n%s", err, out)
 		}
