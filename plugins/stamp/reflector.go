@@ -185,18 +185,23 @@ func newReflector(s *plugins.Setup) (plugins.Stage, error) {
 	d := reflectorDefaults{stage: s.Name, keyDir: c.KeyDir, port: uint16(c.Port)}
 	r.reg.addReflector(s.Name, d)
 	res := s.Shared("stamp.reflector/config", func() any {
+		// Built first and added in one table swap (putRfs).
+		rss := make([]*rfSession, 0, len(c.Sessions))
 		for i := range c.Sessions {
 			sc, err := c.Sessions[i].toSession()
 			if err == nil {
 				var rs *rfSession
 				if rs, err = buildRf(sc, &d); err == nil {
 					rs.running.Store(sc.Start)
-					err = r.reg.putRf(rs)
+					rss = append(rss, rs)
 				}
 			}
 			if err != nil {
 				return &rfConfigResult{err: fmt.Errorf("%s: sessions[%d]: %w", where, i, err)}
 			}
+		}
+		if i, err := r.reg.putRfs(rss); err != nil {
+			return &rfConfigResult{err: fmt.Errorf("%s: sessions[%d]: %w", where, i, err)}
 		}
 		return &rfConfigResult{}
 	}).(*rfConfigResult)

@@ -13,8 +13,12 @@ import (
 )
 
 // MaxSessions bounds the sessions of each role in one engine: the session
-// tables, their record FIFOs and their histograms are all bounded by it.
-const MaxSessions = 4096
+// tables, their record FIFOs and their histograms are all bounded by it. It
+// is every SSID there is (RFC 8972 §3: 16 bits, never zero), since a
+// session is found by its SSID alone. A sender session holds about 32 KiB
+// of statistics besides its record FIFO, so memory, not this bound, is what
+// limits a collector (README: Figures).
+const MaxSessions = 65535
 
 // Errors of the session registry, which the control services map to their
 // status codes.
@@ -55,8 +59,14 @@ type initParams struct {
 }
 
 // table is a session table by SSID. Lcores read it through an atomic
-// pointer; the control plane replaces it whole.
-type table[S any] struct{ m map[uint16]*S }
+// pointer; the control plane replaces it whole. Lookups index pages, 256
+// SSIDs a page: two dependent loads and no hash, whatever the count (the map
+// is for iterating). A change copies the map, the page directory (2 KiB)
+// and the one page it touches.
+type table[S any] struct {
+	m     map[uint16]*S
+	pages [256]*[256]*S
+}
 
 type (
 	txTable = table[txSession]
@@ -67,7 +77,22 @@ func (t *table[S]) get(id uint16) *S {
 	if t == nil {
 		return nil
 	}
-	return t.m[id]
+	if p := t.pages[id>>8]; p != nil {
+		return p[id&255]
+	}
+	return nil
+}
+
+// with returns a copy of t's pages with id mapped to s (nil: unmapped).
+func (t *table[S]) with(id uint16, s *S) [256]*[256]*S {
+	pages := t.pages
+	pg := new([256]*S)
+	if old := pages[id>>8]; old != nil {
+		*pg = *old
+	}
+	pg[id&255] = s
+	pages[id>>8] = pg
+	return pages
 }
 
 // sorted lists the sessions by SSID.
@@ -92,8 +117,41 @@ func putSession[S any](p *atomic.Pointer[table[S]], id uint16, s *S) error {
 	m := make(map[uint16]*S, len(old.m)+1)
 	maps.Copy(m, old.m)
 	m[id] = s
-	p.Store(&table[S]{m: m})
+	p.Store(&table[S]{m: m, pages: old.with(id, s)})
 	return nil
+}
+
+// putSessions stores a copy of the table behind p with every session of ss
+// added, keyed by id(s), in one swap: a config file's sessions load in
+// O(n), not the O(n²) of one copy each. On a duplicate SSID or one session
+// too many it stores nothing and returns the index of the session at fault.
+// The caller holds Registry.mu.
+func putSessions[S any](p *atomic.Pointer[table[S]], ss []*S, id func(*S) uint16) (int, error) {
+	old := p.Load()
+	m := make(map[uint16]*S, len(old.m)+len(ss))
+	maps.Copy(m, old.m)
+	t := &table[S]{m: m, pages: old.pages}
+	var fresh [256]bool // pages of t already copied
+	for i, s := range ss {
+		k := id(s)
+		if _, dup := m[k]; dup {
+			return i, fmt.Errorf("SSID %d: %w", k, ErrExists)
+		}
+		if len(m) >= MaxSessions {
+			return i, ErrTooMany
+		}
+		m[k] = s
+		if !fresh[k>>8] {
+			pg := new([256]*S)
+			if o := t.pages[k>>8]; o != nil {
+				*pg = *o
+			}
+			t.pages[k>>8], fresh[k>>8] = pg, true
+		}
+		t.pages[k>>8][k&255] = s
+	}
+	p.Store(t)
+	return 0, nil
 }
 
 // dropSession stores a copy of the table behind p without session id and
@@ -106,7 +164,7 @@ func dropSession[S any](p *atomic.Pointer[table[S]], id uint16) (*S, error) {
 	}
 	m := maps.Clone(old.m)
 	delete(m, id)
-	p.Store(&table[S]{m: m})
+	p.Store(&table[S]{m: m, pages: old.with(id, nil)})
 	return s, nil
 }
 
@@ -220,6 +278,20 @@ func (r *Registry) dropTx(id uint16) (*txSession, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return dropSession(&r.tx, id)
+}
+
+// putTxs adds sender sessions in one table swap; see putSessions.
+func (r *Registry) putTxs(ss []*txSession) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return putSessions(&r.tx, ss, func(s *txSession) uint16 { return s.id })
+}
+
+// putRfs adds reflector sessions in one table swap; see putSessions.
+func (r *Registry) putRfs(ss []*rfSession) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return putSessions(&r.rf, ss, func(s *rfSession) uint16 { return s.id })
 }
 
 func (r *Registry) putRf(s *rfSession) error {
