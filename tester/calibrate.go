@@ -123,6 +123,11 @@ func ReadCalibration(path string) (*Calibration, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseCalibration(path, b)
+}
+
+// parseCalibration reads a calibration from b; path names it in errors.
+func parseCalibration(path string, b []byte) (*Calibration, error) {
 	var c Calibration
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -133,3 +133,22 @@ func TestMaxLoadFromChecked(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCalibration: any file gives a calibration whose every Max Load is a
+// load, or an error; never a panic.
+func FuzzCalibration(f *testing.F) {
+	f.Add([]byte(`{"streams": ["east"], "frame_sizes": [{"frame_size": 128, "name": "128", "max_load_pps": 1500}]}`))
+	f.Add([]byte(`{"frame_sizes": [{"frame_size": 0, "max_load_pps": -1}]}`))
+	f.Add([]byte(`{"frame_sizes": [{"max_load_pps": 1e300}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := parseCalibration("fuzz.json", data)
+		if err != nil {
+			return
+		}
+		for _, s := range c.Sizes {
+			if m, ok := c.MaxLoad(s.Size); !ok || !(m > 0) || m > 1e12 {
+				t.Fatalf("frame size %d: max load %g accepted", s.Size, m)
+			}
+		}
+	})
+}
