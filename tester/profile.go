@@ -109,8 +109,6 @@ func (c *Test) Searches() []string {
 	return []string{c.Algorithm}
 }
 
-// Stream is one direction of traffic: the generator's flows from port Tx,
-// received on port Rx.
 // Goal is a [[test.goals]] table: one Search Goal of mlrsearch-15.
 type Goal struct {
 	// Preset starts the goal from a named one: "ndr", "pdr", "rfc2544",
@@ -166,6 +164,8 @@ func (c *Test) SearchGoals() []search.SearchGoal {
 	return gs
 }
 
+// Stream is one direction of traffic: the generator's flows from port Tx,
+// received on port Rx.
 type Stream struct {
 	Name       string      `toml:"name"`
 	Tx         string      `toml:"tx"`
