@@ -33,7 +33,9 @@ type metric struct {
 // skip is a benchmark that skipped itself ("--- SKIP: BenchmarkX"), with the
 // first line of its reason.
 type skip struct {
-	Pkg, Name, Reason string
+	Pkg    string `json:"-"`
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // procSuffix is the -GOMAXPROCS suffix of a result's name.

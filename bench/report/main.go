@@ -69,6 +69,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	strict := fs.Bool("strict", false, "exit 1 if a package fails to build or a run fails")
 	timeout := fs.Duration("timeout", 30*time.Minute, "longest run of one package")
 	benchfmt := fs.String("benchfmt", "", "print this report.json's results in benchmark format and exit")
+	from := fs.String("from", "", "run nothing: compute the figures of this report.json again with this spec")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: go run ./bench/report [flags]\n\nFlags:")
 		fs.PrintDefaults()
@@ -99,11 +100,22 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 		}
 		c.Pkg = re
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	rep, err := generate(ctx, c, module, stderr)
-	if err != nil {
-		return err
+	var rep *report
+	if *from != "" {
+		c.Out = absIn(root, c.Out)
+		c.Plots = absIn(root, c.Plots)
+		if c.Plots == "" {
+			c.Plots = filepath.Join(c.Out, "plots")
+		}
+		if rep, err = reevaluate(c, module, *from); err != nil {
+			return err
+		}
+	} else {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		if rep, err = generate(ctx, c, module, stderr); err != nil {
+			return err
+		}
 	}
 	writeTable(stdout, rep)
 	if c.Strict {
@@ -155,7 +167,21 @@ func generate(ctx context.Context, c config, module string, log io.Writer) (*rep
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res := collect(rs)
+	for _, r := range rs {
+		rep.Runs = append(rep.Runs, runOut{Pkg: r.Run.Pkg, Args: r.Args, Seconds: r.Seconds,
+			Results: len(r.Lines), Error: r.Err, Skipped: r.Skipped, Skips: r.Skips})
+	}
+	if err := finish(c, module, rep, collect(rs)); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// finish computes the figures and curves of a run's results and writes
+// every output file.
+func finish(c config, module string, rep *report, res *results) error {
+	out := c.Out
+	rep.Figures = nil
 	for _, f := range c.Figures {
 		rep.Figures = append(rep.Figures, res.evaluate(f))
 	}
@@ -168,10 +194,6 @@ func generate(ctx context.Context, c config, module string, log io.Writer) (*rep
 	if rep.Curves == nil {
 		rep.Curves = []curveOut{}
 	}
-	for _, r := range rs {
-		rep.Runs = append(rep.Runs, runOut{Pkg: r.Run.Pkg, Args: r.Args, Seconds: r.Seconds,
-			Results: len(r.Lines), Error: r.Err, Skipped: r.Skipped})
-	}
 	rep.Benchmarks = []benchOut{}
 	for _, b := range res.benches {
 		rep.Benchmarks = append(rep.Benchmarks, *b)
@@ -180,35 +202,67 @@ func generate(ctx context.Context, c config, module string, log io.Writer) (*rep
 	var raw bytes.Buffer
 	writeBenchfmt(&raw, module, rep.Machine, rep.Benchmarks)
 	if err := os.WriteFile(filepath.Join(out, "raw.txt"), raw.Bytes(), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(out, "report.json"), append(js, '\n'), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	var table bytes.Buffer
 	writeTable(&table, rep)
 	if err := os.WriteFile(filepath.Join(out, "report.txt"), table.Bytes(), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := writePlots(c.Plots, rep.Curves); err != nil {
-		return nil, err
+		return err
 	}
 	if c.Doc != "" {
 		if err := replaceMarked(filepath.Join(c.Root, c.Doc), tableBegin,
 			"```text\n"+table.String()+"```\n"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if c.Readmes {
-		if err := updateReadmes(c.Root, rep.Figures); err != nil {
-			return nil, err
-		}
+		return updateReadmes(c.Root, rep.Figures)
 	}
-	return rep, nil
+	return nil
+}
+
+// reevaluate reads a report.json and computes its figures again with this
+// spec, without running anything: after a change to the spec, or to see an
+// old run against today's goals. The machine, times and runs stay the
+// report's.
+func reevaluate(c config, module, file string) (*report, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if rep.Schema != schemaVersion {
+		return nil, fmt.Errorf("%s: schema %d, this program reads %d", file, rep.Schema, schemaVersion)
+	}
+	res := &results{by: map[string]*benchOut{}, runs: map[string]*runResult{}}
+	for i := range rep.Benchmarks {
+		bo := &rep.Benchmarks[i]
+		res.by[key(bo.Pkg, bo.Name)] = bo
+		res.benches = append(res.benches, bo)
+	}
+	for _, r := range rep.Runs {
+		res.runs[r.Pkg] = &runResult{Run: run{Pkg: r.Pkg}, Err: r.Error, Skipped: r.Skipped, Skips: r.Skips}
+	}
+	if err := os.MkdirAll(c.Out, 0o755); err != nil {
+		return nil, err
+	}
+	if err := finish(c, module, &rep, res); err != nil {
+		return nil, err
+	}
+	return &rep, nil
 }
 
 // Marked blocks: the text between a begin marker and markEnd is the
@@ -262,6 +316,14 @@ func updateReadmes(root string, figs []figureOut) error {
 		}
 	}
 	return nil
+}
+
+// absIn is path from root if it is relative; "" stays "".
+func absIn(root, path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(root, path)
 }
 
 // moduleRoot is the main module's directory and path.

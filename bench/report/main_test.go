@@ -369,6 +369,36 @@ func TestQuick(t *testing.T) {
 	if conv.String() != string(raw) {
 		t.Errorf("-benchfmt differs from raw.txt:\n%s\n---\n%s", conv.String(), raw)
 	}
+
+	// -from: the same figures again from report.json, and a new row of
+	// the spec evaluated on the old results.
+	c2 := c
+	c2.Out = t.TempDir()
+	c2.Plots = filepath.Join(c2.Out, "plots")
+	c2.Figures = append(c.Figures, figure{ID: "test.new", Title: "accessors",
+		Of: ref{Pkg: "./appliance/packet", Name: "BenchmarkAccessors", Metric: "ns/pkt"}, Where: issue28})
+	again, err := reevaluate(c2, module, filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range rep.Figures {
+		if g := again.Figures[i]; g.ID != f.ID || g.Status != f.Status {
+			t.Errorf("-from: %s %s, the run gave %s %s", g.ID, g.Status, f.ID, f.Status)
+		}
+	}
+	var added figureOut
+	for _, f := range again.Figures {
+		if f.ID == "test.new" {
+			added = f
+		}
+	}
+	if want := map[bool]string{false: statusInfo, true: statusFailed}[broken]; added.Status != want {
+		t.Errorf("-from: the new row is %q (%s), want %q", added.Status, added.Note, want)
+	}
+	raw2, err := os.ReadFile(filepath.Join(c2.Out, "raw.txt"))
+	if err != nil || string(raw2) != string(raw) {
+		t.Errorf("-from: raw.txt differs (%v)", err)
+	}
 }
 
 // TestDocGoals: docs/performance.md's goals table lists every figure of the
@@ -412,7 +442,8 @@ func TestDocJSONKeys(t *testing.T) {
 		rep.Figures = append(rep.Figures, res.evaluate(f))
 	}
 	rep.Curves = res.curves()
-	rep.Runs = []runOut{{Pkg: "./a", Args: []string{"x"}, Error: "e", Skipped: true}}
+	rep.Runs = []runOut{{Pkg: "./a", Args: []string{"x"}, Error: "e", Skipped: true,
+		Skips: []skip{{Name: "BenchmarkVeth", Reason: "needs root"}}}}
 	for _, bo := range res.benches {
 		rep.Benchmarks = append(rep.Benchmarks, *bo)
 	}

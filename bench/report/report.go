@@ -83,6 +83,7 @@ type runOut struct {
 	Results int      `json:"results"`
 	Error   string   `json:"error,omitempty"`
 	Skipped bool     `json:"skipped,omitempty"`
+	Skips   []skip   `json:"skips,omitempty"` // benchmarks that skipped themselves
 }
 
 // benchOut is every result line of one benchmark, in run order.

@@ -215,10 +215,16 @@ func invoke(ctx context.Context, o options, res *runResult, bin string, args []s
 	if r.Program != nil {
 		cmd.Dir = o.Root
 	}
+	// The output goes to log.txt as it comes, so a long run shows progress.
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var w io.Writer = &out
+	if lf, err := os.OpenFile(filepath.Join(o.Out, "log.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+		defer lf.Close()
+		fmt.Fprintf(lf, "=== %s %s\n", r.Pkg, strings.Join(args, " "))
+		w = io.MultiWriter(&out, lf)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
 	err := cmd.Run()
-	appendLog(o.Out, r.Pkg, args, out.Bytes())
 	var lines []line
 	if r.Program != nil {
 		var perr error
@@ -246,17 +252,6 @@ func invoke(ctx context.Context, o options, res *runResult, bin string, args []s
 		return err
 	}
 	return nil
-}
-
-// appendLog keeps every run's whole output in bench/out/log.txt.
-func appendLog(dir, pkg string, args []string, out []byte) {
-	f, err := os.OpenFile(filepath.Join(dir, "log.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "=== %s %s\n", pkg, strings.Join(args, " "))
-	_, _ = f.Write(out)
 }
 
 // firstLines is up to n lines of out, joined.
