@@ -125,7 +125,7 @@ func (rep *Report) throughputPlot() (*plot.Plot, error) {
 		ticks = append(ticks, plot.Tick{Value: float64(i), Label: s.Name})
 		for _, sr := range s.Searches {
 			for _, r := range sr.Results {
-				name := ratioName(r.LossRatio)
+				name := GoalName(r)
 				if len(s.Searches) > 1 {
 					name += " (" + sr.Algorithm + ")"
 				}
