@@ -33,8 +33,8 @@ func (rep *Report) WriteResultsCSV(w io.Writer) error {
 		for _, sr := range s.Searches {
 			for _, r := range sr.Results {
 				lim := ""
-				if l := sr.Limited(r.LossRatio); l != nil {
-					lim = f(l.Rate)
+				if l := sr.LimitedAt(r); l > 0 {
+					lim = f(l)
 				}
 				goal := []string{"", "", "", "", "", ""}
 				if g := r.Goal; g != nil {

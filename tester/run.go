@@ -94,6 +94,19 @@ func (sr *SearchReport) Limited(ratio float64) *Irregular {
 	return nil
 }
 
+// LimitedAt is the tester-limited mark's load of result r, 0 when the tester
+// did not shape it: its goal's, or for a result without one, the mark at its
+// loss ratio.
+func (sr *SearchReport) LimitedAt(r search.Result) float64 {
+	if r.Goal != nil {
+		return r.Goal.TesterLimited
+	}
+	if l := sr.Limited(r.LossRatio); l != nil {
+		return l.Rate
+	}
+	return 0
+}
+
 // markLimited finds the results the tester shaped: those that failing
 // trials it fell short in shaped (at or below the result's upper bound),
 // and, when calibrated is the tester's calibrated maximum that capped the

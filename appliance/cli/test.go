@@ -287,10 +287,10 @@ func writeTestSummary(w io.Writer, rep *tester.Report, o table.Options) error {
 				if !r.LowerFound {
 					tp = "<" + tp // nothing passed, down to the minimum load
 				}
-				if l := sr.Limited(r.LossRatio); l != nil {
+				if l := sr.LimitedAt(r); l > 0 {
 					tp += "*"
 					if r.Goal == nil {
-						irregularAdd(fmt.Sprintf("tester-limited at %.0f pps", l.Rate), fmt.Sprintf("%s %s %s", sizeLabel(s), sr.Algorithm, goal))
+						irregularAdd(fmt.Sprintf("tester-limited at %.0f pps", l), fmt.Sprintf("%s %s %s", sizeLabel(s), sr.Algorithm, goal))
 					}
 				}
 				line := "-"
