@@ -269,6 +269,47 @@ func (f *FIB) Lookup4(dst [4]byte) (*NextHop, bool) {
 
 func (f *FIB) nextHop(id uint32) *NextHop { return &(*f.hops.Load())[id].NextHop }
 
+// Lookup4Burst looks up every destination of dst (IPv4 addresses as
+// big-endian integers) into nh, as long, nil for no route. It reads every
+// destination's tbl24 entry before any group or next hop, so that a burst's
+// cache misses overlap instead of queueing behind each lookup's branches.
+func (f *FIB) Lookup4Burst(dst []uint32, nh []*NextHop) {
+	var ids [burstChunk]uint32
+	for len(dst) > 0 {
+		n := min(len(dst), burstChunk)
+		f.v4.LookupBurst(dst[:n], ids[:n])
+		f.hopsOf(ids[:n], nh[:n])
+		dst, nh = dst[n:], nh[n:]
+	}
+}
+
+// Lookup6Burst is Lookup4Burst for IPv6.
+func (f *FIB) Lookup6Burst(dst [][16]byte, nh []*NextHop) {
+	var ids [burstChunk]uint32
+	for len(dst) > 0 {
+		n := min(len(dst), burstChunk)
+		f.v6.LookupBurst(dst[:n], ids[:n])
+		f.hopsOf(ids[:n], nh[:n])
+		dst, nh = dst[n:], nh[n:]
+	}
+}
+
+const burstChunk = 64
+
+// hopsOf turns ids into next hops. The id table is loaded after the entries
+// that named them, so it is long enough.
+func (f *FIB) hopsOf(ids []uint32, nh []*NextHop) {
+	hops := *f.hops.Load()
+	nh = nh[:len(ids)]
+	for i, id := range ids {
+		if id == lpm.NoNextHop {
+			nh[i] = nil
+		} else {
+			nh[i] = &hops[id].NextHop
+		}
+	}
+}
+
 // Lookup finds the route for any address, as Lookup6.
 func (f *FIB) Lookup(a netip.Addr) (*NextHop, bool) {
 	if a.Is4() || a.Is4In6() {
