@@ -1,6 +1,7 @@
 package route
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -171,7 +172,13 @@ func TestFIBNoAllocs(t *testing.T) {
 	}
 	a6 := netip.MustParseAddr("2001:db8::1").As16()
 	a4 := [4]byte{1, 2, 3, 4}
-	if n := testing.AllocsPerRun(1000, func() { f.Lookup6(a6); f.Lookup4(a4) }); n != 0 {
+	d4, d6, nh := []uint32{0x01020304}, [][16]byte{a6}, []*NextHop{nil}
+	if n := testing.AllocsPerRun(1000, func() {
+		f.Lookup6(a6)
+		f.Lookup4(a4)
+		f.Lookup4Burst(d4, nh)
+		f.Lookup6Burst(d6, nh)
+	}); n != 0 {
 		t.Errorf("%v allocations per lookup", n)
 	}
 }
@@ -252,12 +259,28 @@ func TestFIBUpdatesAgainstBruteForce(t *testing.T) {
 		for _, rt := range routes {
 			probes = append(probes, rt.Prefix.Addr(), lastAddr(rt.Prefix))
 		}
+		var d4 []uint32
+		var d6 [][16]byte
+		var w4, w6 []*NextHop
 		for _, a := range probes {
 			w, wok := refLookup(routes, a)
 			h, ok := f.Lookup(a)
 			if ok != wok || ok && *h != wantHop(w) {
 				t.Fatalf("step %d: %s → %+v %v, want %+v %v (%s)", step, a, h, ok, wantHop(w), wok, w.Prefix)
 			}
+			if a.Is4() {
+				b := a.As4()
+				d4, w4 = append(d4, binary.BigEndian.Uint32(b[:])), append(w4, h)
+			} else {
+				d6, w6 = append(d6, a.As16()), append(w6, h)
+			}
+		}
+		// The burst lookups (more than one chunk of 64) answer as Lookup.
+		g4, g6 := make([]*NextHop, len(d4)), make([]*NextHop, len(d6))
+		f.Lookup4Burst(d4, g4)
+		f.Lookup6Burst(d6, g6)
+		if !slices.Equal(g4, w4) || !slices.Equal(g6, w6) {
+			t.Fatalf("step %d: the burst lookups differ from Lookup", step)
 		}
 	}
 }
