@@ -162,3 +162,29 @@ func TestHostilePluginDrops(t *testing.T) {
 		t.Errorf("%d buffers in use", n)
 	}
 }
+
+// TestHostileCounters: a plugin whose Stats names thousands of counters,
+// with bytes no label may hold, shows at most maxPluginCounters of them
+// (and the overflow), each sanitised, and every count still summed.
+func TestHostileCounters(t *testing.T) {
+	in := map[string]uint64{"sampled": 7, "Sampled": 1, "{le=\"+Inf\"}": 2, "": 3}
+	var total uint64 = 13
+	for i := 0; i < 3000; i++ {
+		in[fmt.Sprintf("c%04d\n\xff", i)] = 1
+		total++
+	}
+	out := ownCounters(in)
+	if len(out) > maxPluginCounters+1 || out["plugin_counter_overflow"] == 0 {
+		t.Errorf("%d counters shown, overflow %d", len(out), out["plugin_counter_overflow"])
+	}
+	var sum uint64
+	for name, v := range out {
+		sum += v
+		if !reasonRE.MatchString(name) {
+			t.Errorf("counter %q", name)
+		}
+	}
+	if sum != total || out["sampled"] != 8 {
+		t.Errorf("sum %d, want %d; sampled %d, want 8 (two spellings)", sum, total, out["sampled"])
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -705,9 +706,34 @@ func (sv *supervisor) pollStats() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if r, err := rpc.Stats(ctx, &api.StatsRequest{}); err == nil {
-		m := r.Counters
+		m := ownCounters(r.Counters)
 		sv.stats.Store(&m)
 	}
+}
+
+// maxPluginCounters bounds the counters of a plugin's Stats that linerate
+// shows (linerate plugins, /metrics' linerate_external_plugin_counter).
+const maxPluginCounters = 64
+
+// ownCounters is what linerate shows of a plugin's counters: a plugin is
+// not trusted with the cardinality of linerate's metrics, so names are
+// sanitised as drop reasons are, and past maxPluginCounters names (in
+// sorted order) the rest are summed under plugin_counter_overflow.
+func ownCounters(in map[string]uint64) map[string]uint64 {
+	names := make([]string, 0, len(in))
+	for k := range in {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	out := make(map[string]uint64, min(len(in), maxPluginCounters+1))
+	for _, k := range names {
+		name := reasonName(k)
+		if _, seen := out[name]; name == "" || !seen && len(out) >= maxPluginCounters {
+			name = "plugin_counter_overflow"
+		}
+		out[name] += in[k]
+	}
+	return out
 }
 
 // end stops the watch, asks the plugin to stop (when graceful: a plugin
