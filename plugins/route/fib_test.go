@@ -10,6 +10,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/linerate/linerate/appliance/packet"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // refLookup is longest-prefix match by brute force.
@@ -435,4 +438,59 @@ func FuzzFIBUpdates(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRouteBurstLookups: the route stage looks a burst's destinations up
+// together (lookupBurst) before routing its packets one by one; in a burst
+// that mixes families, routed, unrouted, local and non-IP packets, each
+// packet must still get its own destination's route.
+func TestRouteBurstLookups(t *testing.T) {
+	h := newHarness(t)
+	r := h.build("route", "")
+	now := h.Clock.Now()
+	h.routed().Neighbors().SetStatic(port1, a16("2001:db8:2::2"), host2, now)
+	h.routed().Neighbors().SetStatic(port1, a16("::ffff:198.51.100.2"), host2, now)
+	h.routed().Neighbors().SetStatic(port0, a16("2001:db8:1::2"), host1, now)
+	if _, _, err := h.routed().AddRoute(netip.MustParsePrefix("203.0.113.0/24"), netip.MustParseAddr("198.51.100.2"), "", false); err != nil {
+		t.Fatal(err)
+	}
+	arp := make([]byte, 60)
+	copy(arp, mac0[:])
+	copy(arp[6:], host1[:])
+	arp[12], arp[13] = 0x08, 0x06
+	frames := [][]byte{
+		udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:2::2", 64, 100), // forward, port 1
+		udp4(t, host1, mac0, "192.0.2.2", "203.0.113.9", 64, 100),       // static route, port 1
+		udp6(t, host1, mac0, "2001:db8:1::2", "2001:db8:9::1", 64, 100), // no route
+		arp, // not IP: passed on
+		udp4(t, host1, mac0, "192.0.2.2", "192.0.2.1", 64, 100),         // local
+		udp4(t, host1, mac0, "192.0.2.2", "198.18.0.1", 64, 100),        // no route
+		udp6(t, host1, mac0, "2001:db8:2::2", "2001:db8:1::1", 64, 100), // local
+		udp4(t, host1, mac0, "192.0.2.2", "198.51.100.2", 64, 100),      // connected, port 1
+		udp6(t, host2, mac1, "2001:db8:2::2", "2001:db8:1::2", 64, 100), // back, port 0
+	}
+	want := []struct {
+		v      packet.Verdict
+		port   uint16
+		reason string
+	}{
+		{packet.Forward, port1, ""}, {packet.Forward, port1, ""}, {packet.Drop, 0, "route_no_route"},
+		{packet.Continue, 0, ""}, {packet.Continue, 0, ""}, {packet.Drop, 0, "route_no_route"},
+		{packet.Continue, 0, ""}, {packet.Forward, port1, ""}, {packet.Forward, port0, ""},
+	}
+	o := h.run(port0, frames[:8], r)
+	o2 := h.run(port1, frames[8:], r)
+	fates := append(o.Fates, o2.Fates...)
+	for i, w := range want {
+		f := fates[i]
+		if f.Verdict != w.v || w.v == packet.Forward && f.Port != w.port || f.Reason != w.reason {
+			t.Errorf("packet %d: %v port %d %q, want %v port %d %q", i, f.Verdict, f.Port, f.Reason, w.v, w.port, w.reason)
+		}
+	}
+	for _, s := range append(o.Forwarded, o2.Forwarded...) {
+		stagetest.TakeData(s.H)
+	}
+	for _, hd := range append(o.Continued, o2.Continued...) {
+		stagetest.TakeData(hd)
+	}
 }

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -55,6 +56,14 @@ type forwarder struct {
 	check    int64
 	report   bool
 	srr      bool // accept_source_route
+
+	// The burst's route lookups, made together before its packets are
+	// routed one by one (lookupBurst), by packet index; cur is the packet
+	// being routed.
+	pre    [packet.MaxBurst]*NextHop
+	preDst [packet.MaxBurst][16]byte // what was looked up, IPv4 mapped
+	preOK  [packet.MaxBurst]bool
+	cur    int
 
 	forwarded, local, held6, released, expired *stats.Counter
 	resolutions                                *stats.Counter
@@ -129,9 +138,65 @@ func (f *forwarder) Stop(ctx *plugins.Context) {
 
 func (f *forwarder) Process(ctx *plugins.Context, b *packet.Burst) {
 	fib := f.rt.fib.Load()
+	f.lookupBurst(fib, b)
 	for i := 0; i < b.N; i++ {
+		f.cur = i
 		f.route(ctx, fib, b.H[i].P())
 	}
+}
+
+// lookupBurst looks up the destinations of the burst's IP packets together
+// (FIB.Lookup4Burst, Lookup6Burst): their table reads overlap, which makes a
+// lookup in a large table with scattered traffic about 3 times cheaper than
+// one at a time. Packets route drops before its lookup cost a wasted one.
+func (f *forwarder) lookupBurst(fib *FIB, b *packet.Burst) {
+	var d4 [packet.MaxBurst]uint32
+	var d6 [packet.MaxBurst][16]byte
+	var i4, i6 [packet.MaxBurst]uint8
+	var nh [packet.MaxBurst]*NextHop
+	n4, n6 := 0, 0
+	for i := 0; i < b.N; i++ {
+		f.preOK[i] = false
+		p := b.H[i].P()
+		l, _ := p.ParseLayers()
+		if l.VLANs != 0 {
+			continue
+		}
+		switch d := p.Data(); l.IPVersion {
+		case 6:
+			d6[n6], i6[n6] = packet.IPv6(d[l.L3:l.End]).Dst(), uint8(i)
+			n6++
+		case 4:
+			a := packet.IPv4(d[l.L3:l.End]).Dst()
+			d4[n4], i4[n4] = binary.BigEndian.Uint32(a[:]), uint8(i)
+			n4++
+		}
+	}
+	fib.Lookup4Burst(d4[:n4], nh[:n4])
+	for k, i := range i4[:n4] {
+		var a [4]byte
+		binary.BigEndian.PutUint32(a[:], d4[k])
+		f.pre[i], f.preDst[i], f.preOK[i] = nh[k], mapped4(a), true
+	}
+	fib.Lookup6Burst(d6[:n6], nh[:n6])
+	for k, i := range i6[:n6] {
+		f.pre[i], f.preDst[i], f.preOK[i] = nh[k], d6[k], true
+	}
+}
+
+// lookup6 is the burst's lookup of the packet being routed, or a new one.
+func (f *forwarder) lookup6(fib *FIB, dst [16]byte) (*NextHop, bool) {
+	if i := f.cur; f.preOK[i] && f.preDst[i] == dst {
+		return f.pre[i], f.pre[i] != nil
+	}
+	return fib.Lookup6(dst)
+}
+
+func (f *forwarder) lookup4(fib *FIB, dst [4]byte) (*NextHop, bool) {
+	if i := f.cur; f.preOK[i] && f.preDst[i] == mapped4(dst) {
+		return f.pre[i], f.pre[i] != nil
+	}
+	return fib.Lookup4(dst)
 }
 
 func (f *forwarder) port(id uint16) *Port {
@@ -176,7 +241,7 @@ func (f *forwarder) route6(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 	if dst[0] == 0xff {
 		return
 	}
-	nh, ok := fib.Lookup6(dst)
+	nh, ok := f.lookup6(fib, dst)
 	if !ok {
 		f.icmpError(ctx, in, d, l, packet.ICMPv6DstUnreachable, packet.ICMPv6NoRoute, 0)
 		p.Drop(reasonNoRoute)
@@ -250,7 +315,7 @@ func (f *forwarder) route4(ctx *plugins.Context, fib *FIB, p *packet.Packet, in 
 	if dst[0] >= 224 {
 		return // multicast and broadcast
 	}
-	nh, ok := fib.Lookup4(dst)
+	nh, ok := f.lookup4(fib, dst)
 	if !ok {
 		f.icmpError(ctx, in, d, l, packet.ICMPv4DstUnreachable, packet.ICMPv4NetUnreachable, 0)
 		p.Drop(reasonNoRoute)
