@@ -18,6 +18,7 @@ import (
 	"github.com/linerate/linerate/internal/enginetest"
 	"github.com/linerate/linerate/internal/netns"
 	"github.com/linerate/linerate/internal/testenv"
+	"github.com/linerate/linerate/tester/search"
 
 	_ "github.com/linerate/linerate/plugins/builtin"
 	_ "github.com/linerate/linerate/plugins/ioam"
@@ -234,6 +235,20 @@ latency_duration = "500ms"
 	t.Logf("latency at 50%% of PDR: min %d p50 %d p99 %d max %d ns (%d samples)", lat.Min, lat.P50, lat.P99, lat.Max, lat.Count)
 }
 
+// testerLimited: r is marked tester-limited, which the log says. The
+// tester and the DUT share a busy machine's cores (and the race detector
+// slows the tester five to ten times): a tester that cannot send the load
+// shapes the result, and the mark says so, as issue 26 asks; a result
+// neither found nor marked is a failure.
+func testerLimited(t *testing.T, s SearchReport, r search.Result) bool {
+	t.Helper()
+	l := s.LimitedAt(r)
+	if l > 0 {
+		t.Logf("%s loss %g: tester-limited at %.0f pps, not the DUT's throughput", s.Algorithm, r.LossRatio, l)
+	}
+	return l > 0
+}
+
 // requireSpeed skips a test that measures a capacity under the race
 // detector (raceEnabled says why); it runs in every other build.
 func requireSpeed(t *testing.T) {
@@ -410,7 +425,7 @@ flows = 4
 		rep := l.runTest(t, profile(t, test), nil)
 		for i, s := range rep.Sizes {
 			res := s.Searches[0].Results
-			if !res[1].LowerFound {
+			if !res[1].LowerFound && !testerLimited(t, s.Searches[0], res[1]) {
 				t.Errorf("run %d, %s bytes: no load passed, down to %.0f pps", run, s.Name, res[1].Lower)
 			}
 			if s.Latency[0].Trial.Latency == nil {
@@ -485,7 +500,7 @@ width = 0.05
 `), nil)
 	for _, s := range rep.Sizes[0].Searches {
 		res := s.Results
-		if pdr := res[len(res)-1]; !pdr.LowerFound || pdr.Goal == nil || pdr.Goal.RelevantLowerBound == 0 {
+		if pdr := res[len(res)-1]; (!pdr.LowerFound || pdr.Goal == nil || pdr.Goal.RelevantLowerBound == 0) && !testerLimited(t, s, pdr) {
 			t.Errorf("%s: no load passed through testpmd, down to %.0f pps", s.Algorithm, pdr.Lower)
 		}
 	}

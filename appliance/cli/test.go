@@ -26,8 +26,7 @@ func cmdTest(args []string) int {
 	asJSON := fs.Bool("json", false, "print the whole report, every trial included, as JSON")
 	dutHelp := fs.Bool("dut-help", false, "print how to set up common devices under test, and exit")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
-	calibrate := fs.Bool("calibrate", false, "measure the tester itself, each stream's tx port joined to its rx port "+
-		"(no DUT): write the most it sustains per frame size to --calibration, for the profile's max_load_from")
+	calibrate := fs.Bool("calibrate", false, "measure the tester alone, tx ports joined to rx ports: for max_load_from")
 	calibration := fs.String("calibration", "calibration.json", "the `file` --calibrate writes")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: linerate test -c PROFILE [--report DIR] [--wide | --json]
