@@ -38,6 +38,12 @@ func (e *Engine) Synchronize() {
 	if e.opt.Manual || e.phase.Load() != phaseRun {
 		return
 	}
+	// Announced before the marks: a bump after a mark is at the end of a loop
+	// that ends after the call.
+	for _, lc := range e.lcores {
+		lc.syncs.Add(1)
+		defer lc.syncs.Add(-1)
+	}
 	marks := make([]uint64, len(e.lcores))
 	for i, lc := range e.lcores {
 		marks[i] = lc.epoch.Load()

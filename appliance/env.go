@@ -38,10 +38,7 @@ func (e env) Drop(h packet.Handle, r packet.Reason) {
 
 // ForwardBurst moves the whole burst to a port's tx buffer: the packets leave
 // the chain with no verdict written and no partition pass.
-func (e env) ForwardBurst(b *packet.Burst, port uint16) {
-	e.in.lc.forwardBurst(b.H[:b.N], port)
-	b.N = 0
-}
+func (e env) ForwardBurst(b *packet.Burst, port uint16) { e.in.lc.forwardWhole(b, port) }
 
 func (e env) Handoff(h packet.Handle, owner int) bool {
 	in := e.in

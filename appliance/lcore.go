@@ -24,7 +24,7 @@ type lcore struct {
 
 	cmdMu   chanMutex
 	cmds    *ring.SPSC[*command]
-	epoch   atomic.Uint64 // bumped at every quiescent point (end of a loop)
+	epoch   atomic.Uint64 // bumped at quiescent points (a loop's end) while a Synchronize waits
 	stopped atomic.Bool
 
 	loops, busy, packets stats.Counter
@@ -51,6 +51,12 @@ type lcore struct {
 	txb   packet.Burst
 	copyb packet.Burst // copyToPool's fresh buffers
 	txLen [packet.MaxBurst]uint32
+	// The tx timestamp of the flush under way (txNow), and whether it was read.
+	txNowAt  int64
+	txNowSet bool
+	// syncs counts the Synchronize calls waiting for this lcore's epoch: the
+	// loop bumps it only then, since a bump is a locked instruction.
+	syncs atomic.Int32
 }
 
 // command is a function run on an lcore between two loops.
@@ -243,11 +249,14 @@ func (lc *lcore) step(now int64, draining bool) int {
 	if moved == 0 || lc.loops.Local()%publishEvery == 0 {
 		lc.publish()
 	}
-	// Stored only when it changes: another locked instruction per loop.
+	// Stored only when it changes, and the epoch bumped only for a waiter:
+	// each is a locked instruction.
 	if idle := moved == 0 && held == 0 && buffered == 0; idle != lc.idle.Load() {
 		lc.idle.Store(idle)
 	}
-	lc.epoch.Add(1)
+	if lc.syncs.Load() > 0 {
+		lc.epoch.Add(1)
+	}
 	return moved
 }
 

@@ -23,6 +23,7 @@ type portEntry struct {
 	poolID       uint16
 	ownPoolOnly  bool
 	engineStamps bool
+	stampTx      bool // the port may read TxTime: stamp every packet
 	internal     bool
 	// driverRxBytes: the driver stamps rx itself, so rx bytes are the driver's.
 	driverRxBytes bool
@@ -93,6 +94,11 @@ func (e *Engine) openPorts() error {
 		pe.ownPoolOnly = pe.info.OwnPoolOnly
 		pe.engineStamps = pe.info.TimestampSource == "" || pe.info.TimestampSource == "engine"
 		_, pe.internal = p.(interface{ InFlight() int })
+		// A mem link's peer stamps its own rx and the null port discards:
+		// neither reads a packet's TxTime, so the engine need not read the
+		// clock to transmit to them (but for a packet that asked for its
+		// transit delay).
+		pe.stampTx = !pe.internal && pc.Driver != "null"
 		e.ports = append(e.ports, pe)
 		e.portIndex[pc.Name] = pe
 	}

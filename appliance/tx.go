@@ -38,7 +38,8 @@ func (lc *lcore) forward(h packet.Handle, port uint16) {
 	}
 	t := &lc.tx[port]
 	if t.n == len(t.buf) {
-		lc.flush(t, lc.e.clock.Now())
+		lc.txNowSet = false
+		lc.flush(t)
 	}
 	t.buf[t.n] = h
 	t.n++
@@ -57,12 +58,34 @@ func (lc *lcore) forwardBurst(hs []packet.Handle, port uint16) {
 	t := &lc.tx[port]
 	for len(hs) > 0 {
 		if t.n == len(t.buf) {
-			lc.flush(t, lc.e.clock.Now())
+			lc.txNowSet = false
+			lc.flush(t)
 		}
 		k := copy(t.buf[t.n:], hs)
 		t.n += k
 		hs = hs[k:]
 	}
+}
+
+// forwardWhole is forwardBurst for a whole burst, which it empties. Towards a
+// port that reads no clock at transmit (a mem link, the null port) with
+// nothing buffered before it, the burst goes to the port at once, from the
+// burst itself: the tx buffer would take the same burst of up to MaxBurst at
+// the end of the loop, in the same order, after copying it twice (into the
+// buffer, then into a tx burst). What the port does not take is buffered.
+func (lc *lcore) forwardWhole(b *packet.Burst, port uint16) {
+	if int(port) < len(lc.tx) {
+		t := &lc.tx[port]
+		if pe := t.port; t.n == 0 && b.N > 0 && !pe.stampTx && pe.handleTx == nil && !pe.ownPoolOnly {
+			lc.txNowSet = false
+			sent := lc.txBurst(t, b)
+			lc.forwardBurst(b.H[sent:b.N], port)
+			b.N = 0
+			return
+		}
+	}
+	lc.forwardBurst(b.H[:b.N], port)
+	b.N = 0
 }
 
 // emit appends h to the tx buffer of port, dropping it as emit_full when full.
@@ -84,15 +107,15 @@ func (lc *lcore) emit(h packet.Handle, port uint16) bool {
 	return true
 }
 
-// flush transmits a tx buffer, stamped now. A packet of another pool that the
-// port cannot transmit is copied into one of its own (counted). What the port
-// does not take is offered once more, then dropped as tx_full.
-func (lc *lcore) flush(t *txBuffer, now int64) {
+// flush transmits a tx buffer, stamped lc.txNow(). A packet of another pool
+// that the port cannot transmit is copied into one of its own (counted). What
+// the port does not take is offered once more, then dropped as tx_full.
+func (lc *lcore) flush(t *txBuffer) {
 	hs := t.buf[:t.n]
 	t.n = 0
 	retried := false
 	for len(hs) > 0 {
-		n, foreign := lc.send(t, hs, now)
+		n, foreign := lc.send(t, hs)
 		hs = hs[n:]
 		switch {
 		case len(hs) == 0:
@@ -118,58 +141,79 @@ func (lc *lcore) flush(t *txBuffer, now int64) {
 // gets them all and does the per-packet tx work itself; any other gets a
 // burst, stamped and measured here (the length read now: once the port has a
 // packet it may free it).
-func (lc *lcore) send(t *txBuffer, hs []packet.Handle, now int64) (n int, foreign bool) {
+func (lc *lcore) send(t *txBuffer, hs []packet.Handle) (n int, foreign bool) {
 	id := uint16(lc.id)
 	pe := t.port
 	if tx := pe.handleTx; tx != nil {
 		packet.OwnBurst(hs, packet.OpTx, id, -1)
-		n, foreign = tx.TxHandles(t.queue, hs, now)
+		n, foreign = tx.TxHandles(t.queue, hs, lc.txNow())
 		packet.OwnBurst(hs[n:], packet.OpBack, id, -1)
 		t.txPackets.Add(uint64(n))
 		return n, foreign
 	}
-	// The burst's count and the port's options in locals: stores into the
-	// packets could alias lc and pe, so the loop would reload them per packet.
-	b := &lc.txb
 	hs = hs[:min(len(hs), packet.MaxBurst)]
-	n = 0
-	bytes := 0
-	if own, pool := pe.ownPoolOnly, pe.poolID; own {
-		for _, h := range hs {
+	if pe.ownPoolOnly {
+		pool := pe.poolID
+		for i, h := range hs {
 			if h.P().PoolID() != pool {
 				foreign = true
-				hs = hs[:n]
+				hs = hs[:i]
 				break
 			}
-			n++
 		}
-		n = 0
 	}
-	lens := lc.txLen[:len(hs)]
-	bh := b.H[:len(hs)]
-	for i, h := range hs {
-		p := h.P()
-		p.StampTx(now)
-		l := p.Len()
-		lens[i] = uint32(l)
-		bytes += l
-		bh[i] = h
-	}
-	n = len(hs)
-	if n == 0 {
+	if len(hs) == 0 {
 		return 0, foreign
 	}
-	b.N = n
-	packet.OwnBurst(b.H[:n], packet.OpTx, id, -1)
+	b := &lc.txb
+	b.N = copy(b.H[:], hs)
+	if sent := lc.txBurst(t, b); sent < b.N {
+		return sent, false
+	}
+	return b.N, foreign
+}
+
+// txBurst stamps and measures b's packets and gives them to t's port; it
+// returns how many the port took. The lengths are read before: once the port
+// has a packet it may free it.
+func (lc *lcore) txBurst(t *txBuffer, b *packet.Burst) int {
+	// The port's options in locals: stores into the packets could alias lc
+	// and pe, so the loop would reload them per packet.
+	pe := t.port
+	hs := b.H[:b.N]
+	lens := lc.txLen[:len(hs)]
+	bytes := 0
+	if pe.stampTx {
+		now := lc.txNow()
+		for i, h := range hs {
+			p := h.P()
+			p.StampTx(now)
+			l := p.Len()
+			lens[i] = uint32(l)
+			bytes += l
+		}
+	} else {
+		for i, h := range hs {
+			p := h.P()
+			if p.Flags()&packet.FlagTxDelay != 0 {
+				p.StampTx(lc.txNow())
+			}
+			l := p.Len()
+			lens[i] = uint32(l)
+			bytes += l
+		}
+	}
+	id := uint16(lc.id)
+	packet.OwnBurst(hs, packet.OpTx, id, -1)
 	sent := pe.port.TxBurst(t.queue, b)
-	packet.OwnBurst(b.H[sent:n], packet.OpBack, id, -1)
-	if sent == n {
+	packet.OwnBurst(hs[sent:], packet.OpBack, id, -1)
+	if sent == len(hs) {
 		t.txPackets.Add(uint64(sent))
 		t.txBytes.Add(uint64(bytes))
-		return sent, foreign
+		return sent
 	}
-	t.countTx(lc.txLen[:sent])
-	return sent, false
+	t.countTx(lens[:sent])
+	return sent
 }
 
 func (t *txBuffer) countTx(lens []uint32) {
@@ -220,17 +264,23 @@ func (lc *lcore) copyToPool(hs []packet.Handle, pe *portEntry) []packet.Handle {
 	return append(hs[:kept], hs[n:]...)
 }
 
-// flushAll transmits every tx buffer, with one tx timestamp read just before.
+// flushAll transmits every tx buffer, with one tx timestamp, read at its first
+// use: a loop that transmits only to ports that do not read it reads no clock.
 func (lc *lcore) flushAll() {
-	now := int64(0)
+	lc.txNowSet = false
 	for i := range lc.tx {
 		if lc.tx[i].n > 0 {
-			if now == 0 {
-				now = lc.e.clock.Now()
-			}
-			lc.flush(&lc.tx[i], now)
+			lc.flush(&lc.tx[i])
 		}
 	}
+}
+
+// txNow is the flush's tx timestamp: the clock, read once a flush.
+func (lc *lcore) txNow() int64 {
+	if !lc.txNowSet {
+		lc.txNowAt, lc.txNowSet = lc.e.clock.Now(), true
+	}
+	return lc.txNowAt
 }
 
 func (lc *lcore) txBuffered() int {
