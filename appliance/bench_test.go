@@ -1,7 +1,11 @@
 package appliance_test
 
 import (
+	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -218,4 +222,127 @@ func BenchmarkRing(b *testing.B) {
 		el := time.Since(start)
 		b.ReportMetric(float64(el.Nanoseconds())/float64(b.N), "ns/burst")
 	})
+}
+
+// multiCoreConfig is two independent pipelines, each a generator of 64-byte
+// frames whose MACs a forward stage swaps on the way to a null port of its
+// own, on the lcores (CPUs) cpuA and cpuB: one lcore runs both when they are
+// the same.
+func multiCoreConfig(cpuA, cpuB int) string {
+	c := "version = 1\n[engine]\npin = true\npoll = \"busy\"\n[control]\nlisten = \"\"\n" +
+		"[[pools]]\nname = \"default\"\nbuffers = 16384\n"
+	for i, cpu := range []int{cpuA, cpuB} {
+		c += fmt.Sprintf("[[ports]]\nname = \"null%d\"\ndriver = \"null\"\n", i)
+		c += fmt.Sprintf("[[pipelines]]\nname = \"p%d\"\nlcores = [%d]\n", i, cpu)
+		c += "[[pipelines.stages]]\nkind = \"generator\"\nip_version = 4\nsrc = \"192.0.2.1\"\n" +
+			"dst = \"198.51.100.1\"\nsrc_mac = \"02:00:00:00:00:01\"\ndst_mac = \"02:00:00:00:00:02\"\n" +
+			"flows = 16\nsizes = [64]\n"
+		c += fmt.Sprintf("[[pipelines.stages]]\nkind = \"forward\"\nport = \"null%d\"\nswap_mac = true\n", i)
+	}
+	return c
+}
+
+// BenchmarkMultiCore: the two pipelines of multiCoreConfig on one lcore, then
+// on two (the last two CPUs the process may use), each run for a fixed wall
+// time, alternately, b.N rounds of both (-benchtime 10x). It reports both
+// rates in wall-clock Mpps, the ratio two/one (the goal is 1.9 where two
+// CPUs are free for the lcores), and how free each CPU was just before each
+// round, from /proc/stat (1 = idle): on a shared machine the lcores get only
+// what the others leave, and the Go runtime, the benchmark's own goroutine
+// and the kernel share the same CPUs.
+func BenchmarkMultiCore(b *testing.B) {
+	// The process's CPUs, from its main thread: this one may be pinned.
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(os.Getpid(), &set); err != nil {
+		b.Fatal(err)
+	}
+	var cpus []int
+	for c := range 1024 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) < 2 {
+		b.Skipf("needs two CPUs; this process may use %v", cpus)
+	}
+	c0, c1 := cpus[len(cpus)-2], cpus[len(cpus)-1]
+	const trial = 200 * time.Millisecond
+	var one, two float64
+	free := map[int]float64{}
+	for range b.N {
+		for cpu, f := range cpuFree(b, []int{c0, c1}, 100*time.Millisecond) {
+			free[cpu] += f / float64(b.N)
+		}
+		r1 := multiCoreRate(b, multiCoreConfig(c1, c1), trial)
+		r2 := multiCoreRate(b, multiCoreConfig(c0, c1), trial)
+		one += r1 / float64(b.N)
+		two += r2 / float64(b.N)
+	}
+	b.ReportMetric(one, "1lcore-Mpps")
+	b.ReportMetric(two, "2lcores-Mpps")
+	b.ReportMetric(two/one, "2/1")
+	b.ReportMetric(free[c0], fmt.Sprintf("cpu%d-free", c0))
+	b.ReportMetric(free[c1], fmt.Sprintf("cpu%d-free", c1))
+}
+
+// multiCoreRate runs an engine of config for d and returns what its null
+// ports took, in Mpps of wall time.
+func multiCoreRate(b *testing.B, config string, d time.Duration) float64 {
+	e := enginetest.Start(b, config, appliance.Options{})
+	time.Sleep(20 * time.Millisecond) // past the start
+	count := func() uint64 {
+		n := uint64(0)
+		for _, name := range []string{"null0", "null1"} {
+			p, _ := e.Port(name)
+			n += p.Stats().TxPackets
+		}
+		return n
+	}
+	n0, t0 := count(), time.Now()
+	time.Sleep(d)
+	n, el := count()-n0, time.Since(t0)
+	e.Stop()
+	return float64(n) / el.Seconds() / 1e6
+}
+
+// cpuFree is how idle each of cpus was over d (idle and iowait over all
+// time, from /proc/stat), while this process waits.
+func cpuFree(b *testing.B, cpus []int, d time.Duration) map[int]float64 {
+	read := func() map[int][2]uint64 {
+		data, err := os.ReadFile("/proc/stat")
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := map[int][2]uint64{}
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 6 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+				continue
+			}
+			cpu, err := strconv.Atoi(f[0][3:])
+			if err != nil {
+				continue
+			}
+			var total, idle uint64
+			for i, v := range f[1:] {
+				n, _ := strconv.ParseUint(v, 10, 64)
+				total += n
+				if i == 3 || i == 4 { // idle, iowait
+					idle += n
+				}
+			}
+			out[cpu] = [2]uint64{idle, total}
+		}
+		return out
+	}
+	a := read()
+	time.Sleep(d)
+	z := read()
+	free := map[int]float64{}
+	for _, cpu := range cpus {
+		if dt := z[cpu][1] - a[cpu][1]; dt > 0 {
+			free[cpu] = float64(z[cpu][0]-a[cpu][0]) / float64(dt)
+		}
+	}
+	return free
 }
