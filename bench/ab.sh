@@ -12,7 +12,11 @@ top=$(git rev-parse --show-toplevel)
 out=$top/ab
 mkdir -p "$out"
 # package : benchmark pattern : benchtime (short where a package has many).
+# The stage benchmarks report stage-ns/pkt and, in their /engine
+# sub-benchmarks, engine+stage-ns/pkt (plugins/stagetest), each beside the
+# bare loop of the same run: compare their x-bare ratios.
 specs=("appliance:^BenchmarkForwardMem\$:1s"
+	"plugins/builtin:^BenchmarkForward\$:1s"
 	"plugins/stamp:^Benchmark(Reflector|Collector|Sender)\$:1s"
 	"plugins/rlnc:^Benchmark(Encoder|Recoder|Decoder)\$:0.2s"
 	"plugins/ioam:^Benchmark(Encap|Transit|Decap)\$:0.2s"

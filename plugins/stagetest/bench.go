@@ -13,6 +13,9 @@ package stagetest
 //	                      swap its MACs, free (BenchmarkForwardMem's baseline)
 //	stage-x-bare, engine+stage-x-bare   the ratios to the bare loop
 //
+// Alone and ReportAlone give the first with bare-ns/pkt and stage-x-bare;
+// InEngine the others.
+//
 // Every figure is CPU time of the benchmark's own thread (internal/cputime),
 // so what else a shared machine runs does not count, and every ratio is to a
 // baseline measured in the same run, interleaved with the figure.
@@ -92,16 +95,24 @@ func Alone(b *testing.B, pkts, frameLen int, reset, process func()) float64 {
 	}
 	cpu := cputime.Thread() - c0
 	b.StopTimer()
-	n := float64(b.N) * float64(pkts)
-	stage := float64(max(cpu-resetNs, 0)) / n
-	bare, err := Bare(frameLen, max(b.N*pkts/packet.MaxBurst, 1))
+	stage := float64(max(cpu-resetNs, 0)) / (float64(b.N) * float64(pkts))
+	ReportAlone(b, stage, frameLen, b.N*pkts)
+	return stage
+}
+
+// ReportAlone reports a stage's own cost, stage ns a packet over pkts
+// packets of frameLen bytes, as Alone does: stage-ns/pkt, the bare loop over
+// as many packets (bare-ns/pkt, timed now) and their ratio (stage-x-bare). For
+// a benchmark that times its stage itself.
+func ReportAlone(b *testing.B, stage float64, frameLen, pkts int) {
+	b.Helper()
+	bare, err := Bare(frameLen, max(pkts/packet.MaxBurst, 1))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(stage, "stage-ns/pkt")
 	b.ReportMetric(bare, "bare-ns/pkt")
 	b.ReportMetric(stage/bare, "stage-x-bare")
-	return stage
 }
 
 // EngineSpec is a stage to time inside an engine.
@@ -116,6 +127,12 @@ type EngineSpec struct {
 	Ports []string
 	// Sections are top-level TOML tables the stage reads ([[routes]] …).
 	Sections string
+	// Rx names the port the stage receives on, the far end of the mem link
+	// (a port its keys name as an interface, say); "st-m1" when empty.
+	Rx string
+	// PortKeys are more TOML lines for the [[ports]] table of Rx or of one
+	// of Ports, by name: a routed port's mac and addresses, say.
+	PortKeys map[string]string
 }
 
 // InEngine times the stage inside an engine on mem ports, stepped on the
@@ -126,7 +143,8 @@ type EngineSpec struct {
 // port. The same engine without the stage and the bare loop run interleaved
 // with it, in steps of the same count. It reports engine+stage-ns/pkt,
 // engine-ns/pkt, bare-ns/pkt, stage-in-engine-ns/pkt (the difference of the
-// first two) and engine+stage-x-bare.
+// first two), engine+stage-x-bare, and out/in: what left through the null
+// ports per packet in. A stage that drops what it is given fails it.
 func InEngine(b *testing.B, s EngineSpec) {
 	b.Helper()
 	if len(s.Frames) == 0 {
@@ -134,6 +152,9 @@ func InEngine(b *testing.B, s EngineSpec) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if s.Rx == "" {
+		s.Rx = "st-m1"
+	}
 	with := newRig(b, s, true)
 	without := newRig(b, s, false)
 	size := 0
@@ -173,6 +194,22 @@ func InEngine(b *testing.B, s EngineSpec) {
 	if nWith == 0 || nWithout == 0 {
 		b.Fatalf("stagetest.InEngine: %d packets through the stage, %d without it", nWith, nWithout)
 	}
+	// A stage that dropped its packets would be timed doing something else.
+	snap := with.e.Snapshot()
+	for _, st := range snap.Stages {
+		if st.Name == "dut" && len(st.Drops) > 0 {
+			b.Fatalf("stagetest.InEngine: the stage dropped packets: %v", st.Drops)
+		}
+	}
+	// What left through the null ports, per packet in: 1 for a stage that
+	// forwards what it gets, more for one that makes packets (an encoder).
+	var out uint64
+	for _, p := range snap.Ports {
+		if p.Driver == "null" {
+			out += p.TxPackets
+		}
+	}
+	b.ReportMetric(float64(out-with.outBase)/float64(nWith), "out/in")
 	es := float64(tWith.Nanoseconds()) / float64(nWith)
 	e := float64(tWithout.Nanoseconds()) / float64(nWithout)
 	bare := float64(tBare.Nanoseconds()) / float64(b.N*packet.MaxBurst)
@@ -186,8 +223,9 @@ func InEngine(b *testing.B, s EngineSpec) {
 }
 
 type engineRig struct {
-	e    *appliance.Engine
-	base uint64 // sent before the timed steps
+	e       *appliance.Engine
+	base    uint64 // sent before the timed steps
+	outBase uint64 // and transmitted to the null ports
 }
 
 // steps runs k loops and returns the thread's CPU time they took.
@@ -205,7 +243,7 @@ func (r *engineRig) sent() uint64 {
 	return r.e.Snapshot().Counter("replay", "sent") - r.base
 }
 
-func (r *engineRig) close(b *testing.B) {
+func (r *engineRig) close(b testing.TB) {
 	r.e.Stop()
 	if err := r.e.Close(); err != nil {
 		b.Fatal(err)
@@ -219,7 +257,7 @@ var (
 	replaySeq    int
 )
 
-func newRig(b *testing.B, s EngineSpec, withStage bool) *engineRig {
+func newRig(b testing.TB, s EngineSpec, withStage bool) *engineRig {
 	replayOnce.Do(registerReplay)
 	replayMu.Lock()
 	replaySeq++
@@ -229,18 +267,18 @@ func newRig(b *testing.B, s EngineSpec, withStage bool) *engineRig {
 	var c strings.Builder
 	c.WriteString("version = 1\n[engine]\npin = false\n[control]\nlisten = \"\"\n")
 	c.WriteString("[[pools]]\nname = \"default\"\nbuffers = 4096\n")
-	c.WriteString("[[ports]]\nname = \"st-m0\"\ndriver = \"mem\"\npeer = \"st-m1\"\n")
-	c.WriteString("[[ports]]\nname = \"st-m1\"\ndriver = \"mem\"\npeer = \"st-m0\"\n")
+	fmt.Fprintf(&c, "[[ports]]\nname = \"st-m0\"\ndriver = \"mem\"\npeer = %q\n", s.Rx)
+	fmt.Fprintf(&c, "[[ports]]\nname = %q\ndriver = \"mem\"\npeer = \"st-m0\"\n%s\n", s.Rx, s.PortKeys[s.Rx])
 	c.WriteString("[[ports]]\nname = \"st-null\"\ndriver = \"null\"\n")
 	for _, p := range s.Ports {
-		fmt.Fprintf(&c, "[[ports]]\nname = %q\ndriver = \"null\"\n", p)
+		fmt.Fprintf(&c, "[[ports]]\nname = %q\ndriver = \"null\"\n%s\n", p, s.PortKeys[p])
 	}
 	c.WriteString("[[pipelines]]\nname = \"source\"\nlcores = [0]\n")
 	fmt.Fprintf(&c, "[[pipelines.stages]]\nkind = \"stagetest.replay\"\nname = \"replay\"\nid = %q\n", id)
 	c.WriteString("[[pipelines.stages]]\nkind = \"stagetest.out\"\nport = \"st-m0\"\n")
-	c.WriteString("[[pipelines]]\nname = \"dut\"\nlcores = [0]\nrx = [\"st-m1\"]\n")
+	fmt.Fprintf(&c, "[[pipelines]]\nname = \"dut\"\nlcores = [0]\nrx = [%q]\n", s.Rx)
 	if withStage {
-		fmt.Fprintf(&c, "[[pipelines.stages]]\nkind = %q\nname = \"dut\"\n%s\n", s.Kind, s.Keys)
+		fmt.Fprintf(&c, "[[pipelines.stages]]\nkind = %q\nname = \"dut\"\n%s\n", s.Kind, nested(s.Keys))
 	}
 	c.WriteString("[[pipelines.stages]]\nkind = \"stagetest.out\"\nport = \"st-null\"\n")
 	c.WriteString(s.Sections)
@@ -261,7 +299,28 @@ func newRig(b *testing.B, s EngineSpec, withStage bool) *engineRig {
 		e.Step()
 	}
 	r.base = r.sent()
+	for _, p := range e.Snapshot().Ports {
+		if p.Driver == "null" {
+			r.outBase += p.TxPackets
+		}
+	}
 	return r
+}
+
+// nested puts the tables of a stage's keys ([[profiles]] …, as a Harness
+// reads them) under the stage's own table in a config file.
+func nested(keys string) string {
+	lines := strings.Split(keys, "\n")
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "[["):
+			lines[i] = "[[pipelines.stages." + strings.TrimPrefix(t, "[[")
+		case strings.HasPrefix(t, "["):
+			lines[i] = "[pipelines.stages." + strings.TrimPrefix(t, "[")
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // replay is the source of InEngine: each loop it fills a burst with copies
