@@ -9,6 +9,7 @@ import (
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/internal/cputime"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // Benchmarks run a stage over bursts of 64 packets, as the engine does. Each
@@ -114,6 +115,8 @@ func runBench(b *testing.B, h *harness, bb *benchBurst, st plugins.Stage, counte
 	b.ReportMetric(float64(cpu-resetNs)/pkts, "ns/pkt")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/pkts, "wall_ns/pkt")
 	b.ReportMetric(float64(resetNs)/pkts, "reset_ns/pkt")
+	// The figures every stage benchmark reports (plugins/stagetest).
+	stagetest.ReportAlone(b, float64(cpu-resetNs)/pkts, len(bb.saved), int(pkts))
 	for i := range packet.MaxBurst {
 		if p := bb.b.H[i].P(); p.Verdict() == packet.Drop {
 			b.Fatalf("the stage dropped a packet: %s", p.Reason)
@@ -153,7 +156,18 @@ func BenchmarkEncap(b *testing.B) {
 			})
 		}
 	}
+	b.Run(fmt.Sprintf("size=%d/trace=%#06x/engine", engineSize, engineType), func(b *testing.B) {
+		stagetest.InEngine(b, stagetest.EngineSpec{Kind: "ioam.encap", Keys: benchEncapKeys(engineType),
+			Frames: [][]byte{benchFrame(b, engineSize)}, Rx: "eth0", Ports: []string{"eth1", "big"}})
+	})
 }
+
+// engineSize and engineType are the one workload each role also runs inside an
+// engine on mem ports (stagetest.InEngine): the engine+stage figure.
+const (
+	engineSize = 1200
+	engineType = 0xF00000
+)
 
 // BenchmarkTransit: a node's data into the pre-allocated trace of an
 // encapsulated packet (size: the frame before encapsulation) that arrived from
@@ -173,6 +187,13 @@ func BenchmarkTransit(b *testing.B) {
 			})
 		}
 	}
+	b.Run(fmt.Sprintf("size=%d/trace=%#06x/engine", engineSize, engineType), func(b *testing.B) {
+		h := newHarness(b)
+		enc := h.MustBuild("ioam.encap", benchEncapKeys(engineType))
+		frame := h.run(benchFrame(b, engineSize), 0, false, enc).data
+		stagetest.InEngine(b, stagetest.EngineSpec{Kind: "ioam.transit", Keys: benchKeys(2),
+			Frames: [][]byte{frame}, Rx: "eth0", Ports: []string{"eth1", "big"}})
+	})
 }
 
 // BenchmarkDecap: reads the trace and removes the outer header, giving back a
@@ -197,6 +218,13 @@ func BenchmarkDecap(b *testing.B) {
 			})
 		}
 	}
+	b.Run(fmt.Sprintf("size=%d/trace=%#06x/engine", engineSize, engineType), func(b *testing.B) {
+		h := newHarness(b)
+		enc := h.MustBuild("ioam.encap", benchEncapKeys(engineType))
+		frame := h.run(benchFrame(b, engineSize), 0, false, enc).data
+		stagetest.InEngine(b, stagetest.EngineSpec{Kind: "ioam.decap", Keys: benchKeys(3) + "histograms = false\n",
+			Frames: [][]byte{frame}, Rx: "eth0", Ports: []string{"eth1", "big"}})
+	})
 }
 
 // BenchmarkDecapDelays: BenchmarkDecap at the smallest size with the delay

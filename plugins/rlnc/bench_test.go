@@ -13,6 +13,7 @@ import (
 	"github.com/linerate/linerate/gf"
 	"github.com/linerate/linerate/internal/cputime"
 	"github.com/linerate/linerate/plugins"
+	"github.com/linerate/linerate/plugins/stagetest"
 )
 
 // The benchmarks time the stages alone: input packets are made and outputs
@@ -201,6 +202,14 @@ func BenchmarkEncoder(b *testing.B) {
 			d := bt.cpu
 			reportGBs(b, float64(coded)*float64(k*benchN), d)
 			b.ReportMetric(float64(coded)/d.Seconds()/1e6, "Mpps")
+			// The figures every stage benchmark reports (plugins/stagetest),
+			// per source packet in.
+			in := len(frames) * b.N
+			stagetest.ReportAlone(b, float64(d.Nanoseconds())/float64(in), len(frames[0]), in)
+		})
+		b.Run(fmt.Sprintf("k=%d/n=%d/engine", k, benchN), func(b *testing.B) {
+			stagetest.InEngine(b, stagetest.EngineSpec{Kind: "rlnc.encoder", Frames: frames,
+				Keys: fmt.Sprintf("k = %d\nblock = %d\ncoded = %d\nmemory = \"8MiB\"\npool_buffers = 2048\n", k, benchN, k)})
 		})
 		// Baselines: gf's fused kernel making one coded block per call, and
 		// K per call as the encoder batches them.
@@ -390,6 +399,14 @@ func BenchmarkDecoder(b *testing.B) {
 			d := bt.cpu
 			reportGBs(b, float64(bytesOut), d)
 			b.ReportMetric(float64(delivered)/d.Seconds()/1e6, "Mpps")
+			// Beside them, the figures every stage benchmark reports
+			// (plugins/stagetest), per coded packet in.
+			in := 0
+			for _, gg := range gens {
+				in += len(gg.coded)
+			}
+			in *= b.N
+			stagetest.ReportAlone(b, float64(d.Nanoseconds())/float64(in), len(gens[0].coded[0]), in)
 		})
 		// Baselines on the same packets: progressive elimination with the
 		// payloads in the Echelon (gf.Echelon(K, N)), and the decoder's own
