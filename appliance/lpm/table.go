@@ -165,20 +165,31 @@ func (x *Table6) Lookup(a [16]byte) (uint32, bool) {
 }
 
 // LookupBurst looks up every address of dst into nh (as long), NoNextHop for
-// none, reading all tbl24 entries first.
+// none, one level at a time: every tbl24 entry, then every address's group
+// entry at the next byte, and so on, so that the burst's cache misses at each
+// level overlap instead of queueing behind each address's chain.
 func (x *Table6) LookupBurst(dst [][16]byte, nh []uint32) {
 	nh = nh[:len(dst)]
 	tbl24 := x.t.tbl24
+	var ext uint32
 	for i := range dst {
 		a := &dst[i]
-		nh[i] = load(&tbl24[uint32(a[0])<<16|uint32(a[1])<<8|uint32(a[2])])
+		e := load(&tbl24[uint32(a[0])<<16|uint32(a[1])<<8|uint32(a[2])])
+		nh[i] = e
+		ext |= e
+	}
+	for j := 3; ext&entExt != 0 && j < 16; j++ {
+		ext = 0
+		for i, e := range nh {
+			if e&entExt != 0 {
+				e = load(&x.t.tbl8[(e&valMask)<<8|uint32(dst[i][j])])
+				nh[i] = e
+				ext |= e
+			}
+		}
 	}
 	def := x.t.def.Load()
 	for i, e := range nh {
-		a := &dst[i]
-		for j := 3; e&entExt != 0 && j < 16; j++ {
-			e = load(&x.t.tbl8[(e&valMask)<<8|uint32(a[j])])
-		}
 		if e&entValid == 0 {
 			e = def
 		}
