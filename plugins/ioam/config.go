@@ -228,8 +228,7 @@ func loadPOTKeys(kind string, cs []potConfig, ns *nsTable) (potKeys, error) {
 		if err != nil {
 			return k, fmt.Errorf("%s: pot[%d]: %w", kind, i, err)
 		}
-		k.ids = append(k.ids, uint16(*c.Namespace))
-		k.keys = append(k.keys, key)
+		k.add(uint16(*c.Namespace), key)
 	}
 	return k, nil
 }

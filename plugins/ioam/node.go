@@ -1,6 +1,8 @@
 package ioam
 
 import (
+	"math/bits"
+
 	"github.com/linerate/linerate/appliance/clock"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/plugins"
@@ -154,25 +156,96 @@ func (s *nsState) plan(traceType uint32, eg egressIDs) *nodePlan {
 	return p
 }
 
-// nsTable is the namespaces a node knows: few, so a linear scan of ids in one
-// cache line beats a map.
+// nsTable is the namespaces a node knows. Up to linearMax of them, a linear
+// scan of ids in one cache line beats any index; beyond, an idIndex finds one
+// in about one probe, however many there are.
 type nsTable struct {
 	ids []uint16
 	ns  []*nsState
+	idx idIndex
 }
 
 func (t *nsTable) add(ns Namespace) {
 	t.ids = append(t.ids, ns.ID)
 	t.ns = append(t.ns, &nsState{Namespace: ns})
+	t.idx.add(t.ids)
 }
 
 func (t *nsTable) lookup(id uint16) *nsState {
-	for i, v := range t.ids {
-		if v == id {
-			return t.ns[i]
-		}
+	if i := t.idx.find(t.ids, id); i >= 0 {
+		return t.ns[i]
 	}
 	return nil
+}
+
+// linearMax is how many ids a linear scan looks through (32 bytes).
+const linearMax = 16
+
+// idIndex finds the position of a 16-bit id (a namespace) in a list of
+// them, the first one where the list repeats an id: a linear scan up to
+// linearMax ids, beyond that an open-addressed hash table of positions,
+// at most half full, built as the list grows. Lookups never allocate.
+type idIndex struct {
+	slots []uint32 // position + 1, 0 when empty; a power of two long
+	shift uint8    // 32 − log2(len(slots))
+}
+
+func idHash(id uint16, shift uint8) uint32 { return (uint32(id) * 0x9E3779B1) >> shift }
+
+// add indexes the last id of ids, which has just been appended.
+func (x *idIndex) add(ids []uint16) {
+	n := len(ids)
+	if n <= linearMax {
+		return
+	}
+	if 2*n > len(x.slots) {
+		size := 64
+		for size < 4*n {
+			size <<= 1
+		}
+		x.slots = make([]uint32, size)
+		x.shift = uint8(32 - bits.TrailingZeros(uint(size)))
+		for i := range ids[:n-1] {
+			x.insert(ids, i)
+		}
+	}
+	x.insert(ids, n-1)
+}
+
+func (x *idIndex) insert(ids []uint16, pos int) {
+	mask := uint32(len(x.slots) - 1)
+	for h := idHash(ids[pos], x.shift); ; h = (h + 1) & mask {
+		v := x.slots[h]
+		if v == 0 {
+			x.slots[h] = uint32(pos + 1)
+			return
+		}
+		if ids[v-1] == ids[pos] {
+			return // a repeat: the first one stands
+		}
+	}
+}
+
+// find is the position of id in ids, or -1.
+func (x *idIndex) find(ids []uint16, id uint16) int {
+	if len(ids) <= linearMax {
+		for i, v := range ids {
+			if v == id {
+				return i
+			}
+		}
+		return -1
+	}
+	mask := uint32(len(x.slots) - 1)
+	for h := idHash(id, x.shift); ; h = (h + 1) & mask {
+		v := x.slots[h]
+		if v == 0 {
+			return -1
+		}
+		if ids[v-1] == id {
+			return int(v - 1)
+		}
+	}
 }
 
 // node is a node's identity on one lcore: namespaces, interface ids by port,

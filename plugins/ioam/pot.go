@@ -280,17 +280,23 @@ func WritePOTKey(path string, k *POTKey) error {
 
 func hex64(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
 
-// potKeys maps namespaces to POT keys.
+// potKeys maps namespaces to POT keys, the first key where a namespace has
+// several.
 type potKeys struct {
 	ids  []uint16
 	keys []*POTKey
+	idx  idIndex
+}
+
+func (k *potKeys) add(ns uint16, key *POTKey) {
+	k.ids = append(k.ids, ns)
+	k.keys = append(k.keys, key)
+	k.idx.add(k.ids)
 }
 
 func (k *potKeys) lookup(ns uint16) *POTKey {
-	for i, id := range k.ids {
-		if id == ns {
-			return k.keys[i]
-		}
+	if i := k.idx.find(k.ids, ns); i >= 0 {
+		return k.keys[i]
 	}
 	return nil
 }
