@@ -32,8 +32,11 @@ func TestCalibrate(t *testing.T) {
 	}
 	cal := c.Sizes[0].MaxLoad
 	// The generator cannot send more than its cap: any load above it falls
-	// short, which fails a calibration trial. A busy host may keep it lower.
-	if cal <= 0 || cal > limit*(1+1e-9) {
+	// short, which fails a calibration trial. It may run 5 ms past a 200 ms
+	// trial, and a shortfall of up to 3 packets is a rounding's, so a load
+	// up to 2.5 % and 15 pps over the cap can pass. A busy host may keep it
+	// lower.
+	if over := limit*(205.0/200) + 3/0.2; cal <= 0 || cal > over {
 		t.Errorf("calibrated Max Load %.0f pps for a tester capped at %d pps", cal, limit)
 	}
 	if s := rep.Sizes[0].Searches[0]; s.Algorithm != "mlrsearch-15" || len(s.Trials) != c.Sizes[0].Trials {
