@@ -16,7 +16,8 @@ import (
 // GFNI and AVX-512 decide gf's kernels, and a shared machine's load
 // decides how far two runs differ.
 type machine struct {
-	CPUModel  string          `json:"cpu_model"`
+	CPUModel  string          `json:"cpu_model"`           // /proc/cpuinfo's model name
+	CPUBrand  string          `json:"cpu_brand,omitempty"` // CPUID's, as go test prints it
 	CPUFlags  map[string]bool `json:"cpu_flags"`
 	VM        bool            `json:"vm"` // the hypervisor flag
 	CPUs      int             `json:"cpus"`
@@ -129,7 +130,7 @@ func (m *machine) lines() []string {
 		vm = ", VM"
 	}
 	out := []string{
-		clip(fmt.Sprintf("cpu:    %s, %d CPUs%s", m.CPUModel, m.CPUs, vm), tableWidth),
+		clip(fmt.Sprintf("cpu:    %s, %d CPUs%s", m.cpuName(), m.CPUs, vm), tableWidth),
 		clip("flags:  "+strings.Join(fl, ", "), tableWidth),
 		clip(fmt.Sprintf("system: %s %s, %s", m.Kernel, m.Arch, m.GoVersion), tableWidth),
 	}
@@ -146,4 +147,16 @@ func fmtLoad(l []float64) string {
 		return "?"
 	}
 	return fmt.Sprintf("%.2f/%.2f/%.2f", l[0], l[1], l[2])
+}
+
+// cpuName is the CPU's model and, where CPUID names it otherwise (a VM's
+// virtual model), that name too.
+func (m *machine) cpuName() string {
+	if m.CPUBrand == "" || m.CPUBrand == m.CPUModel {
+		return m.CPUModel
+	}
+	if m.CPUModel == "" {
+		return m.CPUBrand
+	}
+	return m.CPUBrand + " (" + m.CPUModel + ")"
 }

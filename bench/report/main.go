@@ -69,7 +69,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	strict := fs.Bool("strict", false, "exit 1 if a package fails to build or a run fails")
 	timeout := fs.Duration("timeout", 30*time.Minute, "longest run of one package")
 	benchfmt := fs.String("benchfmt", "", "print this report.json's results in benchmark format and exit")
-	from := fs.String("from", "", "run nothing: compute the figures of this report.json again with this spec")
+	from := fs.String("from", "", "run nothing: compute the figures of these report.json files (a,b) again")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: go run ./bench/report [flags]\n\nFlags:")
 		fs.PrintDefaults()
@@ -107,7 +107,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 		if c.Plots == "" {
 			c.Plots = filepath.Join(c.Out, "plots")
 		}
-		if rep, err = reevaluate(c, module, *from); err != nil {
+		if rep, err = reevaluate(c, module, strings.Split(*from, ",")); err != nil {
 			return err
 		}
 	} else {
@@ -161,6 +161,12 @@ func generate(ctx context.Context, c config, module string, log io.Writer) (*rep
 		rep.Mode, rep.Count = "short", 1
 	}
 	rs := runAll(ctx, c.options, all, log)
+	for _, r := range rs {
+		if r.CPU != "" {
+			rep.Machine.CPUBrand = r.CPU
+			break
+		}
+	}
 	rep.Machine.LoadEnd = loadAvg()
 	rep.Machine.Loaded = rep.Machine.loaded()
 	rep.Finished = time.Now().UTC()
@@ -231,21 +237,41 @@ func finish(c config, module string, rep *report, res *results) error {
 	return nil
 }
 
-// reevaluate reads a report.json and computes its figures again with this
-// spec, without running anything: after a change to the spec, or to see an
-// old run against today's goals. The machine, times and runs stay the
-// report's.
-func reevaluate(c config, module, file string) (*report, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
+// reevaluate reads report.json files and computes their figures again with
+// this spec, without running anything: after a change to the spec, or to
+// see an old run against today's goals. With several files, a package a
+// later file ran replaces that package's results of the earlier ones (a
+// package run again on its own); the machine is the first file's, its load
+// at the end the last's, and the report lists its sources.
+func reevaluate(c config, module string, files []string) (*report, error) {
+	var rep *report
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var r report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if r.Schema != schemaVersion {
+			return nil, fmt.Errorf("%s: schema %d, this program reads %d", file, r.Schema, schemaVersion)
+		}
+		src := fmt.Sprintf("%s (%s, %s)", filepath.Base(filepath.Dir(file))+"/"+filepath.Base(file),
+			r.Commit, r.Started.Format("15:04 UTC"))
+		if rep == nil {
+			rep = &r
+			rep.Sources = []string{src}
+			continue
+		}
+		rep.merge(&r)
+		rep.Sources = append(rep.Sources, src)
 	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	if rep == nil {
+		return nil, errors.New("-from: no file")
 	}
-	if rep.Schema != schemaVersion {
-		return nil, fmt.Errorf("%s: schema %d, this program reads %d", file, rep.Schema, schemaVersion)
+	if len(rep.Sources) == 1 {
+		rep.Sources = nil
 	}
 	res := &results{by: map[string]*benchOut{}, runs: map[string]*runResult{}}
 	for i := range rep.Benchmarks {
@@ -259,10 +285,47 @@ func reevaluate(c config, module, file string) (*report, error) {
 	if err := os.MkdirAll(c.Out, 0o755); err != nil {
 		return nil, err
 	}
-	if err := finish(c, module, &rep, res); err != nil {
+	if err := finish(c, module, rep, res); err != nil {
 		return nil, err
 	}
-	return &rep, nil
+	return rep, nil
+}
+
+// merge takes a later report's packages in place of rep's.
+func (rep *report) merge(later *report) {
+	again := map[string]bool{}
+	for _, r := range later.Runs {
+		if !r.Skipped {
+			again[r.Pkg] = true
+		}
+	}
+	runs := rep.Runs[:0:0]
+	for _, r := range rep.Runs {
+		if !again[r.Pkg] {
+			runs = append(runs, r)
+		}
+	}
+	for _, r := range later.Runs {
+		if again[r.Pkg] {
+			runs = append(runs, r)
+		}
+	}
+	rep.Runs = runs
+	benches := rep.Benchmarks[:0:0]
+	for _, b := range rep.Benchmarks {
+		if !again[b.Pkg] {
+			benches = append(benches, b)
+		}
+	}
+	rep.Benchmarks = append(benches, later.Benchmarks...)
+	if later.Started.Before(rep.Started) {
+		rep.Started = later.Started
+	}
+	if later.Finished.After(rep.Finished) {
+		rep.Finished = later.Finished
+		rep.Machine.LoadEnd = later.Machine.LoadEnd
+	}
+	rep.Machine.Loaded = rep.Machine.Loaded || later.Machine.Loaded
 }
 
 // Marked blocks: the text between a begin marker and markEnd is the

@@ -377,7 +377,7 @@ func TestQuick(t *testing.T) {
 	c2.Plots = filepath.Join(c2.Out, "plots")
 	c2.Figures = append(c.Figures, figure{ID: "test.new", Title: "accessors",
 		Of: ref{Pkg: "./appliance/packet", Name: "BenchmarkAccessors", Metric: "ns/pkt"}, Where: issue28})
-	again, err := reevaluate(c2, module, filepath.Join(out, "report.json"))
+	again, err := reevaluate(c2, module, []string{filepath.Join(out, "report.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestDocJSONKeys(t *testing.T) {
 	}
 	section := docSection(t, string(b), "## report.json")
 	res := collect(sampleResults())
-	rep := report{Machine: machine{CPUFlags: map[string]bool{}}}
+	rep := report{Machine: machine{CPUFlags: map[string]bool{}, CPUBrand: "b"}, Sources: []string{"a", "b"}}
 	for _, f := range sampleFigures[:1] {
 		rep.Figures = append(rep.Figures, res.evaluate(f))
 	}
@@ -496,4 +496,57 @@ func docSection(t *testing.T, doc, heading string) string {
 		rest = rest[:j]
 	}
 	return rest
+}
+
+// TestMerge: -from a.json,b.json takes b's packages in place of a's and
+// keeps a's others, and the table names both runs.
+func TestMerge(t *testing.T) {
+	_, module, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, runs []runOut, lines ...line) string {
+		res := &results{by: map[string]*benchOut{}}
+		for _, l := range lines {
+			res.add(l)
+		}
+		rep := report{Schema: schemaVersion, Mode: "full", Count: 1, Runs: runs}
+		for _, b := range res.benches {
+			rep.Benchmarks = append(rep.Benchmarks, *b)
+		}
+		js, _ := json.Marshal(rep)
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, js, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	first := write("first.json", []runOut{{Pkg: "./a"}, {Pkg: "./b"}},
+		line{Pkg: "./a", Name: "BenchmarkX", Iters: 1, Metrics: []metric{{10, "ns/pkt"}}},
+		line{Pkg: "./a", Name: "BenchmarkGone", Iters: 1, Metrics: []metric{{1, "ns/pkt"}}},
+		line{Pkg: "./b", Name: "BenchmarkY", Iters: 1, Metrics: []metric{{2, "ns/pkt"}}})
+	second := write("second.json", []runOut{{Pkg: "./a"}},
+		line{Pkg: "./a", Name: "BenchmarkX", Iters: 1, Metrics: []metric{{20, "ns/pkt"}}})
+	c := config{options: options{Out: filepath.Join(dir, "out")}, Plots: filepath.Join(dir, "plots"),
+		Figures: []figure{
+			{ID: "x", Title: "x", Of: ref{Pkg: "./a", Name: "BenchmarkX", Metric: "ns/pkt"},
+				Base: ref{Pkg: "./b", Name: "BenchmarkY", Metric: "ns/pkt"}, Goal: goal{"<=", 5}},
+			{ID: "gone", Title: "gone", Of: ref{Pkg: "./a", Name: "BenchmarkGone", Metric: "ns/pkt"}},
+		}}
+	rep, err := reevaluate(c, module, []string{first, second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Figures[0].Status != statusNotMet || *rep.Figures[0].Ratio != 10 {
+		t.Errorf("x: %s %v, want NOT MET at 10× (the second run's ./a)", rep.Figures[0].Status, rep.Figures[0].Ratio)
+	}
+	if rep.Figures[1].Status != statusMissing {
+		t.Errorf("gone: %s, want missing: the second run of ./a replaced the first", rep.Figures[1].Status)
+	}
+	table, _ := os.ReadFile(filepath.Join(c.Out, "report.txt"))
+	if !strings.Contains(string(table), "run 1 of 2: "+filepath.Base(dir)+"/first.json") ||
+		!strings.Contains(string(table), "run 2 of 2") {
+		t.Errorf("table without its sources:\n%s", table)
+	}
 }

@@ -31,6 +31,8 @@ type report struct {
 	Runs       []runOut    `json:"runs"`
 	Benchmarks []benchOut  `json:"benchmarks"`
 	Raw        string      `json:"raw"` // the benchmark-format file, for benchstat
+	// Sources are the report.json files -from merged, when more than one.
+	Sources []string `json:"sources,omitempty"`
 }
 
 // figureOut is one figure: its value, its baseline's, the ratio, the goal
@@ -407,6 +409,9 @@ func writeTable(w io.Writer, rep *report) {
 		head += ", " + rep.Commit
 	}
 	fmt.Fprintln(w, clip(head, tableWidth))
+	for i, src := range rep.Sources {
+		fmt.Fprintln(w, clip(fmt.Sprintf("  run %d of %d: %s", i+1, len(rep.Sources), src), tableWidth))
+	}
 	if rep.Mode == "short" {
 		fmt.Fprintln(w, "quick mode: few iterations, smallest sizes; a check that it runs, not a measurement")
 	}

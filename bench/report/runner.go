@@ -36,6 +36,7 @@ type runResult struct {
 	Seconds float64
 	Err     string // a build or run failure, or why it was skipped
 	Skipped bool
+	CPU     string // the testing package's "cpu:" line: the CPUID brand
 }
 
 // discover adds a default run for every package with a benchmark that runs
@@ -235,6 +236,9 @@ func invoke(ctx context.Context, o options, res *runResult, bin string, args []s
 	} else {
 		var skips []skip
 		lines, skips = parseBench(out.Bytes(), r.Pkg)
+		if res.CPU == "" {
+			res.CPU = cpuLine(out.Bytes())
+		}
 		for _, s := range skips {
 			s.Pkg = r.Pkg
 			res.Skips = append(res.Skips, s)
@@ -273,4 +277,14 @@ func lastFailure(out []byte) string {
 		}
 	}
 	return firstLines(out, 2)
+}
+
+// cpuLine is the value of the first "cpu: " line of a test binary's output.
+func cpuLine(out []byte) string {
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "cpu: "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }

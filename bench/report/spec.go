@@ -97,7 +97,7 @@ var runs = []run{
 			"^BenchmarkParseCalibration$"}},
 	{Pkg: "./plugins/rlnc", Bench: ".", Benchtime: "200ms",
 		Short: []string{"^Benchmark(Encoder|Decoder)$/^k=16$"}, ShortTime: "20x"},
-	{Pkg: "./plugins/stamp", Bench: ".", Benchtime: "500ms",
+	{Pkg: "./plugins/stamp", Bench: ".", Benchtime: "200ms",
 		Short: []string{"^Benchmark(Reflector|Collector|Sender)$/^auth=false$"}},
 	{Pkg: "./plugins/route", Bench: ".", Benchtime: "300ms"},
 	{Pkg: "./appliance/lpm", Bench: ".", Benchtime: "300ms"},
