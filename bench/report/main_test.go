@@ -550,3 +550,16 @@ func TestMerge(t *testing.T) {
 		t.Errorf("table without its sources:\n%s", table)
 	}
 }
+
+func TestNiceTicks(t *testing.T) {
+	var got []string
+	for _, tk := range niceTicks(0, 2900) {
+		got = append(got, tk.Label)
+	}
+	if strings.Join(got, " ") != "0 500 1000 1500 2000 2500" {
+		t.Errorf("ticks %v", got)
+	}
+	if niceTicks(1, 1) != nil {
+		t.Error("ticks on an empty range")
+	}
+}

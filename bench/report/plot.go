@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -101,6 +103,28 @@ func scalePlot(k string, cs []curveOut) (*plot.Plot, error) {
 		}
 	}
 	p.Y.Max = max * (1.15 + 0.08*float64(len(cs)))
+	p.Y.Tick.Marker = plot.TickerFunc(niceTicks)
 	p.Add(plotter.NewGrid())
 	return p, nil
+}
+
+// niceTicks puts about six labelled ticks at 1, 2 or 5 times a power of ten
+// (gonum's default gives two on a range such as 0–2900).
+func niceTicks(lo, hi float64) []plot.Tick {
+	if hi <= lo {
+		return nil
+	}
+	raw := (hi - lo) / 6
+	step := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if step*m >= raw {
+			step *= m
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 6, 64)})
+	}
+	return ticks
 }
