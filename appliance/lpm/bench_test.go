@@ -48,7 +48,7 @@ func BenchmarkTable4(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			fn(i)
 		}
-		b.ReportMetric(float64((cputime.Thread() - c0).Nanoseconds())/float64(b.N*per), "ns/lookup")
+		b.ReportMetric(float64((cputime.Thread()-c0).Nanoseconds())/float64(b.N*per), "ns/lookup")
 	}
 	b.Run("bare", func(b *testing.B) {
 		measure(b, len(d), func(int) {

@@ -17,7 +17,8 @@
 // address (64 MiB of address space); groups hold the next 8 bits each. An IPv4
 // lookup reads at most two entries: tbl24, then one group entry for a prefix
 // longer than /24. An IPv6 lookup reads tbl24 and then one entry per 8 bits
-// past bit 24 that the longest matching prefix needs (4 reads for a /48).
+// past bit 24, down to the longest prefix stored under the address's path (4
+// reads under a /48, 2 under a /32 with nothing longer).
 //
 // The /0 route is kept apart from the entries, so that a default route does
 // not write 16M of them: a lookup that finds no valid entry answers with it.
