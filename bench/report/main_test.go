@@ -121,10 +121,14 @@ func TestCurves(t *testing.T) {
 	if f := scaleFigure(hot); f.Status != statusMet || *f.Ratio != 1.2 {
 		t.Errorf("hot: %s %v, want met at 1.2×", f.Status, *f.Ratio)
 	}
-	if f := scaleFigure(hot); f.Title != "Lookup traffic=hot routes 10→1M" {
+	if f := scaleFigure(hot); f.Title != "Lookup hot routes 10→1M" {
 		t.Errorf("title %q", f.Title)
 	}
 	dir := t.TempDir()
+	stale := filepath.Join(dir, "scale-flows.png")
+	if err := os.WriteFile(stale, []byte("an older run's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	files, err := writePlots(dir, cs)
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +140,17 @@ func TestCurves(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() < 1000 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("an older run's plot of a key this run does not have is still there")
+	}
+	for n, want := range map[int64]string{10: "10", 1000: "1k", 65535: "65.5k", 230000: "230k", 1048576: "1.05M", 1e6: "1M"} {
+		if got := siCount(n); got != want {
+			t.Errorf("siCount(%d) = %s, want %s", n, got, want)
+		}
+	}
+	if got := shortPath("BenchmarkScaleReflector/auth=false/traffic=cold/size=64"); got != "ScaleReflector auth=false cold size=64" {
+		t.Errorf("shortPath: %s", got)
 	}
 }
 

@@ -31,11 +31,15 @@ func writePlots(dir string, curves []curveOut) ([]string, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if len(keys) == 0 {
-		return nil, nil
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	// A key this run has no curve of keeps no plot of an older run.
+	old, _ := filepath.Glob(filepath.Join(dir, "scale-*"))
+	for _, f := range old {
+		if ext := filepath.Ext(f); ext == ".png" || ext == ".svg" {
+			_ = os.Remove(f)
+		}
 	}
 	var files []string
 	for _, k := range keys {

@@ -365,10 +365,9 @@ func scaleFigure(c curveOut) figureOut {
 	}
 	g := scaleGoal
 	f := figureOut{ID: c.ID, Where: issue28, Goal: &g,
-		Title: fmt.Sprintf("%s %s %s→%s", strings.ReplaceAll(strings.TrimPrefix(c.Path, "Benchmark"), "/", " "),
-			c.Key, siCount(lo.Size), siCount(hi.Size)),
-		Of:   valueOut{Pkg: c.Pkg, Benchmark: name(hi), Metric: c.Metric, Value: &hi.Value},
-		Base: valueOut{Pkg: c.Pkg, Benchmark: name(lo), Metric: c.Metric, Value: &lo.Value},
+		Title: fmt.Sprintf("%s %s %s→%s", shortPath(c.Path), c.Key, siCount(lo.Size), siCount(hi.Size)),
+		Of:    valueOut{Pkg: c.Pkg, Benchmark: name(hi), Metric: c.Metric, Value: &hi.Value},
+		Base:  valueOut{Pkg: c.Pkg, Benchmark: name(lo), Metric: c.Metric, Value: &lo.Value},
 	}
 	if len(c.Points) < 2 || lo.Value == 0 {
 		f.Status, f.Note = statusInfo, "one size only"
@@ -380,18 +379,33 @@ func scaleFigure(c curveOut) figureOut {
 	return f
 }
 
-// siCount writes a count as 10, 1k, 100k, 1M.
+// siCount writes a count in three digits at most: 10, 1k, 65.5k, 1.05M.
 func siCount(n int64) string {
 	switch {
-	case n >= 1e6 && n%1e5 == 0:
-		return trimZero(float64(n)/1e6) + "M"
-	case n >= 1e3 && n%100 == 0:
-		return trimZero(float64(n)/1e3) + "k"
+	case n >= 1e6:
+		return fmt.Sprintf("%.3gM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.3gk", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
 }
 
-func trimZero(v float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") }
+// shortPath is a curve's path for a title: without "Benchmark", and each
+// element KEY=VALUE as its value where that says enough ("traffic=cold" is
+// "cold"; "auth=false" stays).
+func shortPath(p string) string {
+	elems := strings.Split(strings.TrimPrefix(p, "Benchmark"), "/")
+	for i, e := range elems {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
+			continue
+		}
+		if _, err := strconv.ParseFloat(v, 64); err != nil && v != "true" && v != "false" {
+			elems[i] = v
+		}
+	}
+	return strings.Join(elems, " ")
+}
 
 // The table: at most tableWidth columns (docs and terminals alike).
 const (
