@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 
@@ -160,7 +162,14 @@ func TestIPFIXCollectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sock.Close()
+	// 8 MiB, so that the test's reader descheduled on a busy host loses no
+	// message: SetReadBuffer is capped at net.core.rmem_max (208 KiB by
+	// default), SO_RCVBUFFORCE is not, for root (24545 records were lost
+	// once under -race with the cap).
 	_ = sock.(*net.UDPConn).SetReadBuffer(8 << 20)
+	if rc, err := sock.(*net.UDPConn).SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) })
+	}
 	var mu sync.Mutex
 	var msgs [][]byte
 	go func() {
