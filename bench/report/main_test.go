@@ -578,3 +578,28 @@ func TestNiceTicks(t *testing.T) {
 		t.Error("ticks on an empty range")
 	}
 }
+
+func TestPlotTicks(t *testing.T) {
+	var got []string
+	for _, tk := range sizeTicks(10, 1e6) {
+		got = append(got, tk.Label)
+	}
+	if strings.Join(got, " ") != "10 100 1k 10k 100k 1M" {
+		t.Errorf("size ticks %v", got)
+	}
+	got = got[:0]
+	for _, tk := range logTicks(3, 300) {
+		got = append(got, tk.Label)
+	}
+	if strings.Join(got, " ") != "5 10 20 50 100 200" {
+		t.Errorf("log ticks %v", got)
+	}
+	cols := palette(8)
+	for i := range cols {
+		for j := range i {
+			if cols[i] == cols[j] {
+				t.Errorf("colours %d and %d are the same", i, j)
+			}
+		}
+	}
+}

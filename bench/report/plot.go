@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path"
@@ -63,7 +64,7 @@ func scalePlot(k string, cs []curveOut) (*plot.Plot, error) {
 	p.Title.Text = "Cost by number of " + k
 	p.X.Label.Text = k + " (log scale)"
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker = plot.TickerFunc(sizeTicks)
 	var units []string
 	seen := map[string]bool{}
 	for _, c := range cs {
@@ -76,6 +77,7 @@ func scalePlot(k string, cs []curveOut) (*plot.Plot, error) {
 	p.Y.Min = 0
 	p.Legend.Top = true
 	p.Legend.Left = true
+	colors := palette(len(cs))
 	for i, c := range cs {
 		xy := make(plotter.XYs, len(c.Points))
 		for j, pt := range c.Points {
@@ -85,7 +87,7 @@ func scalePlot(k string, cs []curveOut) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		col := plotutil.Color(i)
+		col := colors[i]
 		l.Color, s.Color = col, col
 		l.Width = vg.Points(1.5)
 		s.Shape = plotutil.Shape(i)
@@ -97,17 +99,27 @@ func scalePlot(k string, cs []curveOut) (*plot.Plot, error) {
 		}
 		p.Legend.Add(label, []plot.Thumbnailer{l, s}...)
 	}
-	// Room above the highest point for the legend.
-	max := 0.0
+	// Room above the highest point for the legend. Curves an order of
+	// magnitude apart go on a log scale, so the flat ones stay readable.
+	lo, hi := math.Inf(1), 0.0
 	for _, c := range cs {
 		for _, pt := range c.Points {
-			if pt.Value > max {
-				max = pt.Value
+			hi = math.Max(hi, pt.Value)
+			if pt.Value > 0 {
+				lo = math.Min(lo, pt.Value)
 			}
 		}
 	}
-	p.Y.Max = max * (1.15 + 0.08*float64(len(cs)))
-	p.Y.Tick.Marker = plot.TickerFunc(niceTicks)
+	if hi > 20*lo {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.TickerFunc(logTicks)
+		p.Y.Label.Text += " (log scale)"
+		p.Y.Min = lo / 1.5
+		p.Y.Max = hi * math.Pow(1.6, float64(len(cs)))
+	} else {
+		p.Y.Max = hi * (1.15 + 0.08*float64(len(cs)))
+		p.Y.Tick.Marker = plot.TickerFunc(niceTicks)
+	}
 	p.Add(plotter.NewGrid())
 	return p, nil
 }
@@ -131,4 +143,68 @@ func niceTicks(lo, hi float64) []plot.Tick {
 		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 6, 64)})
 	}
 	return ticks
+}
+
+// sizeTicks labels the powers of ten of a size axis as 10, 1k, 1M.
+func sizeTicks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	for v := math.Pow(10, math.Ceil(math.Log10(lo))); v <= hi*(1+1e-9); v *= 10 {
+		ticks = append(ticks, plot.Tick{Value: v, Label: siCount(int64(math.Round(v)))})
+	}
+	return ticks
+}
+
+// logTicks labels 1, 2 and 5 times each power of ten of a log axis.
+func logTicks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	for d := math.Pow(10, math.Floor(math.Log10(lo))); d <= hi; d *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if v := d * m; v >= lo && v <= hi {
+				ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 6, 64)})
+			}
+		}
+	}
+	return ticks
+}
+
+// palette is n distinct colours: plotutil's first five for up to five
+// curves, else n hues around the colour wheel, alternately lighter and
+// darker so that neighbours stand apart (as tester's plots do).
+func palette(n int) []color.Color {
+	out := make([]color.Color, n)
+	for i := range out {
+		if n <= 5 {
+			out[i] = plotutil.Color(i)
+			continue
+		}
+		v := 0.85
+		if i%2 == 1 {
+			v = 0.55
+		}
+		out[i] = hsv(float64(i)/float64(n), 0.9, v)
+	}
+	return out
+}
+
+// hsv is the colour of hue h (0..1), saturation s and value v.
+func hsv(h, s, v float64) color.Color {
+	i := math.Floor(h * 6)
+	f := h*6 - i
+	p, q, t := v*(1-s), v*(1-f*s), v*(1-(1-f)*s)
+	var r, g, b float64
+	switch int(i) % 6 {
+	case 0:
+		r, g, b = v, t, p
+	case 1:
+		r, g, b = q, v, p
+	case 2:
+		r, g, b = p, v, t
+	case 3:
+		r, g, b = p, q, v
+	case 4:
+		r, g, b = t, p, v
+	default:
+		r, g, b = v, p, q
+	}
+	return color.RGBA{uint8(r * 255), uint8(g * 255), uint8(b * 255), 255}
 }

@@ -502,6 +502,8 @@ func fmtValue(v valueOut) string {
 		s = fmt.Sprintf("%.3gG", x/1e9)
 	case a >= 1e6:
 		s = fmt.Sprintf("%.3gM", x/1e6)
+	case a >= 1e4:
+		s = fmt.Sprintf("%.3gk", x/1e3)
 	case a >= 1000:
 		s = fmt.Sprintf("%.0f", x)
 	default:
