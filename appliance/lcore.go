@@ -142,8 +142,11 @@ func (lc *lcore) publish() {
 
 // run is the lcore's poll loop.
 func (lc *lcore) run(started chan<- error) {
+	// The thread is never unlocked: it ends with the lcore, and its pinning
+	// and timer slack with it. Unlocked, it would go back to the scheduler
+	// still pinned, and whatever goroutine ran on it next (another engine's
+	// lcore, the program's main thread) would stay on that one CPU.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	if err := lc.e.rt.pinLcore(lc.cpu); err != nil {
 		started <- err
 		return
