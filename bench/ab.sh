@@ -45,4 +45,13 @@ for i in $(seq "$rounds"); do
 done
 for v in old new; do git -C "$top" worktree remove --force "$out/$v-tree"; done
 if command -v benchstat >/dev/null; then benchstat "$out/old.txt" "$out/new.txt" >"$out/benchstat.txt"; fi
+# BenchmarkForwardMem's goal is a ratio (engine over the bare loop of the
+# same run): its median over the rounds, per side, in forwardmem-ratio.txt.
+for v in old new; do
+	awk '$1 ~ /ForwardMem\/engine/ { for (i = 2; i <= NF; i++) if ($i == "cpu-ns/pkt") e = $(i - 1) }
+		$1 ~ /ForwardMem\/baseline/ { for (i = 2; i <= NF; i++) if ($i == "cpu-ns/pkt") print e / $(i - 1) }' \
+		"$out/$v.txt" | sort -g | awk -v v="$v" '{ r[NR] = $1 }
+		END { if (NR) printf "%s: engine/baseline median %.2f of %d rounds\n", v,
+			NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2, NR }'
+done | tee "$out/forwardmem-ratio.txt"
 echo "$out"
