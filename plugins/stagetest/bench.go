@@ -173,21 +173,19 @@ func InEngine(b *testing.B, s EngineSpec) {
 	}
 	var bu packet.Burst
 	// Interleaved in chunks, so that a machine that slows down for a while
-	// slows all three.
+	// slows all three. Each is timed on its own (ns/op is the three's sum).
 	const chunk = 64
 	var tWith, tWithout, tBare time.Duration
 	b.ResetTimer()
 	for done := 0; done < b.N; done += chunk {
 		k := min(chunk, b.N-done)
 		tWith += with.steps(k)
-		b.StopTimer()
 		tWithout += without.steps(k)
 		c0 := cputime.Thread()
 		for range k {
 			bareRound(pool, &bu, frame)
 		}
 		tBare += cputime.Thread() - c0
-		b.StartTimer()
 	}
 	b.StopTimer()
 	nWith, nWithout := with.sent(), without.sent()
