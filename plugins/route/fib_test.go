@@ -394,10 +394,15 @@ func FuzzFIBUpdates(f *testing.F) {
 			// op, length, then 3 bytes of address in a small cluster.
 			v6, op := ops[0]&0x80 != 0, ops[0]&3
 			a := netip.AddrFrom4([4]byte{10, ops[2] & 7, ops[3], ops[4]})
+			// /0 and /8 up: a /1 to /7 writes 2^17 to 2^23 entries, seconds
+			// an input.
 			bits := int(ops[1]) % 33
 			if v6 {
 				a = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, ops[2] & 7, ops[3], 15: ops[4]})
 				bits = int(ops[1]) % 129
+			}
+			if bits > 0 && bits < 8 {
+				bits += 8
 			}
 			rt := Route{Prefix: netip.PrefixFrom(a, bits).Masked(), Kind: Connected, Port: uint16(ops[0] >> 2 & 7)}
 			_, have := want[rt.Prefix]
