@@ -175,7 +175,7 @@ func generate(ctx context.Context, c config, module string, log io.Writer) (*rep
 	}
 	for _, r := range rs {
 		rep.Runs = append(rep.Runs, runOut{Pkg: r.Run.Pkg, Args: r.Args, Seconds: r.Seconds,
-			Results: len(r.Lines), Error: r.Err, Skipped: r.Skipped, Skips: r.Skips})
+			Results: len(r.Lines), Error: r.Err, Skipped: r.Skipped, Skips: r.Skips, Subset: r.Patterns})
 	}
 	if err := finish(c, module, rep, collect(rs)); err != nil {
 		return nil, err
@@ -280,7 +280,8 @@ func reevaluate(c config, module string, files []string) (*report, error) {
 		res.benches = append(res.benches, bo)
 	}
 	for _, r := range rep.Runs {
-		res.runs[r.Pkg] = &runResult{Run: run{Pkg: r.Pkg}, Err: r.Error, Skipped: r.Skipped, Skips: r.Skips}
+		res.runs[r.Pkg] = &runResult{Run: run{Pkg: r.Pkg}, Err: r.Error, Skipped: r.Skipped, Skips: r.Skips,
+			Patterns: r.Subset}
 	}
 	if err := os.MkdirAll(c.Out, 0o755); err != nil {
 		return nil, err

@@ -457,7 +457,7 @@ func TestDocJSONKeys(t *testing.T) {
 		rep.Figures = append(rep.Figures, res.evaluate(f))
 	}
 	rep.Curves = res.curves()
-	rep.Runs = []runOut{{Pkg: "./a", Args: []string{"x"}, Error: "e", Skipped: true,
+	rep.Runs = []runOut{{Pkg: "./a", Args: []string{"x"}, Error: "e", Skipped: true, Subset: []string{"."},
 		Skips: []skip{{Name: "BenchmarkVeth", Reason: "needs root"}}}}
 	for _, bo := range res.benches {
 		rep.Benchmarks = append(rep.Benchmarks, *bo)
@@ -601,5 +601,35 @@ func TestPlotTicks(t *testing.T) {
 				t.Errorf("colours %d and %d are the same", i, j)
 			}
 		}
+	}
+}
+
+// TestMatchesAny: a figure outside the quick mode's patterns is "not run",
+// by go test's own matching rule.
+func TestMatchesAny(t *testing.T) {
+	for _, c := range []struct {
+		patterns []string
+		name     string
+		want     bool
+	}{
+		{[]string{"^Benchmark(Encap|Decap)$/^size=(66|1200)$/^trace=0xf00000$"}, "BenchmarkEncap/size=1200/trace=0xf00000", true},
+		{[]string{"^Benchmark(Encap|Decap)$/^size=(66|1200)$/^trace=0xf00000$"}, "BenchmarkEncap/size=1500/trace=0xf00000", false},
+		{[]string{"^BenchmarkMulAdd$/^(size=1408|level=generic)$"}, "BenchmarkMulAdd/level=generic/size=1408", true},
+		{[]string{"^BenchmarkForwardMem$", "^BenchmarkRing$"}, "BenchmarkRing/spsc", true},
+		{[]string{"^BenchmarkForwardMem$"}, "BenchmarkRing/spsc", false},
+		{[]string{"^BenchmarkA$/^x$/^y$"}, "BenchmarkA/x", false}, // a partial match does not report
+		{[]string{`^BenchmarkA\/b$`}, "BenchmarkA", false},
+	} {
+		if got := matchesAny(c.patterns, c.name); got != c.want {
+			t.Errorf("%v %s: %v, want %v", c.patterns, c.name, got, c.want)
+		}
+	}
+	res := collect([]runResult{{Run: run{Pkg: "./a"}, Patterns: []string{"^BenchmarkX$"},
+		Lines: []line{{Pkg: "./a", Name: "BenchmarkX", Iters: 1, Metrics: []metric{{1, "ns/op"}}}}}})
+	if f := res.evaluate(figure{Of: ref{Pkg: "./a", Name: "BenchmarkY", Metric: "ns/op"}}); f.Status != statusNotRun {
+		t.Errorf("outside the subset: %s", f.Status)
+	}
+	if f := res.evaluate(figure{Of: ref{Pkg: "./a", Name: "BenchmarkX/sub", Metric: "ns/op"}}); f.Status != statusMissing {
+		t.Errorf("inside the subset: %s", f.Status)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -85,7 +86,8 @@ type runOut struct {
 	Results int      `json:"results"`
 	Error   string   `json:"error,omitempty"`
 	Skipped bool     `json:"skipped,omitempty"`
-	Skips   []skip   `json:"skips,omitempty"` // benchmarks that skipped themselves
+	Skips   []skip   `json:"skips,omitempty"`  // benchmarks that skipped themselves
+	Subset  []string `json:"subset,omitempty"` // the quick mode's patterns, when a subset ran
 }
 
 // benchOut is every result line of one benchmark, in run order.
@@ -215,7 +217,53 @@ func (r *results) samples(rf ref) (vals []float64, status, why string) {
 	if run.Err != "" {
 		return nil, statusFailed, rf.Pkg + ": " + run.Err
 	}
+	if len(run.Patterns) > 0 && !matchesAny(run.Patterns, rf.Name) {
+		return nil, statusNotRun, rf.Name + " is not in the quick mode's subset"
+	}
 	return nil, statusMissing, fmt.Sprintf("no %s in %s", rf.Name, rf.Pkg)
+}
+
+// matchesAny says whether go test -bench would run name with one of
+// patterns: each slash-separated element of a pattern matches the name's
+// element at the same depth (testing's rule; a name deeper than the
+// pattern matches on its first elements).
+func matchesAny(patterns []string, name string) bool {
+	elems := strings.Split(name, "/")
+	for _, p := range patterns {
+		pe := splitPattern(p)
+		ok := len(elems) >= len(pe)
+		for i := 0; ok && i < len(pe); i++ {
+			re, err := regexp.Compile(pe[i])
+			ok = err == nil && re.MatchString(elems[i])
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// splitPattern splits a -bench pattern at the slashes outside brackets and
+// parentheses, as the testing package does.
+func splitPattern(p string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '[', '(':
+			depth++
+		case ']', ')':
+			depth--
+		case '\\':
+			i++
+		case '/':
+			if depth == 0 {
+				out = append(out, p[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, p[start:])
 }
 
 func median(v []float64) float64 {

@@ -37,6 +37,9 @@ type runResult struct {
 	Err     string // a build or run failure, or why it was skipped
 	Skipped bool
 	CPU     string // the testing package's "cpu:" line: the CPUID brand
+	// Patterns are the quick mode's -test.bench patterns when it ran a
+	// subset: a figure outside them is "not run", not "missing".
+	Patterns []string
 }
 
 // discover adds a default run for every package with a benchmark that runs
@@ -184,6 +187,7 @@ func runOne(ctx context.Context, o options, res *runResult, bin string, log io.W
 			}
 			if len(r.Short) > 0 {
 				patterns = r.Short
+				res.Patterns = r.Short
 			}
 		}
 		for _, p := range patterns {

@@ -88,7 +88,7 @@ var scaleMetrics = []string{"ns/lookup", "ns/pkt", "cpu-ns/pkt", "ns/op"}
 
 var runs = []run{
 	{Pkg: "./appliance", Bench: ".", Benchtime: "1s",
-		Short: []string{"^BenchmarkForwardMem$"}, ShortTime: "2000x"},
+		Short: []string{"^Benchmark(ForwardMem|Ring)$"}, ShortTime: "2000x"},
 	{Pkg: "./appliance/packet", Bench: ".", Benchtime: "300ms"},
 	{Pkg: "./gf", Bench: ".", Benchtime: "100ms",
 		Short: []string{"^BenchmarkMulAdd$/^(size=1408|level=generic)$"}},
@@ -96,7 +96,7 @@ var runs = []run{
 		Short: []string{"^Benchmark(Encap|Transit|Decap)$/^size=(66|1200)$/^trace=0xf00000$",
 			"^BenchmarkParseCalibration$"}},
 	{Pkg: "./plugins/rlnc", Bench: ".", Benchtime: "200ms",
-		Short: []string{"^Benchmark(Encoder|Decoder)$/^k=16$"}, ShortTime: "20x"},
+		Short: []string{"^Benchmark(Encoder|Decoder)$/^k=(16|32)$"}, ShortTime: "20x"},
 	{Pkg: "./plugins/stamp", Bench: ".", Benchtime: "200ms",
 		Short: []string{"^Benchmark(Reflector|Collector|Sender)$/^auth=false$"}},
 	{Pkg: "./plugins/route", Bench: ".", Benchtime: "300ms"},
