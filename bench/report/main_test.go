@@ -633,3 +633,10 @@ func TestMatchesAny(t *testing.T) {
 		t.Errorf("inside the subset: %s", f.Status)
 	}
 }
+
+func TestFirstLines(t *testing.T) {
+	out := "# github.com/x/y\ny/a.go:3:2: undefined: z\n# github.com/x/w\nw/b.go:1: bad\nmore\n"
+	if got := firstLines([]byte(out), 2); got != "y/a.go:3:2: undefined: z; w/b.go:1: bad" {
+		t.Errorf("got %q", got)
+	}
+}

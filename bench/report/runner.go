@@ -262,10 +262,16 @@ func invoke(ctx context.Context, o options, res *runResult, bin string, args []s
 	return nil
 }
 
-// firstLines is up to n lines of out, joined.
+// firstLines is up to n lines of out, joined, less the "# package" lines
+// of go build's errors: the error comes first.
 func firstLines(out []byte, n int) string {
-	l := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return strings.Join(l[:min(n, len(l))], "; ")
+	var l []string
+	for _, s := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if !strings.HasPrefix(s, "# ") && len(l) < n {
+			l = append(l, strings.TrimSpace(s))
+		}
+	}
+	return strings.Join(l, "; ")
 }
 
 // lastFailure is the most telling line of a failed run: its first FAIL or
