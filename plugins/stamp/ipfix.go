@@ -239,17 +239,18 @@ func (c *collector) ipfixSession(s *txSession, now, uoff int64) {
 	} else {
 		r.U64(unset64).U64(unset64)
 	}
-	cur := [3]*hist{&s.rx.rtt, &s.rx.fwd, &s.rx.bwd}
+	s.rx.flush() // metricsOf did; the counts are whole
 	dirs := [3]int{dirRTT, dirFwd, dirBwd}
-	for i, h := range cur {
+	for i, k := range dirs {
+		h, hc := &s.rx.h[k], s.rx.counts(k)
 		d := &x.diff[i]
-		h.since(&p.hist[i], d)
-		j := &s.rx.jit[dirs[i]]
+		h.since(hc, &p.hist[i], d)
+		j := &s.rx.jit[k]
 		ipdv := int64(-1)
 		if n := j.n - p.jitN[i]; n > 0 {
 			ipdv = (j.sumAbs - p.jitSum[i]) / int64(n)
 		}
-		if e := &s.rx.iv[dirs[i]]; e.n > 0 {
+		if e := &s.rx.iv[k]; e.n > 0 {
 			d.min, d.max = e.min, e.max // the values themselves, not their buckets' bounds
 			e.n = 0
 		}
@@ -258,7 +259,7 @@ func (c *collector) ipfixSession(s *txSession, now, uoff int64) {
 		} else {
 			r.I64(d.min).I64(d.sum / int64(d.n)).I64(d.quantile(0.5)).I64(d.quantile(0.9)).I64(d.quantile(0.99)).I64(d.max).I64(ipdv)
 		}
-		p.hist[i] = *h
+		p.hist[i].histHead, p.hist[i].c = *h, *hc
 		p.jitN[i], p.jitSum[i] = j.n, j.sumAbs
 	}
 	x.ring.Offer(w)
@@ -285,14 +286,14 @@ func ipfixRunStart(s *txSession, now, uoff int64) int64 {
 // v4prefix makes an IPv4 address an IPv4-mapped IPv6 one (RFC 4291).
 var v4prefix = [12]byte{10: 0xFF, 11: 0xFF}
 
-// since sets out to the values h recorded after prev: bucket by bucket,
-// with the minimum and maximum of its lowest and highest bucket, within
-// h's own.
-func (h *hist) since(prev, out *hist) {
-	*out = hist{n: h.n - prev.n, sum: h.sum - prev.sum, neg: h.neg - prev.neg}
+// since sets out to the values h (counts c) recorded after prev: bucket by
+// bucket, with the minimum and maximum of its lowest and highest bucket,
+// within h's own.
+func (h *histHead) since(c *[histBuckets]uint32, prev, out *hist) {
+	*out = hist{histHead: histHead{n: h.n - prev.n, sum: h.sum - prev.sum, neg: h.neg - prev.neg}}
 	lo, hi := -1, -1
-	for i := range h.c {
-		out.c[i] = h.c[i] - prev.c[i]
+	for i := range c {
+		out.c[i] = c[i] - prev.c[i]
 		if out.c[i] != 0 {
 			if lo < 0 {
 				lo = i
@@ -311,3 +312,6 @@ func (h *hist) since(prev, out *hist) {
 		out.min = h.min
 	}
 }
+
+// since is histHead.since for a histogram that holds its counts.
+func (h *hist) since(prev, out *hist) { h.histHead.since(&h.c, prev, out) }

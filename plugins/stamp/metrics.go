@@ -54,12 +54,19 @@ func (r *Record) Backward() int64 { return r.T4 - r.T3 }
 // Synchronized reports both S bits set.
 func (r *Record) Synchronized() bool { return r.Flags&RecUnsynchronized == 0 }
 
-// hist is a per-session log-linear histogram of nanoseconds: 64 linear
-// sub-buckets per power of two, so a bucket's midpoint is within 2^-7 (0.8%)
-// of any value in it, up to 2^37 ns (137 s; larger values land in the top
-// bucket). Owned by one lcore.
+// hist is a log-linear histogram of nanoseconds: 64 linear sub-buckets per
+// power of two, so a bucket's midpoint is within 2^-7 (0.8%) of any value in
+// it, up to 2^37 ns (137 s; larger values land in the top bucket). Its
+// scalars (histHead) and its counts can live apart: a session keeps the
+// scalars in its hot record and the counts out of line (collectorState).
+// Owned by one lcore.
 type hist struct {
-	c   [histBuckets]uint32
+	histHead
+	c [histBuckets]uint32
+}
+
+// histHead is a histogram's count, sum and extremes.
+type histHead struct {
 	n   uint64
 	sum int64
 	min int64
@@ -94,7 +101,8 @@ func histBounds(i int) (lo, hi uint64) {
 	return lo, lo + 1<<uint(e-1)
 }
 
-func (h *hist) record(v int64) {
+// note takes v into the scalars.
+func (h *histHead) note(v int64) {
 	if h.n == 0 || v < h.min {
 		h.min = v
 	}
@@ -105,14 +113,22 @@ func (h *hist) record(v int64) {
 	h.sum += v
 	if v < 0 {
 		h.neg++
-		v = 0
 	}
-	h.c[histIndex(uint64(v))]++
 }
 
-// quantile is the midpoint of the bucket holding the q-th value, clamped to
-// the observed range.
-func (h *hist) quantile(q float64) int64 {
+// bucketOf is the bucket v counts in: values below zero count in the first.
+func bucketOf(v int64) int { return histIndex(uint64(max(v, 0))) }
+
+func (h *hist) record(v int64) {
+	h.note(v)
+	h.c[bucketOf(v)]++
+}
+
+func (h *hist) quantile(q float64) int64 { return h.histHead.quantile(&h.c, q) }
+
+// quantile is the midpoint of the bucket of c holding the q-th value,
+// clamped to the observed range.
+func (h *histHead) quantile(c *[histBuckets]uint32, q float64) int64 {
 	if h.n == 0 {
 		return 0
 	}
@@ -124,8 +140,11 @@ func (h *hist) quantile(q float64) int64 {
 	if seen >= rank {
 		return h.min
 	}
-	for i, c := range h.c {
-		seen += uint64(c)
+	for i, n := range c {
+		if i == 0 {
+			n -= uint32(h.neg) // the values below zero, counted first
+		}
+		seen += uint64(n)
 		if seen >= rank {
 			lo, hi := histBounds(i)
 			v := int64(lo + (hi-lo-1)/2)
@@ -144,12 +163,14 @@ type DelayStats struct {
 	Unsynchronized bool   // some record had an S bit of 0
 }
 
-func (h *hist) stats() DelayStats {
+func (h *hist) stats() DelayStats { return h.histHead.stats(&h.c) }
+
+func (h *histHead) stats(c *[histBuckets]uint32) DelayStats {
 	if h.n == 0 {
 		return DelayStats{}
 	}
-	return DelayStats{N: h.n, Min: h.min, Max: h.max, Mean: h.sum / int64(h.n), P50: h.quantile(0.5),
-		P90: h.quantile(0.9), P99: h.quantile(0.99), Negative: h.neg}
+	return DelayStats{N: h.n, Min: h.min, Max: h.max, Mean: h.sum / int64(h.n), P50: h.quantile(c, 0.5),
+		P90: h.quantile(c, 0.9), P99: h.quantile(c, 0.99), Negative: h.neg}
 }
 
 // jitter tracks one delay's variation: IPDV as RFC 5481 §1.1 and RFC 3393
@@ -203,41 +224,129 @@ func (j *jitter) stats() JitterStats {
 }
 
 // collectorState is a session's measurement state, owned by the collector
-// lcore that takes its replies.
+// lcore that takes its replies. It is the session's hot record: what a reply
+// reads and writes every time (counters, sequence state, the loss window,
+// the histograms' scalars, IPDV and extremes; about 740 bytes, allocated
+// with the session, so that a collector's sessions are dense). What is big
+// (the histograms' counts, the IPDV window: 28 KiB) is out of line, in cold,
+// and a reply does not touch it: its delays wait in the pending batch, and
+// enter cold histPend replies at a time, when the batch is full or before
+// anything reads the counts (flush). A reply then costs the same few hot
+// lines whatever the number of sessions, and cold's lines and pages once a
+// batch.
 type collectorState struct {
+	// Every reply.
 	gen      uint64
-	mac      *mac
 	received uint64 // distinct sequence numbers
-	dups     uint64
-	reorder  uint64
-	unsync   uint64
-	fifoLost uint64
 	have     bool
+	haveR    bool
+	prevOK   bool
+	npend    uint8 // replies in the pending batch
+	pwin     uint8 // bit i: pending reply i goes into the IPDV window
 	firstSeq uint32
 	maxSeq   uint32
-	window   [16]uint64 // bit s mod 1024: sequence s was received, for s in maxSeq−1023..maxSeq
-	haveR    bool
 	firstR   uint32
 	firstRS  uint32 // the sender sequence that came with firstR
 	maxR     uint32
 	sAtMaxR  uint32
-	prevOK   bool
+	first    int64
+	lastT4   int64
 	prev     [3]int64 // forward, backward, rtt of the previous arrival
+	h        [3]histHead
 	jit      [3]jitter
-	// The delays of the last ipdvSpan sequence numbers, at s mod ipdvSpan:
-	// the IPDV of a pair is computed when its second packet arrives, in
-	// whichever order they come. Valid for a received s within ipdvSpan of
-	// maxSeq.
-	delays [ipdvSpan][3]int64
-	rtt    hist
-	fwd    hist
-	bwd    hist
 	// iv are each direction's extremes since the last IPFIX interval: its
 	// exact minimum and maximum, which the histograms' difference cannot
 	// give (ipfix.go).
-	iv     [3]extremes
-	lastT4 int64
-	first  int64
+	iv [3]extremes
+	// The pending batch: sequence numbers and forward and backward delays
+	// (the round trip is their sum) of the last replies, not yet in cold.
+	pseq [histPend]uint32
+	pdel [histPend][2]int64
+	// Some replies.
+	window   [16]uint64 // bit s mod 1024: sequence s was received, for s in maxSeq−1023..maxSeq
+	dups     uint64
+	reorder  uint64
+	unsync   uint64
+	fifoLost uint64
+	mac      *mac
+	cold     *collectorCold
+}
+
+// collectorCold is the out-of-line part of a session's statistics.
+type collectorCold struct {
+	c [3][histBuckets]uint32 // the histograms' counts, by direction
+	// The delays (forward, backward) of the last ipdvSpan sequence numbers,
+	// at s mod ipdvSpan: the IPDV of a pair is computed when its second
+	// packet arrives, in whichever order they come. Valid for a received s
+	// within ipdvSpan of maxSeq that is not in the pending batch.
+	delays [ipdvSpan][2]int64
+}
+
+// newCollectorCold allocates a session's cold part and writes it whole, on
+// the control plane: fresh memory is mapped at its first write, and that
+// page fault (some µs) would otherwise come on the lcore, with a reply.
+func newCollectorCold() *collectorCold {
+	c := new(collectorCold)
+	// new leaves fresh memory unwritten, and the compiler drops a zeroing
+	// store after it: write a word a page.
+	for i := 0; i < len(c.delays); i += 4096 / len(c.delays[0]) / 8 {
+		c.delays[i][0] = 0
+	}
+	for k := range c.c {
+		for i := 0; i < histBuckets; i += 4096 / 4 {
+			c.c[k][i] = 0
+		}
+	}
+	return c
+}
+
+// histPend is how many replies wait in the hot record before their delays
+// go into the histograms' counts and the IPDV window.
+const histPend = 8
+
+// noCounts are the counts of a state that never had a reply.
+var noCounts [histBuckets]uint32
+
+// counts are direction k's histogram counts, the pending batch included
+// once flushed.
+func (c *collectorState) counts(k int) *[histBuckets]uint32 {
+	if c.cold == nil {
+		return &noCounts
+	}
+	return &c.cold.c[k]
+}
+
+// flush takes the pending batch into the histograms' counts and the IPDV
+// window, in arrival order. It runs on the owner lcore: from add, and
+// before the counts are read (metrics, the IPFIX export).
+func (c *collectorState) flush() {
+	if c.npend == 0 {
+		return
+	}
+	cold := c.cold
+	for i := range int(c.npend) {
+		f, b := c.pdel[i][0], c.pdel[i][1]
+		cold.c[dirFwd][bucketOf(f)]++
+		cold.c[dirBwd][bucketOf(b)]++
+		cold.c[dirRTT][bucketOf(f+b)]++
+		if c.pwin&(1<<i) != 0 {
+			cold.delays[c.pseq[i]%ipdvSpan] = c.pdel[i]
+		}
+	}
+	c.npend, c.pwin = 0, 0
+}
+
+// delays are the forward, backward and round-trip delays of kept sequence
+// s: from the pending batch, or else the IPDV window.
+func (c *collectorState) delays(s uint32) [3]int64 {
+	d := &c.cold.delays[s%ipdvSpan]
+	for i := int(c.npend) - 1; i >= 0; i-- {
+		if c.pseq[i] == s && c.pwin&(1<<i) != 0 {
+			d = &c.pdel[i]
+			break
+		}
+	}
+	return [3]int64{d[0], d[1], d[0] + d[1]}
 }
 
 // extremes are the least and the greatest of some values.
@@ -256,7 +365,7 @@ func (e *extremes) record(v int64) {
 	e.n++
 }
 
-// Directions for jit and prev.
+// Directions for h, jit, iv, prev and cold.c.
 const (
 	dirFwd = iota
 	dirBwd
@@ -264,8 +373,11 @@ const (
 )
 
 func (c *collectorState) reset() {
-	mac := c.mac
-	*c = collectorState{mac: mac}
+	mac, cold := c.mac, c.cold
+	*c = collectorState{mac: mac, cold: cold}
+	if cold != nil {
+		*cold = collectorCold{}
+	}
 }
 
 // windowLen is how far back duplicates are told from reordered packets.
@@ -339,12 +451,15 @@ func (c *collectorState) add(r *Record, stateful bool) uint16 {
 	if r.Flags&RecUnsynchronized != 0 {
 		c.unsync++
 	}
-	fwd, bwd, rtt := r.Forward(), r.Backward(), r.RTT()
-	c.rtt.record(rtt)
-	c.fwd.record(fwd)
-	c.bwd.record(bwd)
-	d := [3]int64{fwd, bwd, rtt}
-	for k := range c.iv {
+	if c.cold == nil {
+		c.cold = new(collectorCold) // a state made bare (tests); sessions come with theirs
+	}
+	// The round trip is the sum of the one-way delays, (T2−T1) + (T4−T3),
+	// exactly, wrapping included.
+	fwd, bwd := r.Forward(), r.Backward()
+	d := [3]int64{fwd, bwd, fwd + bwd}
+	for k := range c.h {
+		c.h[k].note(d[k])
 		c.iv[k].record(d[k])
 	}
 	if c.prevOK {
@@ -353,22 +468,28 @@ func (c *collectorState) add(r *Record, stateful bool) uint16 {
 		}
 	}
 	c.prevOK, c.prev = true, d
+	i := c.npend
+	c.pseq[i], c.pdel[i] = r.Seq, [2]int64{fwd, bwd}
+	c.npend++
 	// IPDV by sequence number (RFC 5481): the pairs (s−1, s) and (s, s+1),
 	// whichever of them waited for this packet.
 	if s := r.Seq; c.maxSeq-s < ipdvSpan {
-		c.delays[s%ipdvSpan] = d
+		c.pwin |= 1 << i
 		if c.kept(s - 1) {
-			p := &c.delays[(s-1)%ipdvSpan]
+			p := c.delays(s - 1)
 			for k := range c.jit {
 				c.jit[k].ipdv(d[k] - p[k])
 			}
 		}
 		if c.kept(s + 1) {
-			n := &c.delays[(s+1)%ipdvSpan]
+			n := c.delays(s + 1)
 			for k := range c.jit {
 				c.jit[k].ipdv(n[k] - d[k])
 			}
 		}
+	}
+	if c.npend == histPend {
+		c.flush()
 	}
 	if stateful {
 		switch {
@@ -414,10 +535,13 @@ type Metrics struct {
 
 // metrics summarises the state; sent is the sender's count for this run.
 func (c *collectorState) metrics(sent uint64, stateful bool) Metrics {
+	c.flush()
 	m := Metrics{Sent: sent, Received: c.received, Duplicates: c.dups, Reordered: c.reorder, Unsynchronized: c.unsync,
-		RTT: c.rtt.stats(), Forward: c.fwd.stats(), Backward: c.bwd.stats(),
 		JitterForward: c.jit[dirFwd].stats(), JitterBack: c.jit[dirBwd].stats(), JitterRTT: c.jit[dirRTT].stats(),
 		RecordsLost: c.fifoLost}
+	m.RTT = c.h[dirRTT].stats(c.counts(dirRTT))
+	m.Forward = c.h[dirFwd].stats(c.counts(dirFwd))
+	m.Backward = c.h[dirBwd].stats(c.counts(dirBwd))
 	if c.unsync > 0 {
 		m.Forward.Unsynchronized, m.Backward.Unsynchronized = true, true
 	}

@@ -15,9 +15,10 @@ import (
 // MaxSessions bounds the sessions of each role in one engine: the session
 // tables, their record FIFOs and their histograms are all bounded by it. It
 // is every SSID there is (RFC 8972 §3: 16 bits, never zero), since a
-// session is found by its SSID alone. A sender session holds about 32 KiB
-// of statistics besides its record FIFO, so memory, not this bound, is what
-// limits a collector (README: Figures).
+// session is found by its SSID alone. A sender session holds about 29 KiB
+// of statistics (a 740-byte hot record, 28 KiB of histogram counts and IPDV
+// window, written when the session is made) besides its record FIFO, so
+// memory, not this bound, is what limits a collector (README: Figures).
 const MaxSessions = 65535
 
 // Errors of the session registry, which the control services map to their
