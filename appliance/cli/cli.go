@@ -123,16 +123,8 @@ func cmdVersion(args []string) int {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: linerate version\n\nPrints linerate's version, and whether it is the DPDK build (with DPDK's version).\n")
 	}
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(rest) > 0 {
-		fs.Usage()
-		return 2
+	if code, ok := parseOnly(fs, args, ""); !ok {
+		return code
 	}
 	if buildNote != "" {
 		fmt.Printf("linerate %s (%s)\n", versionString(), buildNote)
@@ -159,6 +151,32 @@ func fail(format string, a ...any) int {
 //
 // Help asked for (-h, --help) is fs.Usage on stdout, and flag.ErrHelp: the
 // command exits 0. A usage error keeps fs's output, stderr.
+// parseOnly parses the args of a command that takes flags and no operand:
+// help goes to stdout (status 0); a bad flag, or an argument left over,
+// named with hint, is a usage error (2). ok is false when the command is to
+// return code.
+func parseOnly(fs *flag.FlagSet, args []string, hint string) (code int, ok bool) {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return exitOf(err), false
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(fs.Output(), "linerate %s: unexpected argument %q%s\n\n", fs.Name(), rest[0], hint)
+		fs.Usage()
+		return 2, false
+	}
+	return 0, true
+}
+
+// exitOf is the status of a parseFlags error: 0 for help, which was
+// printed, else 2, a usage error, which the flag package has told.
+func exitOf(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	if wantsHelp(args) {
 		out := fs.Output()

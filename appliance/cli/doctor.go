@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -156,17 +155,8 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		printDoctorUsage(stdout, fs)
 		return 0
 	}
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "linerate doctor: unexpected argument %q (a config file is -c FILE)\n", rest[0])
-		fs.Usage()
-		return 2
+	if code, ok := parseOnly(fs, args, " (a config file is -c FILE)"); !ok {
+		return code
 	}
 	r := doctor()
 	if *cfgPath != "" {

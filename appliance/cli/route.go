@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -117,10 +116,7 @@ func (c *client) parse(args []string) (rest []string, code int, done bool) {
 	}
 	rest, err := parseFlags(c.fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, 0, true
-		}
-		return nil, 2, true
+		return nil, exitOf(err), true
 	}
 	return rest, 0, false
 }

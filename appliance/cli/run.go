@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -64,17 +63,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(fs.Output(), "linerate run: unexpected argument %q (a config file is -c FILE)\n\n", rest[0])
-		fs.Usage()
-		return 2
+	if code, ok := parseOnly(fs, args, " (a config file is -c FILE)"); !ok {
+		return code
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -400,10 +390,7 @@ Flags:
 	}
 	rest, err := parseFlags(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return exitOf(err)
 	}
 	if *cfgPath == "" && len(rest) == 1 {
 		*cfgPath, rest = rest[0], nil
@@ -544,16 +531,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(rest) > 0 {
-		fs.Usage()
-		return 2
+	if code, ok := parseOnly(fs, args, ""); !ok {
+		return code
 	}
 	kinds := plugins.Kinds()
 	if *asJSON {

@@ -87,10 +87,7 @@ func (c *stampClient) parse(args []string, synopsis string) ([]string, int, bool
 	}
 	rest, err := parseFlags(c.fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, 0, false
-		}
-		return nil, 2, false
+		return nil, exitOf(err), false
 	}
 	return rest, 0, true
 }

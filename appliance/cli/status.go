@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -76,17 +75,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		printUsage(stdout, fs)
 		return 0
 	}
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "linerate status: unexpected argument %q\n", rest[0])
-		fs.Usage()
-		return 2
+	if code, ok := parseOnly(fs, args, ""); !ok {
+		return code
 	}
 	failf := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "linerate status: "+format+"\n", a...)

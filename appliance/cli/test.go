@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,10 +47,7 @@ Flags:
 	}
 	rest, err := parseFlags(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return exitOf(err)
 	}
 	if *dutHelp {
 		fmt.Print(tester.DUTHelp)
