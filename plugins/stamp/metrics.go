@@ -301,7 +301,7 @@ func newCollectorCold() *collectorCold {
 }
 
 // histPend is how many replies wait in the hot record before their delays
-// go into the histograms' counts and the IPDV window.
+// go into the histograms' counts and the IPDV window (all but the last).
 const histPend = 8
 
 // noCounts are the counts of a state that never had a reply.
@@ -319,12 +319,18 @@ func (c *collectorState) counts(k int) *[histBuckets]uint32 {
 // flush takes the pending batch into the histograms' counts and the IPDV
 // window, in arrival order. It runs on the owner lcore: from add, and
 // before the counts are read (metrics, the IPFIX export).
-func (c *collectorState) flush() {
-	if c.npend == 0 {
+func (c *collectorState) flush() { c.flushTo(0) }
+
+// flushTo takes the pending batch but its last keep replies (0 or 1) into
+// the counts and the window. A full batch keeps its last: the next reply in
+// sequence finds its neighbour in the hot record, not in cold.
+func (c *collectorState) flushTo(keep uint8) {
+	if c.npend <= keep {
 		return
 	}
 	cold := c.cold
-	for i := range int(c.npend) {
+	n := c.npend - keep
+	for i := range int(n) {
 		f, b := c.pdel[i][0], c.pdel[i][1]
 		cold.c[dirFwd][bucketOf(f)]++
 		cold.c[dirBwd][bucketOf(b)]++
@@ -333,7 +339,10 @@ func (c *collectorState) flush() {
 			cold.delays[c.pseq[i]%ipdvSpan] = c.pdel[i]
 		}
 	}
-	c.npend, c.pwin = 0, 0
+	if keep > 0 {
+		c.pseq[0], c.pdel[0] = c.pseq[n], c.pdel[n]
+	}
+	c.npend, c.pwin = keep, c.pwin>>n
 }
 
 // delays are the forward, backward and round-trip delays of kept sequence
@@ -489,7 +498,7 @@ func (c *collectorState) add(r *Record, stateful bool) uint16 {
 		}
 	}
 	if c.npend == histPend {
-		c.flush()
+		c.flushTo(1)
 	}
 	if stateful {
 		switch {
