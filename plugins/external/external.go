@@ -46,6 +46,7 @@ var (
 	reasonStalled   = packet.RegisterReason("plugin_stalled")
 	reasonBadWindow = packet.RegisterReason("plugin_bad_window") // the plugin's result moved the window out of the buffer
 	reasonBadResult = packet.RegisterReason("plugin_bad_result") // the plugin answered the packet before it was lent
+	reasonLost      = packet.RegisterReason("plugin_lost")       // lent to a plugin that was lost (fail closed): taken back and dropped
 	// A drop by a reason of the plugin's past the names it may add, or one
 	// it never announced (reasons.go).
 	reasonOverflow = packet.RegisterReason("plugin_reason_overflow")
@@ -680,7 +681,7 @@ func (in *instance) reclaim(ctx *plugins.Context, b *packet.Burst) {
 			b.H[b.N] = h
 			b.N++
 		} else {
-			ctx.Env.Free(h) // counted as reclaimed; fail-closed drops of the burst are plugin_down
+			in.drop(ctx, h, reasonLost) // and counted as reclaimed
 		}
 	}
 	if in.done == in.head {
@@ -726,7 +727,7 @@ func (in *instance) Stop(ctx *plugins.Context) {
 		in.done++
 		in.c.reclaimed.Inc()
 		back(ctx, h)
-		ctx.Env.Free(h)
+		in.drop(ctx, h, reasonLost)
 	}
 	in.freeSpares(ctx)
 	if in.l != nil {
