@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,7 +27,7 @@ func sampleResults() []runResult {
 			l("./a", "BenchmarkEngine", metric{22, "ns/pkt"}),
 			l("./a", "BenchmarkEngine", metric{18, "ns/pkt"}),
 			l("./a", "BenchmarkEngine/baseline=bare", metric{5, "ns/pkt"}),
-			l("./a", "BenchmarkDecoder", metric{4, "GB/s"}),
+			l("./a", "BenchmarkDecoder", metric{4, "GB/s"}, metric{0.7, "x-floor"}),
 			l("./a", "BenchmarkLookup/traffic=hot/routes=10", metric{10, "ns/lookup"}),
 			l("./a", "BenchmarkLookup/traffic=hot/routes=1000000", metric{12, "ns/lookup"}),
 			l("./a", "BenchmarkLookup/traffic=cold/routes=10", metric{10, "ns/lookup"}),
@@ -56,6 +57,8 @@ var sampleFigures = []figure{
 	{ID: "notrun", Title: "left out", Of: ref{Pkg: "./c", Name: "BenchmarkX", Metric: "ns/op"}},
 	{ID: "max", Title: "largest table", Of: ref{Pkg: "./a", Name: "BenchmarkLookup/traffic=cold/routes=max", Metric: "ns/lookup"},
 		Base: ref{Pkg: "./a", Name: "BenchmarkLookup/traffic=cold/routes=10", Metric: "ns/lookup"}, Goal: goal{"<=", 1.5}},
+	{ID: "inrun", Title: "decoder vs floor, in the run", Of: ref{Pkg: "./a", Name: "BenchmarkDecoder", Metric: "x-floor"},
+		InRun: "the floor, same iterations", Goal: goal{">=", 0.8}, Note: "needs a free CPU"},
 	{ID: "nomax", Title: "no such table", Of: ref{Pkg: "./a", Name: "BenchmarkLookup/traffic=warm/routes=max", Metric: "ns/lookup"}},
 }
 
@@ -73,7 +76,7 @@ func TestEvaluate(t *testing.T) {
 		"info": {statusInfo, 0}, "missing": {statusMissing, 0}, "nometric": {statusMissing, 0},
 		"failed": {statusFailed, 0}, "skippedrun": {statusSkipped, 0},
 		"skippedbench": {statusSkipped, 0}, "notrun": {statusNotRun, 0},
-		"max": {statusNotMet, 8}, "nomax": {statusMissing, 0},
+		"max": {statusNotMet, 8}, "nomax": {statusMissing, 0}, "inrun": {statusNotMet, 0.7},
 	}
 	for _, f := range sampleFigures {
 		got := res.evaluate(f)
@@ -89,6 +92,11 @@ func TestEvaluate(t *testing.T) {
 		}
 		if got.Status != statusInfo && got.Status != statusMet && got.Status != statusNotMet && got.Note == "" {
 			t.Errorf("%s: %s without a note", f.ID, got.Status)
+		}
+	}
+	for _, f := range sampleFigures {
+		if got := res.evaluate(f); f.ID == "inrun" && got.Note != f.Note {
+			t.Errorf("inrun: note %q, want the spec's %q", got.Note, f.Note)
 		}
 	}
 	if f := res.evaluate(sampleFigures[0]); *f.Of.Value != 20 || len(f.Of.Samples) != 3 {
@@ -178,9 +186,17 @@ func TestTableWidth(t *testing.T) {
 			t.Errorf("line %d: %d columns: %s", i+1, w, l)
 		}
 	}
-	for _, want := range []string{"without a value:", "LOADED", "no BenchmarkLookup4/traffic=hot in ./a", "4.00×"} {
+	for _, want := range []string{"without a value:", "LOADED", "no BenchmarkLookup4/traffic=hot in ./a", "4.00×",
+		"notes:\n  inrun: needs a free CPU", "0.70×"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("table has no %q:\n%s", want, text)
+		}
+	}
+	for unit, want := range map[string]string{"engine+stage-ns/pkt": "2 ns/pkt", "bare-ns/pkt": "2 ns/pkt",
+		"cpu-ns/pkt": "2 cpu-ns/pkt", "reflector_ns/pkt": "2 ns/pkt", "x-floor": "2 x-floor"} {
+		two := 2.0
+		if got := fmtValue(valueOut{Metric: unit, Value: &two}); got != want {
+			t.Errorf("%s: %q, want %q", unit, got, want)
 		}
 	}
 	if strings.Contains(text, "left out") {
@@ -234,8 +250,15 @@ func TestSpec(t *testing.T) {
 				t.Errorf("%s: %s %q: not a benchmark name and metric", f.ID, r.Name, r.Metric)
 			}
 		}
-		if f.Goal.Op != "" && ((f.Goal.Op != "<=" && f.Goal.Op != ">=") || f.Goal.Ratio <= 0 || f.Base.Name == "") {
+		if f.Goal.Op != "" && ((f.Goal.Op != "<=" && f.Goal.Op != ">=") || f.Goal.Ratio <= 0 ||
+			(f.Base.Name == "" && f.InRun == "")) {
 			t.Errorf("%s: goal %+v needs <= or >=, a positive ratio and a baseline", f.ID, f.Goal)
+		}
+		if f.InRun != "" && f.Base.Name != "" {
+			t.Errorf("%s: a ratio measured in the run (InRun) and a baseline", f.ID)
+		}
+		if n := utf8.RuneCountInString(fmt.Sprintf("  %s: %s", f.ID, f.Note)); f.Note != "" && n > tableWidth {
+			t.Errorf("%s: note of %d columns under the table", f.ID, n)
 		}
 		if f.Where == "" {
 			t.Errorf("%s: belongs nowhere", f.ID)

@@ -314,6 +314,14 @@ func (r *results) evaluate(f figure) figureOut {
 	switch {
 	case st != "":
 		out.Status, out.Note = st, why
+	case f.InRun != "":
+		// The value is the ratio, to a baseline of the same iterations.
+		ratio := *out.Of.Value
+		out.Ratio = &ratio
+		out.Status = statusInfo
+		if f.Goal.Op != "" {
+			out.Status = goalStatus(f.Goal, ratio)
+		}
 	case f.Base.Name == "":
 		out.Status = statusInfo
 	default:
@@ -330,6 +338,9 @@ func (r *results) evaluate(f figure) figureOut {
 	}
 	if f.Base.Note != "" && out.Note == "" {
 		out.Note = "baseline " + f.Base.Note
+	}
+	if f.Note != "" && out.Note == "" {
+		out.Note = f.Note
 	}
 	return out
 }
@@ -462,8 +473,9 @@ const (
 	valueWidth = 15
 )
 
-// writeTable prints the figures, the notes on those that have no value, and
-// the machine.
+// writeTable prints the figures, the notes on those that have no value, the
+// notes on those that have one (what the figure needs: a free CPU), and the
+// machine.
 func writeTable(w io.Writer, rep *report) {
 	head := fmt.Sprintf("make bench: %s mode, count %d, %s, %s", rep.Mode, rep.Count,
 		rep.Started.UTC().Format("2006-01-02 15:04 UTC"), rep.Finished.Sub(rep.Started).Round(time.Second))
@@ -495,7 +507,7 @@ func writeTable(w io.Writer, rep *report) {
 	row("figure", "value", "baseline", "ratio", "goal", "status")
 	row(strings.Repeat("-", titleWidth), strings.Repeat("-", valueWidth), strings.Repeat("-", valueWidth),
 		strings.Repeat("-", 8), strings.Repeat("-", 8), "-------")
-	var notes []string
+	var notes, others []string
 	for _, f := range rep.Figures {
 		if f.Status == statusNotRun {
 			continue
@@ -508,12 +520,21 @@ func writeTable(w io.Writer, rep *report) {
 		switch f.Status {
 		case statusMissing, statusFailed, statusSkipped:
 			notes = append(notes, clip(fmt.Sprintf("  %s: %s", f.ID, f.Note), tableWidth))
+		default:
+			if f.Note != "" {
+				others = append(others, clip(fmt.Sprintf("  %s: %s", f.ID, f.Note), tableWidth))
+			}
 		}
 	}
-	if len(notes) > 0 {
-		fmt.Fprintln(w, "\nwithout a value:")
-		for _, n := range notes {
-			fmt.Fprintln(w, n)
+	for _, part := range []struct {
+		head  string
+		notes []string
+	}{{"without a value:", notes}, {"notes:", others}} {
+		if len(part.notes) > 0 {
+			fmt.Fprintln(w, "\n"+part.head)
+			for _, n := range part.notes {
+				fmt.Fprintln(w, n)
+			}
 		}
 	}
 	fmt.Fprintln(w)
@@ -534,13 +555,19 @@ func fmtGoal(g *goal) string {
 }
 
 // fmtValue writes a value in three significant digits with its unit. A
-// unit such as reflector_ns/pkt shows as ns/pkt: the title says whose.
+// unit such as reflector_ns/pkt shows as ns/pkt, and a long one such as
+// engine+stage-ns/pkt or bare-ns/pkt too: the title says whose (cpu-ns/pkt
+// and x-floor stay whole).
 func fmtValue(v valueOut) string {
 	if v.Value == nil {
 		return "—"
 	}
 	unit := v.Metric
 	if i := strings.LastIndex(unit, "_"); i >= 0 {
+		unit = unit[i+1:]
+	}
+	if i := strings.LastIndex(unit, "-"); i >= 0 && utf8.RuneCountInString(unit) > len("cpu-ns/pkt") &&
+		strings.Contains(unit[i+1:], "/") {
 		unit = unit[i+1:]
 	}
 	x := *v.Value
@@ -603,14 +630,15 @@ func writeBenchfmt(w io.Writer, module string, m machine, benches []benchOut) {
 // block.
 func figureMarkdown(figs []figureOut) string {
 	var sb strings.Builder
-	sb.WriteString("| figure | value | baseline | ratio | goal | status |\n|---|---|---|---|---|---|\n")
+	sb.WriteString("| figure | value | baseline | ratio | goal | status | note |\n" +
+		"|---|---|---|---|---|---|---|\n")
 	for _, f := range figs {
 		ratio := "—"
 		if f.Ratio != nil {
 			ratio = fmt.Sprintf("%.2f×", *f.Ratio)
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s |\n", f.Title, fmtValue(f.Of), fmtValue(f.Base),
-			ratio, fmtGoal(f.Goal), f.Status)
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s |\n", f.Title, fmtValue(f.Of), fmtValue(f.Base),
+			ratio, fmtGoal(f.Goal), f.Status, strings.ReplaceAll(f.Note, "|", "\\|"))
 	}
 	return sb.String()
 }

@@ -74,8 +74,16 @@ type figure struct {
 	Title string // the table's first column, at most titleWidth
 	Of    ref
 	Base  ref // Name "" means no baseline: the value alone
+	// InRun, when set, says Of's metric is itself the ratio to a baseline
+	// the benchmark measures in the same iterations (x-floor: the decoder
+	// against its arithmetic floor), and names that baseline for the docs:
+	// the value is the figure's ratio, and Base stays empty.
+	InRun string
 	Goal  goal
 	Where string // the issue, README or doc the figure belongs to
+	// Note is printed under the table beside the figure's id (and is the
+	// note in the JSON): what the figure needs to mean anything.
+	Note string
 }
 
 // scaleGoal is the goal of every scaling curve (issue 28): the cost at the
@@ -96,7 +104,7 @@ var runs = []run{
 		Short: []string{"^Benchmark(Encap|Transit|Decap)$/^size=(66|1200)$/^trace=0xf00000$",
 			"^BenchmarkParseCalibration$"}},
 	{Pkg: "./plugins/rlnc", Bench: ".", Benchtime: "200ms",
-		Short: []string{"^Benchmark(Encoder|Decoder)$/^k=(16|32)$"}, ShortTime: "20x"},
+		Short: []string{"^Benchmark(Encoder|Decoder|DecoderFloor)$/^k=(16|32)$"}, ShortTime: "20x"},
 	{Pkg: "./plugins/stamp", Bench: ".", Benchtime: "200ms",
 		Short: []string{"^Benchmark(Reflector|Collector|Sender)$/^auth=false$"}},
 	{Pkg: "./plugins/route", Bench: ".", Benchtime: "300ms"},
@@ -115,6 +123,10 @@ var runs = []run{
 
 // The issue every figure without a README of its own belongs to.
 const issue28 = "issue 28"
+
+// freeCPU is the note of the figures whose plugin thread is pinned to a
+// second CPU (bench/external): on a loaded machine they measure the load.
+const freeCPU = "needs a free CPU: the plugin thread is pinned to CPU 1 (load here starves it)"
 
 var figures = []figure{
 	// The engine.
@@ -159,13 +171,16 @@ var figures = []figure{
 		Goal:  goal{">=", 2.0},
 		Where: "issue 5"},
 
-	// RLNC: the decoder against its arithmetic floor, gf's MulAdd at the
-	// block size over K (K MulAdds a byte), and the encoder against one
-	// kernel call per coded packet.
+	// RLNC: the decoder against its arithmetic floor, K² MulAdds a
+	// generation timed in the same iterations as the decoder
+	// (BenchmarkDecoderFloor's x-floor: the median of the iterations'
+	// floor ÷ decoder time), and the encoder against one kernel call per
+	// coded packet. The encoder's ≥ 0.8× is issue 8's goal, not issue 28's:
+	// info here (the README says where it stands).
 	{ID: "rlnc.decoder.floor", Title: "RLNC decoder K=16 vs floor",
-		Of: ref{Pkg: "./plugins/rlnc", Name: "BenchmarkDecoder/k=16/n=1400/loss=10%", Metric: "GB/s"},
-		Base: ref{Pkg: "./gf", Name: "BenchmarkMulAdd/size=1408", Metric: "GB/s",
-			Scale: 1.0 / 16, Note: "÷ 16"},
+		Of: ref{Pkg: "./plugins/rlnc", Name: "BenchmarkDecoderFloor/k=16/n=1400/loss=10%",
+			Metric: "x-floor"},
+		InRun: "K² gf.MulAdd a generation, timed in the same iterations",
 		Goal:  goal{">=", 0.8},
 		Where: "plugins/rlnc/README.md"},
 	{ID: "rlnc.decoder.kernel", Title: "RLNC decoder K=16 vs K×K pass",
@@ -175,12 +190,10 @@ var figures = []figure{
 	{ID: "rlnc.encoder.16", Title: "RLNC encoder K=16 vs kernel",
 		Of:    ref{Pkg: "./plugins/rlnc", Name: "BenchmarkEncoder/k=16/n=1400", Metric: "GB/s"},
 		Base:  ref{Pkg: "./plugins/rlnc", Name: "BenchmarkEncoder/k=16/n=1400/kernel/m=1", Metric: "GB/s"},
-		Goal:  goal{">=", 0.8},
 		Where: "plugins/rlnc/README.md"},
 	{ID: "rlnc.encoder.32", Title: "RLNC encoder K=32 vs kernel",
 		Of:    ref{Pkg: "./plugins/rlnc", Name: "BenchmarkEncoder/k=32/n=1400", Metric: "GB/s"},
 		Base:  ref{Pkg: "./plugins/rlnc", Name: "BenchmarkEncoder/k=32/n=1400/kernel/m=1", Metric: "GB/s"},
-		Goal:  goal{">=", 0.8},
 		Where: "plugins/rlnc/README.md"},
 
 	// Out-of-process plugins (bench/external: the engine with the stage in
@@ -189,11 +202,13 @@ var figures = []figure{
 		Of:    ref{Pkg: "./bench/external", Name: externalName("out, saturated"), Metric: "Mpps"},
 		Base:  ref{Pkg: "./bench/external", Name: externalName("in process"), Metric: "Mpps"},
 		Goal:  goal{">=", 0.5},
+		Note:  freeCPU,
 		Where: "plugins/external/README.md"},
 	{ID: "external.lossless", Title: "external plugin, < 1% loss",
 		Of:    ref{Pkg: "./bench/external", Name: externalName("out, <1% loss"), Metric: "Mpps"},
 		Base:  ref{Pkg: "./bench/external", Name: externalName("in process"), Metric: "Mpps"},
 		Goal:  goal{">=", 0.5},
+		Note:  freeCPU,
 		Where: "plugins/external/README.md"},
 	{ID: "external.lend", Title: "external lend+take back",
 		Of:    ref{Pkg: "./plugins/external", Name: "BenchmarkLend/lent", Metric: "packets/s"},
@@ -204,36 +219,40 @@ var figures = []figure{
 		Base:  ref{Pkg: "./plugins/sdk", Name: "BenchmarkBurst/in-process", Metric: "packets/s"},
 		Where: "plugins/sdk/README.md"},
 
-	// IOAM at 1200 B, 4 trace fields, against the engine's header walk of
-	// the same encapsulated frame (BenchmarkParseCalibration), the bare loop
-	// the package has.
-	{ID: "ioam.encap", Title: "IOAM encap 1200 B vs parse",
-		Of:    ref{Pkg: "./plugins/ioam", Name: "BenchmarkEncap/size=1200/trace=0xf00000", Metric: "ns/pkt"},
-		Base:  ref{Pkg: "./plugins/ioam", Name: "BenchmarkParseCalibration", Metric: "ns/pkt"},
+	// IOAM at 1200 B, 4 trace fields: the stage in an engine on mem ports
+	// (engine+stage-ns/pkt of the /engine sub-benchmark) against the bare
+	// alloc–write–swap–free loop of the same sub-benchmark (bare-ns/pkt;
+	// plugins/stagetest), as issue 28's goals mean "the bare loop".
+	{ID: "ioam.encap", Title: "IOAM encap 1200 B in engine",
+		Of:    stageRef("./plugins/ioam", "BenchmarkEncap/size=1200/trace=0xf00000/engine"),
+		Base:  bareRef("./plugins/ioam", "BenchmarkEncap/size=1200/trace=0xf00000/engine"),
 		Goal:  goal{"<=", 3.0},
-		Where: "docs/ioam.md"},
-	{ID: "ioam.transit", Title: "IOAM transit 1200 B vs parse",
-		Of:    ref{Pkg: "./plugins/ioam", Name: "BenchmarkTransit/size=1200/trace=0xf00000", Metric: "ns/pkt"},
-		Base:  ref{Pkg: "./plugins/ioam", Name: "BenchmarkParseCalibration", Metric: "ns/pkt"},
+		Where: "plugins/ioam/README.md"},
+	{ID: "ioam.transit", Title: "IOAM transit 1200 B in engine",
+		Of:    stageRef("./plugins/ioam", "BenchmarkTransit/size=1200/trace=0xf00000/engine"),
+		Base:  bareRef("./plugins/ioam", "BenchmarkTransit/size=1200/trace=0xf00000/engine"),
 		Goal:  goal{"<=", 1.5},
-		Where: "docs/ioam.md"},
-	{ID: "ioam.decap", Title: "IOAM decap 1200 B vs parse",
-		Of:    ref{Pkg: "./plugins/ioam", Name: "BenchmarkDecap/size=1200/trace=0xf00000", Metric: "ns/pkt"},
-		Base:  ref{Pkg: "./plugins/ioam", Name: "BenchmarkParseCalibration", Metric: "ns/pkt"},
+		Where: "plugins/ioam/README.md"},
+	{ID: "ioam.decap", Title: "IOAM decap 1200 B in engine",
+		Of:    stageRef("./plugins/ioam", "BenchmarkDecap/size=1200/trace=0xf00000/engine"),
+		Base:  bareRef("./plugins/ioam", "BenchmarkDecap/size=1200/trace=0xf00000/engine"),
 		Goal:  goal{"<=", 3.0},
-		Where: "docs/ioam.md"},
+		Where: "plugins/ioam/README.md"},
 
-	// STAMP: the stages alone (no baseline in their package yet) and the
-	// XDP programs against a MAC swap in prog.Run (goal ≤ 2×).
-	{ID: "stamp.reflector", Title: "STAMP reflector, no auth",
-		Of:    ref{Pkg: "./plugins/stamp", Name: "BenchmarkReflector/auth=false/srh=3", Metric: "cpu-ns/pkt"},
-		Where: "docs/stamp.md"},
+	// STAMP: the reflector in an engine against the bare loop of the same
+	// sub-benchmark, as the IOAM stages; the collector and the sender alone
+	// (their benchmarks have no bare loop yet); the XDP programs against a
+	// MAC swap in prog.Run (goal ≤ 2×).
+	{ID: "stamp.reflector", Title: "STAMP reflector in engine",
+		Of:    stageRef("./plugins/stamp", "BenchmarkReflector/auth=false/srh=3/engine"),
+		Base:  bareRef("./plugins/stamp", "BenchmarkReflector/auth=false/srh=3/engine"),
+		Where: "plugins/stamp/README.md"},
 	{ID: "stamp.collector", Title: "STAMP collector, no auth",
 		Of:    ref{Pkg: "./plugins/stamp", Name: "BenchmarkCollector/auth=false/srh=3", Metric: "cpu-ns/pkt"},
-		Where: "docs/stamp.md"},
+		Where: "plugins/stamp/README.md"},
 	{ID: "stamp.sender", Title: "STAMP sender, no auth",
 		Of:    ref{Pkg: "./plugins/stamp", Name: "BenchmarkSender/auth=false/srh=3", Metric: "cpu-ns/pkt"},
-		Where: "docs/stamp.md"},
+		Where: "plugins/stamp/README.md"},
 	{ID: "stamp.xdp.reflector", Title: "XDP reflector vs MAC swap",
 		Of:    ref{Pkg: "./plugins/stamp", Name: "BenchmarkXDPPrograms", Metric: "reflector_ns/pkt"},
 		Base:  ref{Pkg: "./plugins/stamp", Name: "BenchmarkXDPPrograms", Metric: "macswap_ns/pkt"},
@@ -245,10 +264,12 @@ var figures = []figure{
 		Goal:  goal{"<=", 2.0},
 		Where: "plugins/stamp/README.md"},
 
-	// Routing: the stage, the neighbour table, and the FIB (issue 28: hot
-	// lookups at most 2× a bare loop once BenchmarkLookup4 has one).
-	{ID: "route.stage", Title: "route stage, IPv6, 128 B",
-		Of:    ref{Pkg: "./plugins/route", Name: "BenchmarkRoute/ip=6/size=128", Metric: "ns/pkt"},
+	// Routing: the stage in an engine against the bare loop of the same
+	// sub-benchmark, and the FIB (issue 28: hot lookups at most 2× the bare
+	// tbl24-read loop; the README has their analysis).
+	{ID: "route.stage", Title: "route stage IPv6 128 B in engine",
+		Of:    stageRef("./plugins/route", "BenchmarkRoute/ip=6/size=128/engine"),
+		Base:  bareRef("./plugins/route", "BenchmarkRoute/ip=6/size=128/engine"),
 		Where: "plugins/route/README.md"},
 	// routes=max is the largest table the run has (1M IPv4, 230k IPv6
 	// routes; fewer under -short).
@@ -256,20 +277,20 @@ var figures = []figure{
 		Of:    ref{Pkg: "./plugins/route", Name: "BenchmarkLookup4/traffic=hot/routes=max", Metric: "ns/lookup"},
 		Base:  ref{Pkg: "./plugins/route", Name: "BenchmarkLookup4/traffic=hot/bare", Metric: "ns/lookup"},
 		Goal:  goal{"<=", 2.0},
-		Where: issue28},
+		Where: "plugins/route/README.md"},
 	{ID: "route.lookup6.hot", Title: "IPv6 lookup, hot, most routes",
 		Of:    ref{Pkg: "./plugins/route", Name: "BenchmarkLookup6/traffic=hot/routes=max", Metric: "ns/lookup"},
 		Base:  ref{Pkg: "./plugins/route", Name: "BenchmarkLookup6/traffic=hot/bare", Metric: "ns/lookup"},
 		Goal:  goal{"<=", 2.0},
-		Where: issue28},
+		Where: "plugins/route/README.md"},
 	{ID: "route.update4", Title: "IPv4 FIB updates, most routes",
 		Of:    ref{Pkg: "./plugins/route", Name: "BenchmarkUpdate4/routes=max", Metric: "updates/s"},
 		Base:  ref{Pkg: "./plugins/route", Name: "BenchmarkUpdate4/bare", Metric: "updates/s"},
-		Where: issue28},
+		Where: "plugins/route/README.md"},
 	{ID: "route.update6", Title: "IPv6 FIB updates, most routes",
 		Of:    ref{Pkg: "./plugins/route", Name: "BenchmarkUpdate6/routes=max", Metric: "updates/s"},
 		Base:  ref{Pkg: "./plugins/route", Name: "BenchmarkUpdate6/bare", Metric: "updates/s"},
-		Where: issue28},
+		Where: "plugins/route/README.md"},
 	{ID: "lpm.table4", Title: "lpm table IPv4 vs bare read",
 		Of:    ref{Pkg: "./appliance/lpm", Name: "BenchmarkTable4/lookup", Metric: "ns/lookup"},
 		Base:  ref{Pkg: "./appliance/lpm", Name: "BenchmarkTable4/bare", Metric: "ns/lookup"},
@@ -282,4 +303,16 @@ var figures = []figure{
 		Of:    ref{Pkg: "./tester/search", Name: "BenchmarkSearchTime", Metric: "mlr-s"},
 		Base:  ref{Pkg: "./tester/search", Name: "BenchmarkSearchTime", Metric: "binary-s"},
 		Where: "docs/test.md"},
+}
+
+// stageRef is a stage benchmark's engine+stage-ns/pkt (plugins/stagetest):
+// the stage inside an engine on mem ports, the thread's CPU time a packet.
+func stageRef(pkg, name string) ref {
+	return ref{Pkg: pkg, Name: name, Metric: "engine+stage-ns/pkt"}
+}
+
+// bareRef is the bare alloc–write–swap–free loop a stage benchmark times in
+// the same run (bare-ns/pkt): BenchmarkForwardMem's baseline.
+func bareRef(pkg, name string) ref {
+	return ref{Pkg: pkg, Name: name, Metric: "bare-ns/pkt"}
 }
