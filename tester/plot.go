@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/linerate/linerate/internal/plotcolor"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -52,48 +53,6 @@ func rateUnit(max float64) (string, float64) {
 		return "kpps", 1e3
 	}
 	return "pps", 1
-}
-
-// palette is n distinct colours: plotutil's first five for up to five
-// curves (its sixth, a brick red, is hard to tell from its first), else n
-// hues evenly around the colour wheel.
-func palette(n int) []color.Color {
-	if n <= 5 {
-		return plotutil.DefaultColors[:n]
-	}
-	out := make([]color.Color, n)
-	for i := range out {
-		// Alternate two lightnesses so that neighbouring hues stand apart.
-		v := 0.85
-		if i%2 == 1 {
-			v = 0.6
-		}
-		out[i] = hsv(float64(i)/float64(n), 0.9, v)
-	}
-	return out
-}
-
-// hsv is the colour of hue h (0..1), saturation s and value v.
-func hsv(h, s, v float64) color.Color {
-	i := math.Floor(h * 6)
-	f := h*6 - i
-	p, q, t := v*(1-s), v*(1-f*s), v*(1-(1-f)*s)
-	var r, g, b float64
-	switch int(i) % 6 {
-	case 0:
-		r, g, b = v, t, p
-	case 1:
-		r, g, b = q, v, p
-	case 2:
-		r, g, b = p, v, t
-	case 3:
-		r, g, b = p, q, v
-	case 4:
-		r, g, b = t, p, v
-	default:
-		r, g, b = v, p, q
-	}
-	return color.RGBA{uint8(255 * r), uint8(255 * g), uint8(255 * b), 255}
 }
 
 // ratioName is "NDR" for 0 and "PDR 0.5%" for the others.
@@ -177,7 +136,7 @@ func (rep *Report) lossPlot() (*plot.Plot, error) {
 	unit, div := rateUnit(most)
 	p.X.Label.Text = "offered load (" + unit + ")"
 	p.Y.Label.Text = "loss (%)"
-	colors := palette(n)
+	colors := plotcolor.Palette(n)
 	var short plotter.XYs
 	i := 0
 	for _, s := range rep.Sizes {
@@ -271,7 +230,7 @@ func (rep *Report) latencyPlot() (*plot.Plot, error) {
 			}
 		}
 	}
-	colors := palette(len(curves))
+	colors := plotcolor.Palette(len(curves))
 	i := 0
 	for _, c := range curves {
 		var xys plotter.XYs

@@ -1,7 +1,6 @@
 package tester
 
 import (
-	"image/color"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,25 +56,6 @@ func TestPlotRateUnit(t *testing.T) {
 	}{{500, "pps"}, {999, "pps"}, {1e3, "kpps"}, {14.88e6, "Mpps"}, {2e9, "Gpps"}} {
 		if u, _ := rateUnit(c.max); u != c.unit {
 			t.Errorf("rateUnit(%g) = %s, want %s", c.max, u, c.unit)
-		}
-	}
-}
-
-// TestPaletteDistinct: the palette gives N distinct colours for N curves
-// (plotutil's seven repeated after seven: 9 latency curves had 2 pairs).
-func TestPaletteDistinct(t *testing.T) {
-	for _, n := range []int{1, 7, 8, 9, 12, 30} {
-		seen := map[color.RGBA]int{}
-		for i, c := range palette(n) {
-			r, g, b, a := c.RGBA()
-			k := color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), uint8(a >> 8)}
-			if j, ok := seen[k]; ok {
-				t.Errorf("palette(%d): curves %d and %d share colour %v", n, j, i, k)
-			}
-			seen[k] = i
-		}
-		if len(palette(n)) != n {
-			t.Errorf("palette(%d) has %d colours", n, len(palette(n)))
 		}
 	}
 }

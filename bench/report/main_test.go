@@ -617,14 +617,6 @@ func TestPlotTicks(t *testing.T) {
 	if strings.Join(got, " ") != "5 10 20 50 100 200" {
 		t.Errorf("log ticks %v", got)
 	}
-	cols := palette(8)
-	for i := range cols {
-		for j := range i {
-			if cols[i] == cols[j] {
-				t.Errorf("colours %d and %d are the same", i, j)
-			}
-		}
-	}
 }
 
 // TestMatchesAny: a figure outside the quick mode's patterns is "not run",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"image/color"
 	"math"
 	"os"
 	"path"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/linerate/linerate/internal/plotcolor"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -77,7 +77,7 @@ func scalePlot(k string, cs []curveOut) (*plot.Plot, error) {
 	p.Y.Min = 0
 	p.Legend.Top = true
 	p.Legend.Left = true
-	colors := palette(len(cs))
+	colors := plotcolor.Palette(len(cs))
 	for i, c := range cs {
 		xy := make(plotter.XYs, len(c.Points))
 		for j, pt := range c.Points {
@@ -165,46 +165,4 @@ func logTicks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ticks
-}
-
-// palette is n distinct colours: plotutil's first five for up to five
-// curves, else n hues around the colour wheel, alternately lighter and
-// darker so that neighbours stand apart (as tester's plots do).
-func palette(n int) []color.Color {
-	out := make([]color.Color, n)
-	for i := range out {
-		if n <= 5 {
-			out[i] = plotutil.Color(i)
-			continue
-		}
-		v := 0.85
-		if i%2 == 1 {
-			v = 0.55
-		}
-		out[i] = hsv(float64(i)/float64(n), 0.9, v)
-	}
-	return out
-}
-
-// hsv is the colour of hue h (0..1), saturation s and value v.
-func hsv(h, s, v float64) color.Color {
-	i := math.Floor(h * 6)
-	f := h*6 - i
-	p, q, t := v*(1-s), v*(1-f*s), v*(1-(1-f)*s)
-	var r, g, b float64
-	switch int(i) % 6 {
-	case 0:
-		r, g, b = v, t, p
-	case 1:
-		r, g, b = q, v, p
-	case 2:
-		r, g, b = p, v, t
-	case 3:
-		r, g, b = p, q, v
-	case 4:
-		r, g, b = t, p, v
-	default:
-		r, g, b = v, p, q
-	}
-	return color.RGBA{uint8(r * 255), uint8(g * 255), uint8(b * 255), 255}
 }
