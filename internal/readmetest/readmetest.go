@@ -123,3 +123,29 @@ func FlatKeys(v any) []string {
 	walk(reflect.TypeOf(v))
 	return out
 }
+
+// TableKeys is the first column of the table under heading (a whole line,
+// "### The `memif` driver") in the markdown file at path, up to the next
+// heading, sorted: the keys a reference section documents.
+func TableKeys(t testing.TB, path, heading string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("%s has no %q", path, heading)
+	}
+	var keys []string
+	for _, line := range strings.Split(rest, "\n") {
+		if strings.HasPrefix(line, "#") {
+			break
+		}
+		if m := firstCell.FindStringSubmatch(line); m != nil {
+			keys = append(keys, m[1])
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
