@@ -72,7 +72,8 @@ func TestDPDKTester(t *testing.T) {
 	}
 	out := o.String()
 	for _, size := range []string{"64", "1518"} {
-		m := regexp.MustCompile(`(?m)^` + size + `\s+mlrsearch\s+NDR\s+([0-9.]+)kpps`).FindStringSubmatch(out)
+		// FRAME SEARCH GOAL LOWER …: LOWER, the NDR, in pps ("20.00k").
+		m := regexp.MustCompile(`(?m)^` + size + `\s+mlrsearch\s+NDR\s+([0-9.]+)k\s`).FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("no NDR row for %s bytes in:\n%s", size, out)
 		}
@@ -81,7 +82,8 @@ func TestDPDKTester(t *testing.T) {
 		if v, _ := strconv.ParseFloat(m[1], 64); v < 16 {
 			t.Errorf("%s bytes: NDR %v kpps through a loopback, want about 20", size, v)
 		}
-		if !regexp.MustCompile(`(?m)^` + size + `\s+50% PDR\s+[1-9]`).MatchString(out) {
+		// FRAME LOAD STREAM PACKETS …
+		if !regexp.MustCompile(`(?m)^` + size + `\s+50% PDR\s+\S+\s+[1-9]`).MatchString(out) {
 			t.Errorf("%s bytes: no latency samples at 50%% of the PDR in:\n%s", size, out)
 		}
 	}
