@@ -87,6 +87,29 @@ func lendRig(b testing.TB, pool *packet.Slab) (*instance, *memif.Conn) {
 	return lendRigOf(b, pool, true)
 }
 
+// spareRig is lendRig on a shared pool of its own, of buffers buffers, with
+// spares spare buffers for the plugin's emits (ids handed out from 0). The
+// pool is closed at the test's end, and must then have none in use.
+func spareRig(t *testing.T, name string, buffers, spares int) (*packet.Slab, *instance, *memif.Conn) {
+	t.Helper()
+	pool, err := packet.NewSlab(packet.SlabConfig{Name: name, Buffers: buffers, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pool.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	in, peer := lendRig(t, pool)
+	in.emitPool = pool
+	in.spare = make([]packet.Handle, spares)
+	for id := spares - 1; id >= 0; id-- {
+		in.freeIDs = append(in.freeIDs, uint16(id))
+	}
+	return pool, in, peer
+}
+
 // lendRigOf is lendRig, with the spare and emit rings or (a plugin of
 // extension version 1) without.
 func lendRigOf(b testing.TB, pool *packet.Slab, emits bool) (*instance, *memif.Conn) {

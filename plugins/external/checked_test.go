@@ -24,22 +24,8 @@ import (
 // plugin's results, or when the plugin is gone, every buffer is free again.
 func TestCheckedLent(t *testing.T) {
 	h := stagetest.NewHarness(t, 0)
-	pool, err := packet.NewSlab(packet.SlabConfig{Name: "checked-lent", Buffers: 64, Shared: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := pool.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	in, peer := lendRig(t, pool)
 	const spares = 4
-	in.emitPool = pool
-	in.spare = make([]packet.Handle, spares)
-	for id := spares - 1; id >= 0; id-- {
-		in.freeIDs = append(in.freeIDs, uint16(id))
-	}
+	pool, in, peer := spareRig(t, "checked-lent", 64, spares)
 	ctx := &h.Ctx
 	var bu, out packet.Burst
 	pool.Alloc(&bu, 1)
@@ -104,19 +90,7 @@ func TestCheckedLent(t *testing.T) {
 // ends there.
 func TestCheckedReclaim(t *testing.T) {
 	h := stagetest.NewHarness(t, 0)
-	pool, err := packet.NewSlab(packet.SlabConfig{Name: "checked-reclaim", Buffers: 64, Shared: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := pool.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	in, _ := lendRig(t, pool)
-	in.emitPool = pool
-	in.spare = make([]packet.Handle, 2)
-	in.freeIDs = []uint16{1, 0}
+	pool, in, _ := spareRig(t, "checked-reclaim", 64, 2)
 	ctx := &h.Ctx
 	var bu, out packet.Burst
 	for _, failOpen := range []bool{false, true} {

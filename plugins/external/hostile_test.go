@@ -20,22 +20,8 @@ import (
 // A checked build (-tags lrcheck) checks every hand-over too.
 func TestHostilePlugin(t *testing.T) {
 	h := stagetest.NewHarness(t, 0)
-	pool, err := packet.NewSlab(packet.SlabConfig{Name: "hostile", Buffers: 1024, Shared: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := pool.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	in, peer := lendRig(t, pool)
 	const spares = 16
-	in.emitPool = pool
-	in.spare = make([]packet.Handle, spares)
-	for id := spares - 1; id >= 0; id-- {
-		in.freeIDs = append(in.freeIDs, uint16(id))
-	}
+	pool, in, peer := spareRig(t, "hostile", 1024, spares)
 	ctx := &h.Ctx
 	rng := rand.New(rand.NewPCG(17, 4))
 
