@@ -126,18 +126,6 @@ func xdpSet(ifindex, fd int, flags uint32) error {
 	return nil
 }
 
-// The netdev generic netlink family (linux/netdev.h, Linux >= 6.3): what a
-// driver offers XDP, asked without attaching anything.
-const (
-	netdevCmdDevGet          = 1
-	netdevADevIfindex        = 1
-	netdevADevXDPFeatures    = 3
-	netdevADevXDPRxMetadata  = 5
-	netdevXDPActBasic        = 1 << 0 // native XDP
-	netdevXDPActXSKZeroCopy  = 1 << 3
-	netdevXDPRxMetaTimestamp = 1 << 0 // bpf_xdp_metadata_rx_timestamp
-)
-
 // xdpFeatures is what the kernel says of an interface's driver.
 type xdpFeatures struct {
 	known       bool // false: the kernel does not say (before 6.3)
@@ -146,83 +134,19 @@ type xdpFeatures struct {
 	rxTimestamp bool // the driver gives the rx timestamp kfunc its stamp
 }
 
-// devXDPFeatures asks the netdev family about ifindex, in the calling
-// thread's network namespace.
+// devXDPFeatures asks the netdev family about ifindex (kernel.XDPFeatures),
+// in the calling thread's network namespace.
 func devXDPFeatures(ifindex int) xdpFeatures {
-	fam, err := kernel.GenlFamily("netdev")
+	info, err := kernel.XDPFeatures(ifindex)
 	if err != nil {
 		return xdpFeatures{}
 	}
-	// genlmsghdr (cmd, version), NETDEV_A_DEV_IFINDEX
-	body := []byte{netdevCmdDevGet, 1, 0, 0, 8, 0, netdevADevIfindex, 0, 0, 0, 0, 0}
-	binary.NativeEndian.PutUint16(body[4:], 8)
-	binary.NativeEndian.PutUint16(body[6:], netdevADevIfindex)
-	binary.NativeEndian.PutUint32(body[8:], uint32(ifindex))
-	resp, err := netlinkAsk(fam, body)
-	if err != nil || len(resp) < 4 {
-		return xdpFeatures{}
+	return xdpFeatures{
+		known:       true,
+		native:      info.Act&kernel.XDPBasic != 0,
+		zeroCopy:    info.Act&kernel.XDPZeroCopy != 0,
+		rxTimestamp: info.RxMeta&kernel.XDPMetaTimestamp != 0,
 	}
-	var f xdpFeatures
-	for a := resp[4:]; len(a) >= 4; {
-		l := int(binary.NativeEndian.Uint16(a))
-		if l < 4 || l > len(a) {
-			break
-		}
-		typ, v := binary.NativeEndian.Uint16(a[2:])&^unix.NLA_F_NESTED, a[4:l]
-		if len(v) >= 8 {
-			switch typ {
-			case netdevADevXDPFeatures:
-				x := binary.NativeEndian.Uint64(v)
-				f.known = true
-				f.native = x&netdevXDPActBasic != 0
-				f.zeroCopy = x&netdevXDPActXSKZeroCopy != 0
-			case netdevADevXDPRxMetadata:
-				f.rxTimestamp = binary.NativeEndian.Uint64(v)&netdevXDPRxMetaTimestamp != 0
-			}
-		}
-		a = a[min((l+3)&^3, len(a)):]
-	}
-	return f
-}
-
-// netlinkAsk sends one generic netlink request to family fam and returns
-// the answer's payload.
-func netlinkAsk(fam uint16, body []byte) ([]byte, error) {
-	sock, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(sock)
-	tv := unix.Timeval{Sec: 2}
-	_ = unix.SetsockoptTimeval(sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	msg := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(body))
-	msg = append(msg, body...)
-	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
-	binary.NativeEndian.PutUint16(msg[4:], fam)
-	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST)
-	binary.NativeEndian.PutUint32(msg[8:], 1)
-	if err := unix.Sendto(sock, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, 1<<16)
-	n, _, err := unix.Recvfrom(sock, buf, 0)
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-	if err != nil || len(msgs) == 0 {
-		return nil, errors.New("netlink: no answer")
-	}
-	m := msgs[0]
-	if m.Header.Type == unix.NLMSG_ERROR {
-		if len(m.Data) >= 4 {
-			if code := int32(binary.NativeEndian.Uint32(m.Data)); code != 0 {
-				return nil, syscall.Errno(-code)
-			}
-		}
-		return nil, errors.New("netlink: no answer")
-	}
-	return m.Data, nil
 }
 
 // vethPeer is the ifindex of ifindex's link (a veth's peer) and whether it
