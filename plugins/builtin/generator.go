@@ -74,12 +74,17 @@ type generatorConfig struct {
 
 // template is one frame size's prebuilt headers and payload pattern.
 type template struct {
-	data    []byte
-	l3, l4  int // offsets of the IP and UDP headers
-	udpSum  uint16
-	ipSum   uint16 // IPv4 header checksum field
-	fields  bool   // the frame has room for the generator fields
-	payload int    // offset of the payload
+	data   []byte
+	l3, l4 int // offsets of the IP and UDP headers
+	udpSum uint16
+	// fixedSum, in a finished per-flow template, is udpSum plus the words of
+	// the generator fields that never change for the flow (its Flow ID and
+	// the trial tag): fillFast adds only the sequence number's and the
+	// timestamp's.
+	fixedSum uint16
+	ipSum    uint16 // IPv4 header checksum field
+	fields   bool   // the frame has room for the generator fields
+	payload  int    // offset of the payload
 	// small holds frames of at most 64 bytes, zero-padded, as eight words:
 	// copy64 writes them with eight stores, where a [64]byte assignment or
 	// copy is a call to memmove.
@@ -266,6 +271,7 @@ func newGenerator(s *plugins.Setup) (plugins.Stage, error) {
 				ft.data = append([]byte(nil), t.data...)
 				g.patchFlow(ft.data, &ft, &g.flows[f])
 				ft.udpSum = packet.ChecksumCombine(t.udpSum, g.flows[f].udpAdj)
+				ft.fixedSum = packet.ChecksumCombine(ft.udpSum, wordSum(uint64(f)<<48|g.seqTag, 0))
 				if !ft.fields && g.csum {
 					// Nothing changes per packet: the checksum is final already.
 					c := ^ft.udpSum
@@ -502,7 +508,7 @@ func (g *generator) Produce(ctx *plugins.Context, b *packet.Burst) {
 func (g *generator) fillFast(hs []packet.Handle, now int64, setWindow bool) uint64 {
 	per := g.perFlow
 	n, fields, pl, cs := len(per[0].data), per[0].fields, per[0].payload, per[0].l4+6
-	nowSum := wordSum(0, uint64(now))
+	nowSum := uint64(wordSum(0, uint64(now)))
 	mine, nf, seqs := g.mine, g.nextF, g.seq
 	tag, mask := g.seqTag, g.seqMask
 	for _, h := range hs {
@@ -524,11 +530,17 @@ func (g *generator) fillFast(hs []packet.Handle, now int64, setWindow bool) uint
 		}
 		seq := seqs[f]
 		seqs[f] = seq + 1
-		v := uint64(f)<<48 | tag | seq&mask
+		sq := seq & mask
+		v := uint64(f)<<48 | tag | sq
 		fl := d[pl : pl+GenFieldsLen]
 		binary.BigEndian.PutUint64(fl[0:], v)
 		binary.BigEndian.PutUint64(fl[8:], uint64(now))
-		c := ^packet.ChecksumCombine(packet.ChecksumCombine(t.udpSum, nowSum), wordSum(v, 0))
+		// The flow's fixed words, the timestamp's and the sequence number's
+		// (at most 48 bits: three words), summed at once and folded at the end: the
+		// same ones'-complement sum as combining them a pair at a time.
+		s := uint64(t.fixedSum) + nowSum + sq>>32 + sq>>16&0xffff + sq&0xffff
+		s = s>>16 + s&0xffff
+		c := ^uint16(s + s>>16)
 		if c == 0 {
 			c = 0xFFFF // RFC 768: a computed zero is sent as all ones
 		}
