@@ -68,6 +68,13 @@ func (f *forward) Process(ctx *plugins.Context, b *packet.Burst) {
 	// The options in locals: stores into packet data could alias f, so the
 	// loop would reload them from f for every packet.
 	swap, setDst, setSrc, toIn := f.swapMAC, f.setDst, f.setSrc, f.toIn
+	if swap && !toIn {
+		// swap_mac towards one port, the common case, in a loop of its own:
+		// with no option left to test per packet, its state fits in
+		// registers.
+		f.swapTo(ctx, b)
+		return
+	}
 	rewrite := swap || setDst || setSrc
 	bad := 0
 	for i := 0; i < b.N; i++ {
@@ -102,8 +109,36 @@ func (f *forward) Process(ctx *plugins.Context, b *packet.Burst) {
 	if toIn {
 		return
 	}
+	f.send(ctx, b, bad)
+}
+
+// swapTo swaps every packet's MACs and forwards the burst to f.port (swap_mac
+// excludes src_mac and dst_mac).
+func (f *forward) swapTo(ctx *plugins.Context, b *packet.Burst) {
+	bad := 0
+	for _, h := range b.H[:b.N] {
+		p := h.P()
+		d := p.Data()
+		if len(d) < 14 {
+			p.Drop(packet.ReasonMalformed)
+			bad++
+			continue
+		}
+		// Two loads and two stores per address, no byte loop.
+		d0, d1 := binary.LittleEndian.Uint32(d[0:]), binary.LittleEndian.Uint16(d[4:])
+		s0, s1 := binary.LittleEndian.Uint32(d[6:]), binary.LittleEndian.Uint16(d[10:])
+		binary.LittleEndian.PutUint32(d[0:], s0)
+		binary.LittleEndian.PutUint16(d[4:], s1)
+		binary.LittleEndian.PutUint32(d[6:], d0)
+		binary.LittleEndian.PutUint16(d[10:], d1)
+	}
+	f.send(ctx, b, bad)
+}
+
+// send forwards the burst's packets still at Continue to f.port: the whole
+// burst in one move when none was dropped.
+func (f *forward) send(ctx *plugins.Context, b *packet.Burst, bad int) {
 	if bad == 0 {
-		// The common case: the whole burst goes to one port in one move.
 		ctx.ForwardBurst(b, f.port)
 		return
 	}

@@ -24,6 +24,7 @@ func TestForward(t *testing.T) {
 		{"back out of the port it came in on", `port = "in"`, portEth1, portEth1, macB, macA},
 		{"in, from a ring", `port = "in"`, portRing0, portRing0, macB, macA},
 		{"swap_mac", "port = \"in\"\nswap_mac = true", portEth0, portEth0, macA, macB},
+		{"swap_mac to a port", "port = \"eth1\"\nswap_mac = true", portEth0, portEth1, macA, macB},
 		{"dst_mac", "port = \"eth0\"\ndst_mac = \"02:00:00:00:00:0d\"", portEth1, portEth0, macD, macA},
 		{"src_mac", "port = \"eth0\"\nsrc_mac = \"02-00-00-00-00-0c\"", portEth1, portEth0, macB, macC},
 		{"both", "port = \"eth0\"\nsrc_mac = \"02:00:00:00:00:0c\"\ndst_mac = \"0200.0000.000d\"", portEth1, portEth0, macD, macC},
