@@ -50,7 +50,6 @@ type lcore struct {
 	// heap if they were locals: they live here instead.
 	txb   packet.Burst
 	copyb packet.Burst // copyToPool's fresh buffers
-	txLen [packet.MaxBurst]uint32
 	// The tx timestamp of the flush under way (txNow), and whether it was read.
 	txNowAt  int64
 	txNowSet bool

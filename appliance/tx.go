@@ -174,53 +174,44 @@ func (lc *lcore) send(t *txBuffer, hs []packet.Handle) (n int, foreign bool) {
 }
 
 // txBurst stamps and measures b's packets and gives them to t's port; it
-// returns how many the port took. The lengths are read before: once the port
-// has a packet it may free it.
+// returns how many the port took. The bytes are summed before: once the port
+// has a packet it may free it. What it did not take is still the lcore's
+// (ports.Port), so a partial send subtracts the rest's lengths afterwards
+// instead of keeping every packet's.
 func (lc *lcore) txBurst(t *txBuffer, b *packet.Burst) int {
 	// The port's options in locals: stores into the packets could alias lc
 	// and pe, so the loop would reload them per packet.
 	pe := t.port
 	hs := b.H[:b.N]
-	lens := lc.txLen[:len(hs)]
 	bytes := 0
 	if pe.stampTx {
 		now := lc.txNow()
-		for i, h := range hs {
+		for _, h := range hs {
 			p := h.P()
 			p.StampTx(now)
-			l := p.Len()
-			lens[i] = uint32(l)
-			bytes += l
+			bytes += p.Len()
 		}
 	} else {
-		for i, h := range hs {
+		for _, h := range hs {
 			p := h.P()
 			if p.Flags()&packet.FlagTxDelay != 0 {
 				p.StampTx(lc.txNow())
 			}
-			l := p.Len()
-			lens[i] = uint32(l)
-			bytes += l
+			bytes += p.Len()
 		}
 	}
 	id := uint16(lc.id)
 	packet.OwnBurst(hs, packet.OpTx, id, -1)
 	sent := pe.port.TxBurst(t.queue, b)
-	packet.OwnBurst(hs[sent:], packet.OpBack, id, -1)
-	if sent == len(hs) {
-		t.txPackets.Add(uint64(sent))
-		t.txBytes.Add(uint64(bytes))
-		return sent
+	if sent < len(hs) {
+		packet.OwnBurst(hs[sent:], packet.OpBack, id, -1)
+		for _, h := range hs[sent:] {
+			bytes -= h.P().Len()
+		}
 	}
-	t.countTx(lens[:sent])
+	t.txPackets.Add(uint64(sent))
+	t.txBytes.Add(uint64(bytes))
 	return sent
-}
-
-func (t *txBuffer) countTx(lens []uint32) {
-	for _, n := range lens {
-		t.txBytes.Add(uint64(n))
-	}
-	t.txPackets.Add(uint64(len(lens)))
 }
 
 // copyToPool copies the packets at the front of hs that come from the first
