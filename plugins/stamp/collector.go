@@ -74,6 +74,12 @@ type collector struct {
 	uoff                                     int64
 	ports                                    [1 << 10]uint64 // bit p: a session's src_port is p (port -1)
 
+	// A burst's records, put into their FIFOs at its end (putRecs).
+	batching bool
+	nrec     int
+	recs     [packet.MaxBurst]pendingRec
+	sink     uint64 // what warmCo read, kept so that its reads stay
+
 	xdp     *coXDP // the in-kernel part, nil without offload
 	onEvent func(*bpf.Event)
 	tickCtx *plugins.Context
@@ -174,6 +180,9 @@ func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 	}
 	c.uoff = ctx.Clock.UnixOffset()
 	multi := ctx.Env.NumInstances() > 1
+	c.warmCo(ctx, b, t, multi)
+	c.batching = true
+	defer c.endBatch()
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]
 		p := h.P()
@@ -368,11 +377,7 @@ func (c *collector) record(s *txSession, r *Record, pay []byte, hop uint8, t4 in
 		}
 	}
 	c.cRecords.Inc()
-	if !s.fifo.Put(*r) {
-		s.rx.fifoLost++
-		s.fifoLost.Add(1)
-		c.cLost.Inc()
-	}
+	c.keep(s, r)
 }
 
 // metricsOf summarises a session. It runs on the session's collector lcore

@@ -347,14 +347,17 @@ func (c *collectorState) flushTo(keep uint8) {
 
 // delays are the forward, backward and round-trip delays of kept sequence
 // s: from the pending batch, or else the IPDV window.
+// The pending batch is looked at first: the cold part is not even
+// addressed (its nil check reads its first line, a miss with thousands of
+// sessions) unless the delays are there.
 func (c *collectorState) delays(s uint32) [3]int64 {
-	d := &c.cold.delays[s%ipdvSpan]
 	for i := int(c.npend) - 1; i >= 0; i-- {
 		if c.pseq[i] == s && c.pwin&(1<<i) != 0 {
-			d = &c.pdel[i]
-			break
+			d := &c.pdel[i]
+			return [3]int64{d[0], d[1], d[0] + d[1]}
 		}
 	}
+	d := &c.cold.delays[s%ipdvSpan]
 	return [3]int64{d[0], d[1], d[0] + d[1]}
 }
 

@@ -90,6 +90,7 @@ type reflector struct {
 	ctab   *rfTable
 	segBuf [packet.SRHMaxSegments][16]byte
 	srhBuf [8 + 16*packet.SRHMaxSegments]byte
+	sink   uint64 // what warmRf read, kept so that its reads stay
 
 	cReflected, cTLVs, cMalformed, cIntegrity *stats.Counter
 
@@ -332,6 +333,7 @@ func (r *reflector) Process(ctx *plugins.Context, b *packet.Burst) {
 	}
 	r.np = 0
 	r.ee.refresh()
+	r.warmRf(b, t)
 	multi := ctx.Env.NumInstances() > 1
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]

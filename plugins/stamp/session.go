@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/linerate/linerate/appliance/packet"
-	"github.com/linerate/linerate/appliance/ring"
 )
 
 // SenderSession is a Session-Sender session as the config file and the
@@ -139,7 +138,7 @@ type txSession struct {
 	// Records leave through a bounded FIFO: the collector's lcore produces, the
 	// control plane consumes under fifoMu (GetStampSessionResults and the
 	// stream both drain it).
-	fifo     *ring.SPSC[Record]
+	fifo     *recFIFO
 	fifoMu   sync.Mutex
 	fifoLost atomic.Uint64
 	created  time.Time
@@ -280,7 +279,7 @@ func buildTx(c SenderSession, d *senderDefaults) (*txSession, error) {
 		return nil, fmt.Errorf("records %d is above %d", c.Records, maxRecords)
 	}
 	s := &txSession{id: c.SSID, stage: c.Stage, cfg: c, hmacTLV: -1, dmOff: -1, interval: int64(c.Interval),
-		rx: &collectorState{cold: newCollectorCold()}, fifo: ring.NewSPSC[Record](c.Records), created: time.Now()}
+		rx: &collectorState{cold: newCollectorCold()}, fifo: newRecFIFO(c.Records), created: time.Now()}
 	s.lay, s.rlay = layouts(c.Auth)
 	if c.Key != nil {
 		s.tx.mac = c.Key.newMAC()
