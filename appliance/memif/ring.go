@@ -104,6 +104,69 @@ func (r *Ring) D(slot uint16) *Desc {
 // Load copies descriptor slot: what the peer wrote is read once, then checked.
 func (r *Ring) Load(slot uint16) Desc { return *r.D(slot) }
 
+// PrepareWrite readies slots [slot, slot+n) for this side to write: their
+// cache lines, which the peer read last time round the ring, are asked for
+// owned now (PREFETCHW), so that the stores into them later do not each
+// wait for the peer's CPU to give its copy up. A producer calls it for its
+// next burst's slots right after it publishes one: the peer never reads
+// slots it has not been given, so it does not take them back meanwhile.
+// Only a hint: it reads and writes nothing.
+func (r *Ring) PrepareWrite(slot, n uint16) {
+	spans := r.lineSpans(slot, n)
+	for _, sp := range spans {
+		if sp.lines > 0 {
+			prefetchw(uintptr(r.desc)+sp.off, sp.lines)
+		}
+	}
+}
+
+// lineSpan is a run of whole cache lines of a ring's descriptors: off bytes
+// from the first descriptor (a multiple of 64), lines long.
+type lineSpan struct {
+	off   uintptr
+	lines int
+}
+
+// lineSpans is the cache lines slots [slot, slot+n) lie in, inside the
+// descriptor area: two runs when the slots wrap round the ring's end, and
+// none past it. (The area starts on a cache line: RingHdrSize is 128.)
+func (r *Ring) lineSpans(slot, n uint16) [2]lineSpan {
+	const perLine = 64 / DescSize
+	var s [2]lineSpan
+	n = min(n, r.size)
+	if n == 0 {
+		return s
+	}
+	first := uint32(slot & r.mask)
+	end := first + uint32(n) // one past the last slot, unwrapped
+	if end > uint32(r.size) {
+		// Up to the first run's first line, which it may share.
+		s[1] = lineSpan{0, int(min((end-uint32(r.size)+perLine-1)/perLine, first/perLine))}
+		end = uint32(r.size)
+	}
+	s[0] = lineSpan{uintptr(first/perLine) * 64, int((end+perLine-1)/perLine - first/perLine)}
+	return s
+}
+
+// Touch reads one word of each cache line of slots [slot, slot+n) and
+// returns their xor (use it, so the loads stay): the lines' misses, the
+// peer's writes coming over from its CPU, are then all in flight at once
+// rather than one per few descriptors as the slots are checked. The words
+// are not used for anything else: every descriptor is still read once
+// (Load) and checked before use.
+func (r *Ring) Touch(slot, n uint16) uint32 {
+	const perLine = 64 / DescSize
+	x := uint32(0)
+	n = min(n, r.size)
+	for k := uint16(0); k < n; k += perLine {
+		x ^= atomic.LoadUint32(&r.D(slot + k).Metadata)
+	}
+	if n > 0 {
+		x ^= atomic.LoadUint32(&r.D(slot + n - 1).Metadata)
+	}
+	return x
+}
+
 // Kick wakes the receiver unless it masked interrupts.
 func (r *Ring) Kick() {
 	if r.Intr >= 0 && r.Flags()&RingFlagMaskInt == 0 {

@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,27 +73,55 @@ func main() {
 		if os.Getenv("BENCH_NAIVE") != "" {
 			serveNaive()
 		}
+		profilePlugin()
 		sdk.Serve(pass)
 	}
 	plugins.Register(pass)
 	count := flag.Int("count", 4_000_000, "packets per run")
 	runs := flag.Int("runs", 3, "runs per case; the median is printed")
+	cpuProfile := flag.String("cpuprofile", "",
+		"write linerate's CPU profile of the saturated out-of-process runs here, and of the in-process ones here.in")
+	pluginProfile := flag.String("plugin-cpuprofile", "",
+		"write each plugin process's CPU profile here, its pid appended (its first -plugin-profile-for)")
+	flag.DurationVar(&pluginProfileFor, "plugin-profile-for", 2*time.Second, "how long a plugin profiles from its start")
+	cases := flag.String("cases", "sat,loss,naive", "the cases run beside in process (always run): sat, loss, naive")
 	flag.Parse()
 	self, err := os.Executable()
 	if err != nil {
 		fail(err)
 	}
+	if *pluginProfile != "" {
+		os.Setenv("BENCH_PLUGIN_CPUPROFILE", *pluginProfile)
+		os.Setenv("BENCH_PLUGIN_PROFILE_FOR", pluginProfileFor.String())
+	}
+	run := func(name string) bool { return strings.Contains(","+*cases+",", ","+name+",") }
 	fmt.Printf("bench-external: 64-byte frames, bursts of 64, %d packets a run, median of %d; %d CPUs\n\n", *count, *runs, runtime.NumCPU())
+	stop := startProfile(suffix(*cpuProfile, ".in"))
 	in := median(*runs, func() result { return engineRun(*count, "", 0) })
-	sat := median(*runs, func() result { return engineRun(*count, self, 0) })
-	out := lossless(self, *count, in.mpps)
-	naive := median(*runs, func() result { return naiveRun(self, *count/20) })
+	stop()
+	var sat, out, naive result
+	if run("sat") {
+		stop := startProfile(*cpuProfile)
+		sat = median(*runs, func() result { return engineRun(*count, self, 0) })
+		stop()
+	}
+	if run("loss") {
+		out = lossless(self, *count, in.mpps)
+	}
+	if run("naive") {
+		naive = median(*runs, func() result { return naiveRun(self, *count/20) })
+	}
 	fmt.Printf("%-16s %8s %6s %11s %11s %11s %9s %11s %9s\n", "case", "Mpps", "cores", "Mpps/core", "p50 lat", "p99 lat", "vs in", "CPU ns/pkt", "vs in")
 	for _, r := range []struct {
 		name  string
 		r     result
 		cores int
-	}{{"in process", in, 1}, {"out, saturated", sat, 2}, {"out, <1% loss", out, 2}, {"naive gRPC", naive, 2}} {
+		ran   bool
+	}{{"in process", in, 1, true}, {"out, saturated", sat, 2, run("sat")}, {"out, <1% loss", out, 2, run("loss")},
+		{"naive gRPC", naive, 2, run("naive")}} {
+		if !r.ran {
+			continue
+		}
 		p50, p99 := "-", "-"
 		if r.r.p50 > 0 {
 			p50, p99 = time.Duration(r.r.p50).String(), time.Duration(r.r.p99).String()
@@ -107,6 +136,54 @@ func main() {
 	if in.p50 > 0 && out.p50 > 0 {
 		fmt.Printf("\nadded latency out of process: p50 %v, p99 %v\n", time.Duration(out.p50)-time.Duration(in.p50), time.Duration(out.p99)-time.Duration(in.p99))
 	}
+}
+
+var pluginProfileFor time.Duration
+
+// suffix is path+s, or "" when path is.
+func suffix(path, s string) string {
+	if path == "" {
+		return ""
+	}
+	return path + s
+}
+
+// startProfile profiles this process's CPU into path ("": nothing) until the
+// function it returns is called.
+func startProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fail(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fail(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// profilePlugin, in a plugin process that BENCH_PLUGIN_CPUPROFILE names a
+// file for, profiles its CPU for BENCH_PLUGIN_PROFILE_FOR from its start
+// into that file, its pid appended: the plugin is killed at the end of a
+// run, so the profile ends by the clock, not at its stop.
+func profilePlugin() {
+	path := os.Getenv("BENCH_PLUGIN_CPUPROFILE")
+	if path == "" {
+		return
+	}
+	d, err := time.ParseDuration(os.Getenv("BENCH_PLUGIN_PROFILE_FOR"))
+	if err != nil {
+		d = 2 * time.Second
+	}
+	stop := startProfile(fmt.Sprintf("%s.%d", path, os.Getpid()))
+	time.AfterFunc(d, stop)
 }
 
 func fail(err error) {
