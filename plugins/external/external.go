@@ -257,6 +257,7 @@ type instance struct {
 
 	outstanding atomicInt
 	progress    atomicInt
+	touched     uint32 // what memif.Ring.Touch read: kept, so its loads are
 }
 
 var _ plugins.Producer = (*instance)(nil)
@@ -373,6 +374,9 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 	r.SetHead(in.head)
 	r.Kick() // only when the plugin sleeps on its eventfd: a load of the flags otherwise
 	in.outstanding.Store(int64(in.head - in.done))
+	// The next burst's slots, owned before it comes: the plugin read them
+	// a lap ago, and is done with every slot not lent.
+	r.PrepareWrite(in.head, min(packet.MaxBurst, size-(in.head-in.done)))
 }
 
 // Outcomes of ringFull besides a drop reason.
@@ -449,6 +453,8 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 		in.latency.Record(uint64(dt))
 	}
 	first := in.done
+	// The batch's result lines, the plugin's writes, fetched all at once.
+	in.touched ^= r.Touch(in.done, min(avail, packet.MaxBurst))
 	for ; avail > 0 && b.N < packet.MaxBurst; avail-- {
 		h := in.lent[in.done&in.mask]
 		d := r.Load(in.done)
