@@ -509,8 +509,19 @@ func (g *generator) fillFast(hs []packet.Handle, now int64, setWindow bool) uint
 	per := g.perFlow
 	n, fields, pl, cs := len(per[0].data), per[0].fields, per[0].payload, per[0].l4+6
 	nowSum := uint64(wordSum(0, uint64(now)))
-	mine, nf, seqs := g.mine, g.nextF, g.seq
+	mine, nf, seqs := g.mine, g.nextF, g.seq[:len(per)]
 	tag, mask := g.seqTag, g.seqMask
+	if !fields {
+		pl, cs = 0, 0 // unused
+	}
+	if uint(pl) > 64-GenFieldsLen || uint(cs) > 64-2 {
+		// Never (a frame of at most 64 bytes holds its fields and checksum):
+		// this tells the compiler so, and the loop checks no bounds for them.
+		for _, h := range hs {
+			g.fill(h.P(), now)
+		}
+		return uint64(n) * uint64(len(hs))
+	}
 	for _, h := range hs {
 		p := h.P()
 		f := mine[nf]
@@ -518,8 +529,8 @@ func (g *generator) fillFast(hs []packet.Handle, now int64, setWindow bool) uint
 			nf = 0
 		}
 		t := &per[f]
-		d := p.DataTail()[:64]
-		copy64(d, t.small)
+		d := (*[64]byte)(p.DataTail()[:64])
+		copy64(d[:], t.small)
 		if setWindow {
 			p.SetWindow(p.Offset(), n)
 		}
