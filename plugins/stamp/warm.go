@@ -76,8 +76,10 @@ func (r *reflector) warmRf(b *packet.Burst, t *rfTable) {
 	var x uint64
 	for _, s := range ss[:b.N] {
 		if s != nil {
-			// Offsets 0, 16, 48, 112, 136, 168, 208, 233, 280, 328 and
-			// 336: no 64 bytes of the session without one of them.
+			// Offsets 0, 16, 48, 112, 136, 168, 208, 233, 264, 272, 328
+			// and 336: no 64 bytes of the session without one of them.
+			// Only fields that never change, or atomics: st is its
+			// owner lcore's, and this one may not be it.
 			x += uint64(s.id) + uint64(len(s.stage))
 			if s.cfg.Stateful {
 				x++
@@ -87,7 +89,10 @@ func (r *reflector) warmRf(b *packet.Burst, t *rfTable) {
 				x++
 			}
 			x += uint64(len(s.srh)) + uint64(s.format) + uint64(s.retLast[0])
-			x += uint64(s.st.seq)
+			x += s.replied.Load()
+			if s.kseq.Load() != nil {
+				x++
+			}
 			if s.st.mac != nil || s.fromAPI {
 				x++
 			}
@@ -210,4 +215,40 @@ func (c *collector) putRecs() {
 func (c *collector) endBatch() {
 	c.putRecs()
 	c.batching = false
+}
+
+// warmTx reads the lines a test packet reads of each due session of a
+// poll: the session (584 bytes: its config's count, duration and format,
+// its template's header and offsets, its run state), then its template
+// (the frame the packet is copied from). The sender owns its sessions' tx
+// state.
+func (st *sender) warmTx(due []dueEntry) {
+	if len(due) < 2 {
+		return
+	}
+	var x uint64
+	for _, e := range due {
+		s := e.s
+		// Offsets 0, 48 (cfg.Reflector), 120 (cfg.SrcPort), 176
+		// (cfg.Interval), 232 (cfg.Start), 264, 320, 384, 432 (tx), 488 and
+		// 576.
+		x += uint64(s.id) + uint64(s.cfg.SrcPort) + uint64(s.cfg.Interval) + uint64(len(s.tmpl))
+		if s.cfg.Reflector.IsValid() {
+			x++
+		}
+		if s.cfg.Start || s.fromAPI {
+			x++
+		}
+		x += uint64(s.dmOff) + uint64(s.replySrc[0]) + s.ctl.Load() + s.tx.gen + s.sentGen.Load()
+	}
+	for _, e := range due {
+		t := e.s.tmpl
+		for o := 0; o < len(t); o += 64 {
+			x += uint64(t[o])
+		}
+		if len(t) > 0 {
+			x += uint64(t[len(t)-1])
+		}
+	}
+	st.sink += x
 }
