@@ -11,17 +11,25 @@
 // # Layout
 //
 // Every entry is a uint32: a valid bit, an extension bit, the depth (prefix
-// length) of the rule that filled it, and 22 bits of value, a next-hop id or,
-// with the extension bit, the index of a group of 256 entries one stride
-// further down. tbl24 holds 2^24 entries indexed by the first 24 bits of the
+// length) of the rule that filled it, and 22 bits of value, a next-hop id
+// plus one (a leaf: valid bit set) or, with the extension bit, the index of
+// a group of 256 entries one stride further down. A lookup turns its last
+// entry into the answer with one subtraction: a leaf gives its next hop, an
+// empty entry (0) NoNextHop. tbl24 holds 2^24 entries indexed by the first 24 bits of the
 // address (64 MiB of address space); groups hold the next 8 bits each. An IPv4
 // lookup reads at most two entries: tbl24, then one group entry for a prefix
 // longer than /24. An IPv6 lookup reads tbl24 and then one entry per 8 bits
 // past bit 24, down to the longest prefix stored under the address's path (4
 // reads under a /48, 2 under a /32 with nothing longer).
 //
-// The /0 route is kept apart from the entries, so that a default route does
-// not write 16M of them: a lookup that finds no valid entry answers with it.
+// The /0 route does not write tbl24's 16M entries. Group 0 is the default
+// group: its 256 entries all hold the /0 rule (or nothing), and an empty
+// tbl24 entry (0) reads it with the same conditional read that follows a
+// group entry, so that a lookup reads tbl24, then a group where tbl24 holds
+// no leaf, and has no branch of its own for the default. Inside the other
+// groups an entry no longer rule covers holds the /0 rule itself; changing
+// the default route rewrites those, a pass over the groups used (a few ms at
+// a full IPv4 table's 20k groups).
 //
 // # Updates
 //
@@ -60,9 +68,10 @@ const (
 	valMask    = 1<<depthShift - 1
 
 	// MaxNextHop is the largest next-hop id a table holds.
-	MaxNextHop = valMask
-	// MaxGroups is the largest group pool a table can have.
-	MaxGroups = valMask + 1
+	MaxNextHop = valMask - 1
+	// MaxGroups is the largest group pool a table can have (group ids run
+	// from 1, after the default group).
+	MaxGroups = valMask
 
 	groupSize = 256
 	rootBits  = 24
@@ -76,7 +85,10 @@ var (
 	ErrNotFound = errors.New("lpm: no such prefix")
 )
 
-func mkEntry(depth int, nh uint32) uint32 { return entValid | uint32(depth)<<depthShift | nh }
+// mkEntry is the leaf of a rule of length depth to nh. It holds nh+1, so that
+// a lookup turns a leaf or an empty entry (0) into its answer with one
+// subtraction, empty giving NoNextHop.
+func mkEntry(depth int, nh uint32) uint32 { return entValid | uint32(depth)<<depthShift | (nh + 1) }
 
 func entDepth(e uint32) int { return int(e>>depthShift) & 0xff }
 

@@ -3,6 +3,7 @@ package lpm
 import (
 	"encoding/binary"
 	"runtime"
+	"sync/atomic"
 )
 
 // NoNextHop is what a burst lookup writes for an address no prefix holds.
@@ -48,17 +49,29 @@ func (x *Table4) Get(addr uint32, bits int) (uint32, bool) {
 }
 
 // Lookup is the next hop of the longest prefix holding a: one entry of tbl24,
-// and one of a group when a prefix longer than /24 shares a's /24.
+// and one of a group when a prefix longer than /24 shares a's /24 or a's /24
+// holds no prefix (then the default group, see New4).
 func (x *Table4) Lookup(a uint32) (uint32, bool) {
-	e := load(&x.t.tbl24[a>>8])
-	if e&entExt != 0 {
-		e = load(&x.t.tbl8[(e&valMask)<<8|a&0xff])
+	if nh := x.NextHop(a); nh != NoNextHop {
+		return nh, true
 	}
-	if e&entValid == 0 {
-		e = x.t.def.Load()
-	}
-	return e & valMask, e&entValid != 0
+	return 0, false
 }
+
+// NextHop is Lookup's next hop, NoNextHop for none: one value and one
+// branch, so that a caller's own lookup (route.FIB.Lookup4) stays within the
+// compiler's inlining budget with it (TestInlined checks it).
+func (x *Table4) NextHop(a uint32) uint32 {
+	e := atomic.LoadUint32(&x.t.tbl24[a>>8])
+	if e&entValid == 0 { // a group (entExt|group: <<8 drops the flag), or 0
+		e = atomic.LoadUint32(&x.t.tbl8[e<<8|a&0xff])
+	}
+	return e&valMask - 1 // nextHop(e), cheaper for the inliner
+}
+
+// nextHop is a leaf's next hop, or NoNextHop for an empty entry (0), without
+// a branch: a leaf holds its next hop plus one (mkEntry).
+func nextHop(e uint32) uint32 { return e&valMask - 1 }
 
 // LookupBurst looks up every address of dst, writing the next hops (or
 // NoNextHop) to nh, which must be as long. It reads every tbl24 entry before
@@ -67,21 +80,15 @@ func (x *Table4) LookupBurst(dst []uint32, nh []uint32) {
 	nh = nh[:len(dst)]
 	tbl24 := x.t.tbl24
 	for i, a := range dst {
-		nh[i] = load(&tbl24[a>>8])
+		nh[i] = atomic.LoadUint32(&tbl24[a>>8])
 	}
-	def := x.t.def.Load()
-	for i, e := range nh {
-		if e&entExt != 0 {
-			e = load(&x.t.tbl8[(e&valMask)<<8|dst[i]&0xff])
-		}
+	tbl8 := x.t.tbl8
+	for i, a := range dst {
+		e := nh[i]
 		if e&entValid == 0 {
-			e = def
+			e = atomic.LoadUint32(&tbl8[e<<8|a&0xff])
 		}
-		if e&entValid == 0 {
-			nh[i] = NoNextHop
-		} else {
-			nh[i] = e & valMask
-		}
+		nh[i] = nextHop(e)
 	}
 }
 
@@ -152,16 +159,26 @@ func (x *Table6) Get(addr [16]byte, bits int) (uint32, bool) {
 }
 
 // Lookup is the next hop of the longest prefix holding a: one entry of tbl24,
-// then one group entry per further byte the longest match needs.
+// then one group entry per further byte the longest match needs (one of the
+// default group where the first 24 bits hold no prefix).
 func (x *Table6) Lookup(a [16]byte) (uint32, bool) {
-	e := load(&x.t.tbl24[uint32(a[0])<<16|uint32(a[1])<<8|uint32(a[2])])
-	for i := 3; e&entExt != 0 && i < 16; i++ {
-		e = load(&x.t.tbl8[(e&valMask)<<8|uint32(a[i])])
+	if nh := x.NextHop(&a); nh != NoNextHop {
+		return nh, true
 	}
+	return 0, false
+}
+
+// NextHop is Lookup's next hop, NoNextHop for none.
+func (x *Table6) NextHop(a *[16]byte) uint32 {
+	e := atomic.LoadUint32(&x.t.tbl24[uint32(a[0])<<16|uint32(a[1])<<8|uint32(a[2])])
 	if e&entValid == 0 {
-		e = x.t.def.Load()
+		tbl8 := x.t.tbl8
+		e = atomic.LoadUint32(&tbl8[e<<8|uint32(a[3])])
+		for i := 4; e&entExt != 0 && i < 16; i++ {
+			e = atomic.LoadUint32(&tbl8[e<<8|uint32(a[i])])
+		}
 	}
-	return e & valMask, e&entValid != 0
+	return e&valMask - 1 // nextHop(e), cheaper for the inliner
 }
 
 // LookupBurst looks up every address of dst into nh (as long), NoNextHop for
@@ -171,33 +188,36 @@ func (x *Table6) Lookup(a [16]byte) (uint32, bool) {
 func (x *Table6) LookupBurst(dst [][16]byte, nh []uint32) {
 	nh = nh[:len(dst)]
 	tbl24 := x.t.tbl24
-	var ext uint32
+	var miss uint32 // an entry is not a leaf yet (its valid bit clear)
 	for i := range dst {
 		a := &dst[i]
-		e := load(&tbl24[uint32(a[0])<<16|uint32(a[1])<<8|uint32(a[2])])
+		e := atomic.LoadUint32(&tbl24[uint32(a[0])<<16|uint32(a[1])<<8|uint32(a[2])])
 		nh[i] = e
-		ext |= e
+		miss |= ^e
 	}
-	for j := 3; ext&entExt != 0 && j < 16; j++ {
-		ext = 0
-		for i, e := range nh {
-			if e&entExt != 0 {
-				e = load(&x.t.tbl8[(e&valMask)<<8|uint32(dst[i][j])])
+	tbl8 := x.t.tbl8
+	if miss&entValid != 0 {
+		var ext uint32
+		for i := range dst {
+			if e := nh[i]; e&entValid == 0 { // a group, or the default group
+				e = atomic.LoadUint32(&tbl8[e<<8|uint32(dst[i][3])])
 				nh[i] = e
 				ext |= e
 			}
 		}
+		for j := 4; ext&entExt != 0 && j < 16; j++ {
+			ext = 0
+			for i := range dst {
+				if e := nh[i]; e&entExt != 0 {
+					e = atomic.LoadUint32(&tbl8[e<<8|uint32(dst[i][j])])
+					nh[i] = e
+					ext |= e
+				}
+			}
+		}
 	}
-	def := x.t.def.Load()
 	for i, e := range nh {
-		if e&entValid == 0 {
-			e = def
-		}
-		if e&entValid == 0 {
-			nh[i] = NoNextHop
-		} else {
-			nh[i] = e & valMask
-		}
+		nh[i] = nextHop(e)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 )
 
 // key is an address as 128 bits, most significant first; an IPv4 address is
@@ -46,7 +45,6 @@ func placeOf(parent uint32, i uint32) place { return place(parent)<<32 | place(i
 type trie struct {
 	tbl24 *[1 << rootBits]uint32
 	tbl8  []uint32
-	def   atomic.Uint32 // the /0 rule's entry, or 0
 	mem   [2]region
 
 	mu       sync.Mutex // one writer at a time
@@ -55,7 +53,7 @@ type trie struct {
 	depths   [3]uint64           // bit d: rules[d] is not empty
 	nrules   int
 
-	fresh    uint32           // groups never used: [fresh, len(tbl8)/256)
+	fresh    uint32           // groups never used: [fresh, len(tbl8)/256); group 0 is the default's
 	free     []uint32         // groups reclaimed
 	bound    map[place]uint32 // place → the group expanded there
 	placeOf  map[uint32]place // group → its place
@@ -70,12 +68,13 @@ func (t *trie) init(maxDepth, groups int) error {
 		return fmt.Errorf("lpm: %d groups: want 1 to %d", groups, MaxGroups)
 	}
 	t.maxDepth = maxDepth
+	t.fresh = 1 // group 0: the default group (see defLeaf)
 	t.bound, t.placeOf, t.detached = map[place]uint32{}, map[uint32]place{}, map[uint32]bool{}
 	r24, err := newRegion(1 << rootBits)
 	if err != nil {
 		return err
 	}
-	r8, err := newRegion(groups * groupSize)
+	r8, err := newRegion((1 + groups) * groupSize)
 	if err != nil {
 		r24.free()
 		return err
@@ -160,6 +159,42 @@ func (t *trie) groupsNeeded(k key, d int) int {
 	}
 }
 
+// defLeaf is the /0 rule's entry, or 0. It is not in tbl24, so that a default
+// route does not write 16M entries: an empty tbl24 entry (0) reads group 0,
+// the default group, whose 256 entries are all defLeaf, with the same
+// conditional read that follows a group entry. Inside the other groups, where
+// no further read follows, an entry no longer rule covers holds defLeaf
+// itself; changing the default rewrites those (setDefault).
+func (t *trie) defLeaf() uint32 {
+	if nh, ok := t.rules[0][key{}]; ok {
+		return mkEntry(0, nh)
+	}
+	return 0
+}
+
+// setDefault puts the /0 rule's new entry (or 0) wherever the old one was:
+// group 0, and every entry of the other groups that held the old default or
+// nothing. It costs a pass over the groups ever used (256 entries each).
+func (t *trie) setDefault(e uint32) {
+	for i := range uint32(groupSize) {
+		store(&t.tbl8[i], e)
+	}
+	for i := groupSize; i < int(t.fresh)*groupSize; i++ {
+		if old := load(&t.tbl8[i]); old == 0 || old&entValid != 0 && entDepth(old) == 0 {
+			store(&t.tbl8[i], e)
+		}
+	}
+}
+
+// empty is what an entry of tbl (tbl24 when root) holds where no rule but
+// the default covers it.
+func (t *trie) empty(root bool) uint32 {
+	if root {
+		return 0
+	}
+	return t.defLeaf()
+}
+
 func (t *trie) available() int { return len(t.tbl8)/groupSize - int(t.fresh) + len(t.free) }
 
 // attach expands the entry e at p into a group filled with e.
@@ -175,6 +210,9 @@ func (t *trie) attach(p place, e uint32) uint32 {
 			t.fresh++
 		}
 		t.bound[p], t.placeOf[g] = g, p
+	}
+	if e == 0 {
+		e = t.defLeaf() // under an empty tbl24 entry: see defLeaf
 	}
 	grp := t.group(g)
 	for i := range grp {
@@ -195,7 +233,7 @@ func (t *trie) insert(k key, d int, nh uint32) (replaced bool) {
 	}
 	t.rules[d][k] = nh
 	if d == 0 {
-		t.def.Store(mkEntry(0, nh))
+		t.setDefault(mkEntry(0, nh))
 		return replaced
 	}
 	e := mkEntry(d, nh)
@@ -238,17 +276,22 @@ func (t *trie) fill(tbl []uint32, i uint32, d int, e uint32) {
 	}
 }
 
-// unfill gives the entries of the rule of depth d under tbl[i] to repl.
-func (t *trie) unfill(tbl []uint32, i uint32, d int, repl uint32) {
+// unfill gives the entries of the rule of depth d under tbl[i] to repl, or
+// where repl is 0 (no rule but the default), to what an empty entry holds
+// there (empty).
+func (t *trie) unfill(tbl []uint32, root bool, i uint32, d int, repl uint32) {
 	old := load(&tbl[i])
 	if old&entExt != 0 {
 		grp := t.group(old & valMask)
 		for j := range uint32(groupSize) {
-			t.unfill(grp, j, d, repl)
+			t.unfill(grp, false, j, d, repl)
 		}
 		return
 	}
 	if old&entValid != 0 && entDepth(old) == d {
+		if repl == 0 {
+			repl = t.empty(root)
+		}
 		store(&tbl[i], repl)
 	}
 }
@@ -264,7 +307,7 @@ func (t *trie) remove(k key, d int) bool {
 	}
 	t.nrules--
 	if d == 0 {
-		t.def.Store(0)
+		t.setDefault(0)
 		return true
 	}
 	repl := t.cover(k, d)
@@ -280,7 +323,7 @@ func (t *trie) remove(k key, d int) bool {
 		if d <= off+n {
 			start := k.bits(off, n)
 			for i := start; i < start+1<<(off+n-d); i++ {
-				t.unfill(tbl, i, d, repl)
+				t.unfill(tbl, level == 0, i, d, repl)
 			}
 			break
 		}
@@ -293,7 +336,7 @@ func (t *trie) remove(k key, d int) bool {
 	}
 	// Fold from the deepest group up.
 	for level := levels - 1; level >= 0; level-- {
-		t.fold(path[level].tbl, path[level].i, rootBits+8*level)
+		t.fold(path[level].tbl, level == 0, path[level].i, rootBits+8*level)
 	}
 	return true
 }
@@ -301,7 +344,7 @@ func (t *trie) remove(k key, d int) bool {
 // fold puts the group under tbl[i] back into tbl[i] when all its entries are
 // one rule no longer than off, the parent's end: then no longer rule lives
 // there, and whatever a later delete looks for is above it.
-func (t *trie) fold(tbl []uint32, i uint32, off int) {
+func (t *trie) fold(tbl []uint32, root bool, i uint32, off int) {
 	e := load(&tbl[i])
 	if e&entExt == 0 {
 		return
@@ -316,6 +359,9 @@ func (t *trie) fold(tbl []uint32, i uint32, off int) {
 		if load(&grp[j]) != v {
 			return
 		}
+	}
+	if v&entValid != 0 && entDepth(v) == 0 {
+		v = t.empty(root) // the default: tbl24 holds it as 0
 	}
 	store(&tbl[i], v)
 	t.detached[g] = true
@@ -341,7 +387,7 @@ func (t *trie) reclaim(sync func()) int {
 }
 
 func (t *trie) stats() Stats {
-	return Stats{Rules: t.nrules, Groups: t.inUse, GroupsBound: len(t.detached), GroupsMax: len(t.tbl8) / groupSize,
+	return Stats{Rules: t.nrules, Groups: t.inUse, GroupsBound: len(t.detached), GroupsMax: len(t.tbl8)/groupSize - 1,
 		Resident: t.mem[0].resident() + t.mem[1].resident()}
 }
 

@@ -251,20 +251,23 @@ func (f *FIB) route(p netip.Prefix, h hop) Route {
 // 20-byte struct returned by value cost more than the lookup: the copies
 // through the stack stalled store forwarding.)
 func (f *FIB) Lookup6(dst [16]byte) (*NextHop, bool) {
-	id, ok := f.v6.Lookup(dst)
-	if !ok {
+	id := f.v6.NextHop(&dst)
+	if id == lpm.NoNextHop {
 		return nil, false
 	}
 	return f.nextHop(id), true
 }
 
-// Lookup4 finds the longest prefix holding dst, as Lookup6.
+// Lookup4 finds the longest prefix holding dst, as Lookup6. It is small
+// enough for the compiler to inline (TestLookupInlined): a call, with the
+// caller's registers saved around it, cost more than the lookup. The id
+// table is loaded after the entry that named the id, so it is long enough.
 func (f *FIB) Lookup4(dst [4]byte) (*NextHop, bool) {
-	id, ok := f.v4.Lookup(binary.BigEndian.Uint32(dst[:]))
-	if !ok {
+	id := f.v4.NextHop(binary.BigEndian.Uint32(dst[:]))
+	if id == lpm.NoNextHop {
 		return nil, false
 	}
-	return f.nextHop(id), true
+	return &(*f.hops.Load())[id].NextHop, true
 }
 
 func (f *FIB) nextHop(id uint32) *NextHop { return &(*f.hops.Load())[id].NextHop }
@@ -302,9 +305,8 @@ func (f *FIB) hopsOf(ids []uint32, nh []*NextHop) {
 	hops := *f.hops.Load()
 	nh = nh[:len(ids)]
 	for i, id := range ids {
-		if id == lpm.NoNextHop {
-			nh[i] = nil
-		} else {
+		nh[i] = nil
+		if int(id) < len(hops) { // NoNextHop is not
 			nh[i] = &hops[id].NextHop
 		}
 	}
