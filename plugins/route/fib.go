@@ -305,10 +305,11 @@ func (f *FIB) hopsOf(ids []uint32, nh []*NextHop) {
 	hops := *f.hops.Load()
 	nh = nh[:len(ids)]
 	for i, id := range ids {
-		nh[i] = nil
+		var h *NextHop // one store (and write-barrier check) per slot
 		if int(id) < len(hops) { // NoNextHop is not
-			nh[i] = &hops[id].NextHop
+			h = &hops[id].NextHop
 		}
+		nh[i] = h
 	}
 }
 
