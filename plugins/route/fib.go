@@ -305,7 +305,7 @@ func (f *FIB) hopsOf(ids []uint32, nh []*NextHop) {
 	hops := *f.hops.Load()
 	nh = nh[:len(ids)]
 	for i, id := range ids {
-		var h *NextHop // one store (and write-barrier check) per slot
+		var h *NextHop           // one store (and write-barrier check) per slot
 		if int(id) < len(hops) { // NoNextHop is not
 			h = &hops[id].NextHop
 		}
