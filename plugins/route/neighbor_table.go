@@ -2,6 +2,7 @@ package route
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -143,7 +144,9 @@ func NewTable(p Params) *Table {
 	for n*ways < p.Capacity {
 		n <<= 1
 	}
-	return &Table{buckets: make([]bucket, n), mask: uint32(n - 1), p: p, maxPending: min(n*ways, 4096)}
+	bs := make([]bucket, n)
+	hugePages(unsafe.Slice((*byte)(unsafe.Pointer(&bs[0])), n*int(unsafe.Sizeof(bucket{}))))
+	return &Table{buckets: bs, mask: uint32(n - 1), p: p, maxPending: min(n*ways, 4096)}
 }
 
 // watch lists slot i of b for the scan's timers; false when too many are.
@@ -247,6 +250,99 @@ func (t *Table) Lookup(port uint16, addr [16]byte, now int64) (packet.MAC, State
 	}
 	return packet.MAC{}, Free, false
 }
+
+// Key names a neighbour: an address (IPv4 mapped) on a port.
+type Key struct {
+	Port uint16
+	Addr [16]byte
+}
+
+// Found is what Lookup returns for one Key of LookupBurst.
+type Found struct {
+	MAC   packet.MAC
+	State State
+	OK    bool
+}
+
+// LookupBurst is Lookup for each of keys, into found[i] for keys[i]; found
+// must be at least as long. Each group of up to packet.MaxBurst keys is done
+// in stages, as DPDK's rte_hash_lookup_bulk does: hash every key, then load
+// every key's line of tags, then every matching slot, then look each key up
+// as Lookup does. A lookup in a table larger than the caches is a chain of
+// dependent misses (the tags, then the slot); one key after another, those
+// chains queue, while here the misses of a stage overlap, and the last stage
+// finds its lines in the cache. The early loads are hints: the last stage
+// reads tags and slots again under the seqlock, so LookupBurst's answers are
+// Lookup's, and like Lookup it never locks and never allocates.
+func (t *Table) LookupBurst(keys []Key, found []Found, now int64) {
+	found = found[:len(keys)]
+	for len(keys) > 0 {
+		n := min(len(keys), packet.MaxBurst)
+		t.lookupBurst(keys[:n], found[:n], now)
+		keys, found = keys[n:], found[n:]
+	}
+}
+
+func (t *Table) lookupBurst(keys []Key, found []Found, now int64) {
+	var bs [packet.MaxBurst]*bucket
+	var tags [packet.MaxBurst]uint32
+	var match [packet.MaxBurst]uint8
+	keys, found = keys[:len(found)], found[:len(keys)]
+	// Hashing first keeps the loading loop short, so that more of its
+	// misses fit in the core's window at once.
+	for k := range keys {
+		bs[k], tags[k] = t.locate(keys[k].Port, keys[k].Addr)
+	}
+	var sink uint32
+	for _, b := range bs[:len(keys)] {
+		sink += b.tag[0].Load()
+	}
+	// The ways whose tag matches, without a branch on which: the way is
+	// random, and a mispredicted branch a key costs more than the match.
+	for k, b := range bs[:len(keys)] {
+		var m uint8
+		for i := range ways {
+			var eq uint8
+			if b.tag[i].Load() == tags[k] {
+				eq = 1
+			}
+			m |= eq << i
+		}
+		match[k] = m
+	}
+	// The first matching slot's first line, and the line of its last field
+	// read (half the slots straddle two lines); a loop of its own, short, as
+	// the tags' is.
+	for k, b := range bs[:len(keys)] {
+		s := &b.slot[bits.TrailingZeros8(match[k])&(ways-1)]
+		sink += s.seq.Load() + uint32(s.updated.Load())
+	}
+	// Each key as Lookup reads it: the slots its tag matched (as Lookup's
+	// scan of the tags found them), each under its seqlock.
+	for k, b := range bs[:len(keys)] {
+		f := &found[k]
+		*f = Found{}
+		a0, a1 := binary.BigEndian.Uint64(keys[k].Addr[:8]), binary.BigEndian.Uint64(keys[k].Addr[8:])
+		for m := match[k]; m != 0; m &= m - 1 {
+			p, s0, s1, w, up, ok := b.slot[bits.TrailingZeros8(m)].read()
+			if !ok || s0 != a0 || s1 != a1 || p != keys[k].Port {
+				continue
+			}
+			mac, st, _ := unpack(w)
+			if st == Free {
+				continue
+			}
+			f.MAC, f.State, f.OK = mac, t.effective(st, up, now), true
+			break
+		}
+	}
+	burstSink(sink)
+}
+
+// burstSink keeps LookupBurst's early loads from being compiled away.
+//
+//go:noinline
+func burstSink(uint32) {}
 
 // find is Lookup for writers: the slot index in b, or -1.
 func (t *Table) find(b *bucket, tag uint32, port uint16, addr [16]byte) int {

@@ -64,6 +64,16 @@ type forwarder struct {
 	preDst [packet.MaxBurst][16]byte // what was looked up, IPv4 mapped
 	preOK  [packet.MaxBurst]bool
 	cur    int
+	// The burst's next hops, looked up in the neighbour cache together
+	// (LookupBurst) once its routes are known: for packet i when nbOK[i],
+	// nbKey[nbPos[i]] and nbRes[nbPos[i]]. nbFresh goes false when the stage
+	// itself changes the cache (Resolve, Use) during the burst: the packets
+	// after then look their next hops up again, as one at a time they would.
+	nbKey   [packet.MaxBurst]Key
+	nbRes   [packet.MaxBurst]Found
+	nbPos   [packet.MaxBurst]uint8
+	nbOK    [packet.MaxBurst]bool
+	nbFresh bool
 
 	forwarded, local, held6, released, expired *stats.Counter
 	resolutions                                *stats.Counter
@@ -139,6 +149,7 @@ func (f *forwarder) Stop(ctx *plugins.Context) {
 func (f *forwarder) Process(ctx *plugins.Context, b *packet.Burst) {
 	fib := f.rt.fib.Load()
 	f.lookupBurst(fib, b)
+	f.neighborBurst(ctx, b)
 	for i := 0; i < b.N; i++ {
 		f.cur = i
 		f.route(ctx, fib, b.H[i].P())
@@ -182,6 +193,47 @@ func (f *forwarder) lookupBurst(fib *FIB, b *packet.Burst) {
 	for k, i := range i6[:n6] {
 		f.pre[i], f.preDst[i], f.preOK[i] = nh[k], d6[k], true
 	}
+}
+
+// neighborBurst looks up the next hops of the burst's routed packets in the
+// neighbour cache together (Table.LookupBurst): in a cache larger than the
+// CPU's caches, each lookup is a chain of misses, and a burst's chains
+// overlap. A packet that route drops before its next hop cost a wasted one.
+func (f *forwarder) neighborBurst(ctx *plugins.Context, b *packet.Burst) {
+	f.nbFresh = f.table != nil
+	if !f.nbFresh {
+		return
+	}
+	n := 0
+	for i := 0; i < b.N; i++ {
+		f.nbOK[i] = false
+		nh := f.pre[i]
+		if !f.preOK[i] || nh == nil || nh.Kind == Local {
+			continue
+		}
+		out := f.port(nh.Port)
+		if out == nil {
+			continue
+		}
+		next := f.preDst[i]
+		if nh.Kind == Gateway {
+			next = nh.Via
+		}
+		f.nbKey[n], f.nbPos[i], f.nbOK[i] = Key{Port: out.ID, Addr: next}, uint8(n), true
+		n++
+	}
+	f.table.LookupBurst(f.nbKey[:n], f.nbRes[:n], ctx.Now)
+}
+
+// neighbor is Table.Lookup of next on port: the burst's lookup of the packet
+// being routed when it made the same one and the stage has not changed the
+// cache since, or a new one.
+func (f *forwarder) neighbor(port uint16, next [16]byte, now int64) (packet.MAC, State, bool) {
+	if i := f.cur; f.nbFresh && f.nbOK[i] && f.nbKey[f.nbPos[i]] == (Key{Port: port, Addr: next}) {
+		r := &f.nbRes[f.nbPos[i]]
+		return r.MAC, r.State, r.OK
+	}
+	return f.table.Lookup(port, next, now)
 }
 
 // lookup6 is the burst's lookup of the packet being routed, or a new one.
@@ -386,14 +438,16 @@ func (f *forwarder) fits4(ctx *plugins.Context, p *packet.Packet, out *Port, l3 
 // resolve gives the link-layer address of next on out, starting resolution
 // when the cache has no entry, and a probe when it has a stale one.
 func (f *forwarder) resolve(ctx *plugins.Context, out *Port, next [16]byte) (packet.MAC, bool) {
-	mac, st, ok := f.table.Lookup(out.ID, next, ctx.Now)
+	mac, st, ok := f.neighbor(out.ID, next, ctx.Now)
 	if ok && st.HasMAC() {
 		if st == Stale {
 			f.table.Use(out.ID, next, ctx.Now)
+			f.nbFresh = false
 		}
 		return mac, true
 	}
 	if !ok && f.table.Resolve(out.ID, next, ctx.Now) {
+		f.nbFresh = false // it may have evicted a neighbour of the burst's
 		f.resolutions.Inc()
 		if h, ok := solicit(out, Solicit{Port: out.ID, Addr: next}); ok {
 			ctx.Emit(h, out.ID)
