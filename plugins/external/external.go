@@ -323,17 +323,23 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 		// Spare buffers go before the packets they may be copied for.
 		in.lendSpares(ctx)
 	}
-	r := in.l.conn.C2S[0]
+	l := in.l
+	r := l.conn.C2S[0]
 	size := uint16(len(in.lent))
-	first := in.head
-	if in.head == in.done {
+	// The loop's state in locals: its stores into the ring and the packets
+	// could alias in's fields, which the compiler would reload per packet.
+	head, limit := in.head, in.done+size
+	lent, lentAt, mask, now := in.lent, in.lentAt, in.mask, ctx.Now
+	first := head
+	if head == in.done {
 		in.progress.Store(clock.Mono())
 	}
 	full := reasonUnset
+	lastPool, region, base := uint16(0xFFFF), uint16(0), uintptr(0)
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]
 		p := h.P()
-		if in.head-in.done == size {
+		if head == limit {
 			if full == reasonUnset {
 				full = in.ringFull()
 			}
@@ -344,7 +350,9 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 			}
 			continue
 		}
-		region := in.l.regionOf[p.PoolID()]
+		if pid := p.PoolID(); pid != lastPool {
+			lastPool, region, base = pid, l.regionOf[pid], l.base[pid]
+		}
 		if region == 0 {
 			c, ok := in.copyPool.AllocOne()
 			if !ok || c.P().CopyFrom(p, p.Headroom()) != nil {
@@ -358,25 +366,26 @@ func (in *instance) Process(ctx *plugins.Context, b *packet.Burst) {
 			p.Consume()
 			ctx.Env.Free(h)
 			h, p = c, c.P()
-			region = in.l.regionOf[p.PoolID()]
+			lastPool = p.PoolID()
+			region, base = l.regionOf[lastPool], l.base[lastPool]
 		} else {
 			p.Consume()
 		}
-		off := dataAddr(p) - in.l.base[p.PoolID()]
-		*r.D(in.head) = memif.Desc{Region: region, Offset: uint32(off), Length: uint32(p.Len()),
+		*r.D(head) = memif.Desc{Region: region, Offset: uint32(dataAddr(p) - base), Length: uint32(p.Len()),
 			Metadata: memif.ExtRooms(p.Headroom(), p.Tailroom())}
 		packet.Own(h, packet.OpLend, packet.NoOwner, ctx.Stage)
-		in.lent[in.head&in.mask] = h
-		in.lentAt[in.head&in.mask] = ctx.Now
-		in.head++
+		lent[head&mask] = h
+		lentAt[head&mask] = now
+		head++
 	}
-	in.c.lent.Add(uint64(in.head - first))
-	r.SetHead(in.head)
+	in.head = head
+	in.c.lent.Add(uint64(head - first))
+	r.SetHead(head)
 	r.Kick() // only when the plugin sleeps on its eventfd: a load of the flags otherwise
-	in.outstanding.Store(int64(in.head - in.done))
+	in.outstanding.Store(int64(head - in.done))
 	// The next burst's slots, owned before it comes: the plugin read them
 	// a lap ago, and is done with every slot not lent.
-	r.PrepareWrite(in.head, min(packet.MaxBurst, size-(in.head-in.done)))
+	r.PrepareWrite(head, min(packet.MaxBurst, limit-head))
 }
 
 // Outcomes of ringFull besides a drop reason.
@@ -455,21 +464,47 @@ func (in *instance) Produce(ctx *plugins.Context, b *packet.Burst) {
 	first := in.done
 	// The batch's result lines, the plugin's writes, fetched all at once.
 	in.touched ^= r.Touch(in.done, min(avail, packet.MaxBurst))
+	l, lent, mask := in.l, in.lent, in.mask
+	done := in.done
+	lastPool, region, base := uint16(0xFFFF), uint16(0), uintptr(0)
 	for ; avail > 0 && b.N < packet.MaxBurst; avail-- {
-		h := in.lent[in.done&in.mask]
-		d := r.Load(in.done)
-		if in.early != 0 && in.answeredEarly() {
-			in.c.badResult.Inc()
-			back(ctx, h)
-			in.drop(ctx, h, reasonBadResult)
-			continue
+		h := lent[done&mask]
+		if in.early != 0 {
+			in.done = done
+			early := in.answeredEarly()
+			done = in.done
+			if early {
+				in.c.badResult.Inc()
+				back(ctx, h)
+				in.drop(ctx, h, reasonBadResult)
+				continue
+			}
 		}
-		in.done++
+		d := r.Load(done)
+		done++
+		back(ctx, h)
+		// The common result inline: Continue, unmarked, its window inside
+		// its buffer. result checks every other.
+		p := h.P()
+		if pid := p.PoolID(); pid != lastPool {
+			lastPool, region, base = pid, l.regionOf[pid], l.base[pid]
+		}
+		if d.Metadata&(0xF|memif.ExtMarked) == memif.ExtContinue {
+			start := uint64(dataAddr(p) - base - uintptr(p.Offset()))
+			if off, length, ok := window(d.Region, d.Offset, d.Length, region, start, p.Cap()); ok {
+				p.SetWindow(off, length)
+				p.Continue()
+				b.H[b.N] = h
+				b.N++
+				continue
+			}
+		}
 		in.result(ctx, h, d, b)
 	}
-	in.c.returned.Add(uint64(in.done - first))
-	r.SetHead(in.done + uint16(len(in.lent)))
-	in.outstanding.Store(int64(in.head - in.done))
+	in.done = done
+	in.c.returned.Add(uint64(done - first))
+	r.SetHead(done + uint16(len(lent)))
+	in.outstanding.Store(int64(in.head - done))
 	in.progress.Store(clock.Mono())
 }
 
@@ -510,12 +545,11 @@ func (in *instance) answeredEarly() bool {
 	return true
 }
 
-// result applies one verdict. The window is checked against the packet's own
+// result applies one verdict, to a packet given back (back). The window is checked against the packet's own
 // buffer: the plugin names no memory, it only moves the window inside the
 // buffer it was lent.
 func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, b *packet.Burst) {
-	back(ctx, h)
-	p := h.P()
+	p := h.P() // back already: the caller ended its loan
 	pid := p.PoolID()
 	start := uint64(dataAddr(p) - in.l.base[pid] - uintptr(p.Offset()))
 	off, length, ok := window(d.Region, d.Offset, d.Length, in.l.regionOf[pid], start, p.Cap())
