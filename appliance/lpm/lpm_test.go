@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -547,5 +548,39 @@ func TestMappedMemory(t *testing.T) {
 	}
 	if nh, ok := x.Lookup(0x0b000000); !ok || nh != 1 {
 		t.Errorf("default → %d %v", nh, ok)
+	}
+}
+
+// TestTrace: Trace visits exactly the entries a lookup reads: tbl24 alone
+// for a prefix of at most /24, one group more per byte down to the longest
+// prefix on the address's path, and tbl24 then the default group for an
+// address under no prefix.
+func TestTrace(t *testing.T) {
+	x, err := New6(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"2001:db8::/32", "2001:db8:1::/48", "2a00::/16"} {
+		p := netip.MustParsePrefix(s)
+		if _, err := x.Insert(p.Addr().As16(), p.Bits(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		addr   string
+		levels []int
+	}{
+		{"2001:db8:1::1", []int{0, 1, 2, 3}}, // bytes 3, 4 and 5 below tbl24
+		{"2001:db8:2::1", []int{0, 1, 2, 3}}, // the /32's entry, in the /48's groups
+		{"2001:db8:100::1", []int{0, 1, 2}},  // byte 4 leaves the /48's path
+		{"2001:db9::1", []int{0, 1}},         // no prefix, in the /32's group
+		{"2a00::1", []int{0}},
+		{"3000::1", []int{0, 1}}, // the default group
+	} {
+		var got []int
+		x.Trace(netip.MustParseAddr(c.addr).As16(), func(level int, at uint32) { got = append(got, level) })
+		if !slices.Equal(got, c.levels) {
+			t.Errorf("%s: levels read %v, want %v", c.addr, got, c.levels)
+		}
 	}
 }

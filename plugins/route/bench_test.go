@@ -366,6 +366,28 @@ func benchLookup4(b *testing.B, burst bool) {
 	runtime.KeepAlive(sink)
 }
 
+// traceReads6 is what a lookup of each of d reads in f's IPv6 table: the
+// entries a lookup reads on average, and how many distinct 64-byte lines
+// the whole of d touches at each level (tbl24, then one group per byte),
+// which, beside the caches' sizes, says which level misses.
+func traceReads6(f *FIB, d [][16]byte) (reads float64, lines []int) {
+	var seen []map[uint32]bool
+	n := 0
+	for _, a := range d {
+		f.v6.Trace(a, func(level int, at uint32) {
+			for len(seen) <= level {
+				seen = append(seen, map[uint32]bool{})
+			}
+			seen[level][at/16] = true
+			n++
+		})
+	}
+	for _, m := range seen {
+		lines = append(lines, len(m))
+	}
+	return float64(n) / float64(len(d)), lines
+}
+
 // BenchmarkLookup6 is BenchmarkLookup4 for IPv6, up to a full table's 230k
 // routes; its bare loop reads the 64 MiB array at the destination's first 24
 // bits.
@@ -421,7 +443,11 @@ func benchLookup6(b *testing.B, burst bool) {
 		for _, tr := range []string{"hot", "cold"} {
 			d := traffic[tr]
 			mask := len(d) - 1
+			reads, lines := traceReads6(f, d)
 			b.Run(fmt.Sprintf("traffic=%s/routes=%d", tr, n), func(b *testing.B) {
+				b.Logf("%d destinations: %.2f entries read a lookup; distinct cache lines by level: %v",
+					len(d), reads, lines)
+				b.ReportMetric(reads, "reads/lookup")
 				defer cpuPerLookup(b)()
 				for i := 0; b.Loop(); i += perIter {
 					if burst {
