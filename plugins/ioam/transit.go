@@ -24,6 +24,7 @@ type transit struct {
 	scan   scan
 	rec    Record
 	layout traceLayout
+	sink   uint64 // what warm read, kept so that its reads stay
 
 	cFilled, cOverflow, cUnknownNS, cNoIOAM, cPOT, cDEX, cGrown, cExtra *stats.Counter
 
@@ -35,6 +36,7 @@ type transit struct {
 // pre-allocated trace through fast, the rest through one, the general path.
 func (t *transit) Process(ctx *plugins.Context, b *packet.Burst) {
 	t.begin()
+	t.warm(b)
 	if t.general {
 		for i := range b.N {
 			t.one(ctx, b, i)

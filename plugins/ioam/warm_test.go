@@ -1,0 +1,86 @@
+package ioam
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/linerate/linerate/appliance/packet"
+)
+
+// TestTransitWarmedSameResult runs two transit nodes that know more
+// namespaces than the node warms from (warmNamespaces), each with a POT
+// key: bursts of 64 packets of mixed namespaces through one (warmed), the
+// same packets one at a time through the other (a burst of one is never
+// warmed). Every packet leaves both byte for byte the same: node data, POT
+// cumulative value and all.
+func TestTransitWarmedSameResult(t *testing.T) {
+	dir := t.TempDir()
+	keys, err := DealPOT(3, 0xFFFFFFFFFFFFFFC5, rand.New(rand.NewPCG(3, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for i := range keys {
+		f := filepath.Join(dir, fmt.Sprintf("node%d.toml", i))
+		if err := WritePOTKey(f, &keys[i]); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	h := newHarness(t)
+	enc := h.MustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xF00000", hops = 3 }`)+
+		fmt.Sprintf("pot = { namespace = 123, key_file = %q }\n", files[0]))
+	frame := h.run(buildFrame(t, frameSpec{payload: 66 - 4 - 14 - 40 - 8}), 0, false, enc).data
+	ids, order := scaleNSIDs(warmNamespaces + 76)
+	var nsKeys, potKeys strings.Builder
+	nsKeys.WriteString("namespaces = [")
+	potKeys.WriteString("pot = [")
+	for i, id := range ids {
+		if i > 0 {
+			nsKeys.WriteString(", ")
+			potKeys.WriteString(", ")
+		}
+		fmt.Fprintf(&nsKeys, "{ id = %d, data = %d }", id, i)
+		fmt.Fprintf(&potKeys, "{ namespace = %d, key_file = %q }", id, files[1])
+	}
+	nsKeys.WriteString("]")
+	potKeys.WriteString("]\n")
+	keys2 := regexp.MustCompile(`(?m)^namespaces = .*$`).ReplaceAllLiteralString(nodeKeys(2), nsKeys.String()) +
+		potKeys.String()
+	warmed := h.MustBuild("ioam.transit", keys2)
+	single := h.MustBuild("ioam.transit", keys2)
+	var s scan
+	if err := scanPacket(frame, 14, &s); err != nil || s.nTrace != 1 || s.pot == 0 {
+		t.Fatalf("frame: %v, %d traces, POT at %d", err, s.nTrace, s.pot)
+	}
+	traceNS, potNS := s.trace[0]+OptionHeaderLen, s.pot+OptionHeaderLen
+	frameOf := func(k int) []byte {
+		f := append([]byte(nil), frame...)
+		binary.BigEndian.PutUint16(f[traceNS:], order[k])
+		binary.BigEndian.PutUint16(f[potNS:], order[k])
+		binary.BigEndian.PutUint64(f[potNS+4:], uint64(k)*0x9E3779B97F4A7C15) // the POT random
+		return f
+	}
+	for k := 0; k+packet.MaxBurst <= 2*len(ids); k += packet.MaxBurst {
+		b := &packet.Burst{}
+		for j := range packet.MaxBurst {
+			b.Push(h.Pkt(frameOf(k+j), 0))
+		}
+		got := h.runBurst(b, warmed)
+		for j := range packet.MaxBurst {
+			want := h.run(frameOf(k+j), 0, false, single)
+			if got[j].dropped != want.dropped || !bytes.Equal(got[j].data, want.data) {
+				t.Fatalf("packet %d: burst %q %x, alone %q %x", k+j, got[j].dropped, got[j].data, want.dropped, want.data)
+			}
+			if bytes.Equal(got[j].data, frameOf(k+j)) {
+				t.Fatalf("packet %d: the node changed nothing", k+j)
+			}
+		}
+	}
+}
