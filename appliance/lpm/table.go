@@ -17,6 +17,7 @@ type Table4 struct{ t trie }
 // each, written only when used): one for each /24 that holds a longer prefix.
 func New4(groups int) (*Table4, error) {
 	x := &Table4{}
+	x.t.emptyIsDefault = true
 	if err := x.t.init(32, groups); err != nil {
 		return nil, err
 	}
@@ -177,8 +178,11 @@ func (x *Table6) NextHop(a *[16]byte) uint32 {
 		for i := 4; e&entExt != 0 && i < 16; i++ {
 			e = atomic.LoadUint32(&tbl8[e<<8|uint32(a[i])])
 		}
+		if e == 0 { // no rule under the path: the default (see defLeaf)
+			e = atomic.LoadUint32(&x.t.def)
+		}
 	}
-	return e&valMask - 1 // nextHop(e), cheaper for the inliner
+	return nextHop(e)
 }
 
 // Trace calls visit for each entry a lookup of a reads, in order: level 0
@@ -235,7 +239,11 @@ func (x *Table6) LookupBurst(dst [][16]byte, nh []uint32) {
 			}
 		}
 	}
+	def := atomic.LoadUint32(&x.t.def)
 	for i, e := range nh {
+		if e == 0 {
+			e = def
+		}
 		nh[i] = nextHop(e)
 	}
 }

@@ -47,6 +47,14 @@ type trie struct {
 	tbl8  []uint32
 	mem   [2]region
 
+	// def is the /0 rule's entry, or 0, for Table6's lookups (read
+	// atomically): there, an entry no longer rule covers in a group holds 0,
+	// not the default (see defLeaf), and a lookup ending on 0 reads def.
+	def uint32
+	// emptyIsDefault: such entries hold the default itself (Table4, so that
+	// its lookup has no branch for it).
+	emptyIsDefault bool
+
 	mu       sync.Mutex // one writer at a time
 	maxDepth int
 	rules    [129]map[key]uint32 // by depth: masked prefix → next hop
@@ -163,8 +171,11 @@ func (t *trie) groupsNeeded(k key, d int) int {
 // route does not write 16M entries: an empty tbl24 entry (0) reads group 0,
 // the default group, whose 256 entries are all defLeaf, with the same
 // conditional read that follows a group entry. Inside the other groups, where
-// no further read follows, an entry no longer rule covers holds defLeaf
-// itself; changing the default rewrites those (setDefault).
+// in an IPv4 table no further read follows, an entry no longer rule covers
+// holds defLeaf itself, and changing the default rewrites those (setDefault:
+// a pass over 20k groups at a full table). An IPv6 table, whose lookup loops
+// anyway, leaves them 0 and reads def after its walk: a pass over its groups
+// (256k at a full table, 65M entries) took seconds.
 func (t *trie) defLeaf() uint32 {
 	if nh, ok := t.rules[0][key{}]; ok {
 		return mkEntry(0, nh)
@@ -179,6 +190,10 @@ func (t *trie) setDefault(e uint32) {
 	for i := range uint32(groupSize) {
 		store(&t.tbl8[i], e)
 	}
+	store(&t.def, e)
+	if !t.emptyIsDefault {
+		return
+	}
 	for i := groupSize; i < int(t.fresh)*groupSize; i++ {
 		if old := load(&t.tbl8[i]); old == 0 || old&entValid != 0 && entDepth(old) == 0 {
 			store(&t.tbl8[i], e)
@@ -189,7 +204,7 @@ func (t *trie) setDefault(e uint32) {
 // empty is what an entry of tbl (tbl24 when root) holds where no rule but
 // the default covers it.
 func (t *trie) empty(root bool) uint32 {
-	if root {
+	if root || !t.emptyIsDefault {
 		return 0
 	}
 	return t.defLeaf()
@@ -212,7 +227,7 @@ func (t *trie) attach(p place, e uint32) uint32 {
 		t.bound[p], t.placeOf[g] = g, p
 	}
 	if e == 0 {
-		e = t.defLeaf() // under an empty tbl24 entry: see defLeaf
+		e = t.empty(false) // under an empty tbl24 entry: see defLeaf
 	}
 	grp := t.group(g)
 	for i := range grp {
