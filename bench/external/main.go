@@ -22,6 +22,18 @@
 // machine shared with other work it holds better than rates do (saturated,
 // it also carries the packets the full ring dropped).
 //
+// Where the CPU goes: -cpuprofile writes linerate's side (the saturated
+// runs; the in-process ones to the same name with .in), and
+// -plugin-cpuprofile has each plugin process profile itself for its first
+// -plugin-profile-for (the bench passes both in the child's environment,
+// BENCH_PLUGIN_CPUPROFILE and BENCH_PLUGIN_PROFILE_FOR) into the name with
+// its pid appended. With -count large enough that a run outlasts it:
+//
+//	bench-external -runs 1 -count 40000000 -cases sat \
+//		-cpuprofile /tmp/eng.prof -plugin-cpuprofile /tmp/plug.prof -plugin-profile-for 1500ms
+//
+// -cases picks the cases run beside the in-process one (sat, loss, naive).
+//
 // The binary is its own plugin: go-plugin starts it again with its magic
 // cookie in the environment, and then it serves bench.pass.
 package main

@@ -212,6 +212,16 @@ func (e *env) Owner(uint64) int                { return 0 }
 func (e *env) Handoff(packet.Handle, int) bool { e.refused.Inc(); return false }
 func (e *env) NumInstances() int               { return 1 }
 
+// idleBeforeSleep is how long the instance's thread polls an empty ring
+// before it sleeps on the ring's eventfd. Busy, linerate lends every few
+// microseconds, and the thread never sleeps. A gap longer than this is
+// linerate off its CPU, or traffic too thin to pay for a CPU: polling
+// through it (it was a millisecond) burnt the plugin's CPU for nothing, and
+// on a shared machine made the scheduler treat the thread as a hog, so it
+// was preempted for longer, with its ring full, when packets came back.
+// Asleep, it costs the lcore one eventfd write per burst until it wakes.
+const idleBeforeSleep = 50 * time.Microsecond
+
 // run is the instance's thread: locked, pinned, polling its C2S ring.
 func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 	runtime.LockOSThread() // the thread ends with the goroutine: its pinning goes with it
@@ -285,14 +295,14 @@ func (in *instance) run(c *memif.Conn, quit chan struct{}) {
 					nextTick = now + plugins.TickInterval
 				}
 			}
-			// Poll while busy; after a millisecond without a packet, sleep
+			// Poll while busy; after idleBeforeSleep without a packet, sleep
 			// on the ring's eventfd until linerate lends again (memif's
 			// interrupt mode). The lcore never waits for us either way.
-			if idle++; idle&1023 == 0 {
+			if idle++; idle&255 == 0 {
 				now := in.clk.Now()
 				if idleSince == 0 {
 					idleSince = now
-				} else if now-idleSince > int64(time.Millisecond) {
+				} else if now-idleSince > int64(idleBeforeSleep) {
 					wait := 10 * time.Millisecond
 					if ticker != nil || producer != nil {
 						wait = time.Millisecond
