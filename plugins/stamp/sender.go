@@ -211,18 +211,22 @@ func (st *sender) Produce(ctx *plugins.Context, b *packet.Burst) {
 	}
 	// Each due session is visited once a poll, as a pass over all would: one
 	// the pool failed, or that ended, waits for the next poll.
-	// The due sessions are taken from the heap as many at a time as the
-	// burst has room for, and warmed together (warmTx) before they send;
-	// one that finds no room left goes back as it was, as if never taken.
+	// With many sessions, the due ones are taken from the heap as many at a
+	// time as the burst has room for, and warmed together (warmTx) before
+	// they send; one that finds no room left goes back as it was, as if
+	// never taken. With few, one at a time.
 	var t1 int64
 	for len(st.due) > 0 && st.due[0].next <= now && b.Room() > 0 {
-		k := 0
-		for k < b.Room() && len(st.due) > 0 && st.due[0].next <= now {
+		k, room := 0, 1
+		if len(st.mine) >= warmTxSessions {
+			room = b.Room()
+		}
+		for k < room && len(st.due) > 0 && st.due[0].next <= now {
 			st.batch[k] = st.due[0]
 			st.due.pop0()
 			k++
 		}
-		if len(st.mine) >= warmTxSessions {
+		if k > 1 {
 			st.warmTx(st.batch[:k])
 		}
 		for _, e := range st.batch[:k] {
