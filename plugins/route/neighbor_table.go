@@ -72,6 +72,7 @@ var DefaultParams = Params{
 
 // ways is the associativity: an address lives in one of the ways slots of its
 // bucket, so a lookup reads one bucket and a full bucket evicts within itself.
+// LookupBurst's tag match is written out for 8.
 const ways = 8
 
 // Table is the neighbour cache: a fixed array of set-associative buckets, so
@@ -144,9 +145,7 @@ func NewTable(p Params) *Table {
 	for n*ways < p.Capacity {
 		n <<= 1
 	}
-	bs := make([]bucket, n)
-	hugePages(unsafe.Slice((*byte)(unsafe.Pointer(&bs[0])), n*int(unsafe.Sizeof(bucket{}))))
-	return &Table{buckets: bs, mask: uint32(n - 1), p: p, maxPending: min(n*ways, 4096)}
+	return &Table{buckets: make([]bucket, n), mask: uint32(n - 1), p: p, maxPending: min(n*ways, 4096)}
 }
 
 // watch lists slot i of b for the scan's timers; false when too many are.
@@ -300,15 +299,10 @@ func (t *Table) lookupBurst(keys []Key, found []Found, now int64) {
 	// The ways whose tag matches, without a branch on which: the way is
 	// random, and a mispredicted branch a key costs more than the match.
 	for k, b := range bs[:len(keys)] {
-		var m uint8
-		for i := range ways {
-			var eq uint8
-			if b.tag[i].Load() == tags[k] {
-				eq = 1
-			}
-			m |= eq << i
-		}
-		match[k] = m
+		g, tg := &b.tag, tags[k]
+		match[k] = eq(g[0].Load(), tg) | eq(g[1].Load(), tg)<<1 | eq(g[2].Load(), tg)<<2 |
+			eq(g[3].Load(), tg)<<3 | eq(g[4].Load(), tg)<<4 | eq(g[5].Load(), tg)<<5 |
+			eq(g[6].Load(), tg)<<6 | eq(g[7].Load(), tg)<<7
 	}
 	// The first matching slot's first line, and the line of its last field
 	// read (half the slots straddle two lines); a loop of its own, short, as
@@ -337,6 +331,15 @@ func (t *Table) lookupBurst(keys []Key, found []Found, now int64) {
 		}
 	}
 	burstSink(sink)
+}
+
+// eq is 1 when a == b, else 0, without a branch.
+func eq(a, b uint32) uint8 {
+	var r uint8
+	if a == b {
+		r = 1
+	}
+	return r
 }
 
 // burstSink keeps LookupBurst's early loads from being compiled away.
