@@ -134,7 +134,11 @@ func TestLookupBurstConcurrent(t *testing.T) {
 		addrs[i] = a16("2001:db8::1")
 		addrs[i][15] = byte(i)
 	}
+	for i, a := range addrs[:50] {
+		tb.SetStatic(3, a, macFor(i, 3), 1)
+	}
 	var stop atomic.Bool
+	var writes atomic.Int64
 	var wg sync.WaitGroup
 	for w := range 2 {
 		wg.Add(1)
@@ -156,6 +160,7 @@ func TestLookupBurstConcurrent(t *testing.T) {
 				default:
 					tb.Delete(3, k)
 				}
+				writes.Add(1)
 			}
 		}()
 	}
@@ -165,7 +170,9 @@ func TestLookupBurstConcurrent(t *testing.T) {
 	}
 	found := make([]Found, len(keys))
 	hits := 0
-	for range 3000 {
+	// Until the writers have changed the table many times over, however the
+	// goroutines are scheduled.
+	for r := 0; r < 3000 || writes.Load() < 20000; r++ {
 		tb.LookupBurst(keys, found, 1)
 		for i, f := range found {
 			if !f.OK {
