@@ -62,8 +62,9 @@ func TestPrepareWriteTouch(t *testing.T) {
 	if string(mem) != before {
 		t.Fatal("PrepareWrite changed the ring")
 	}
-	// Slots 14, 15, 0, 1 (wrapped): lines of slots 14 and 0 read, and the last, 1.
-	if got, want := r.Touch(14, 4), uint32(14<<8^0^1<<8); got != want {
+	// Slots 14, 15, 0, 1 (wrapped): lines of slots 14 and 0 read (slot 0's
+	// metadata is 0), and the last, 1.
+	if got, want := r.Touch(14, 4), uint32(14<<8^1<<8); got != want {
 		t.Fatalf("Touch: %#x, want %#x", got, want)
 	}
 	if r.Touch(3, 0) != 0 {
