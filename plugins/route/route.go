@@ -198,7 +198,8 @@ func (f *forwarder) lookupBurst(fib *FIB, b *packet.Burst) {
 // neighborBurst looks up the next hops of the burst's routed packets in the
 // neighbour cache together (Table.LookupBurst): in a cache larger than the
 // CPU's caches, each lookup is a chain of misses, and a burst's chains
-// overlap. A packet that route drops before its next hop cost a wasted one.
+// overlap. Consecutive packets to the same next hop share a lookup. A packet
+// that route drops before its next hop cost a wasted one.
 func (f *forwarder) neighborBurst(ctx *plugins.Context, b *packet.Burst) {
 	f.nbFresh = f.table != nil
 	if !f.nbFresh {
@@ -219,7 +220,14 @@ func (f *forwarder) neighborBurst(ctx *plugins.Context, b *packet.Burst) {
 		if nh.Kind == Gateway {
 			next = nh.Via
 		}
-		f.nbKey[n], f.nbPos[i], f.nbOK[i] = Key{Port: out.ID, Addr: next}, uint8(n), true
+		k := Key{Port: out.ID, Addr: next}
+		f.nbOK[i] = true
+		// A run of packets to one next hop (a gateway's) looks it up once.
+		if n > 0 && f.nbKey[n-1] == k {
+			f.nbPos[i] = uint8(n - 1)
+			continue
+		}
+		f.nbKey[n], f.nbPos[i] = k, uint8(n)
 		n++
 	}
 	f.table.LookupBurst(f.nbKey[:n], f.nbRes[:n], ctx.Now)
