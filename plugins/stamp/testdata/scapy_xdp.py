@@ -6,8 +6,11 @@
 builds N unauthenticated test packets with scapy.contrib.stamp (the spec of
 scapy_stamp.py build; the packets whose index is in spec["tlv"] get the TLV
 bytes spec["tlv_hex"] after the base packet), sends them on IFACE one at a
-time, and prints each as "sent HEX" and each reply it captures (the frames
-whose UDP source port is 862) as "reply HEX".
+time, each once the last one's reply came back (or after 30 s without it), and
+prints each as "sent HEX" and each reply it captures (the frames whose UDP
+source port is 862) as "reply HEX". Waiting keeps a stateful reflector's
+order: on a loaded host a packet its XDP program passes to Go could otherwise
+be answered after the next one, which the program answers itself.
 """
 import json
 import sys
@@ -25,7 +28,9 @@ def main():
     # The first packet leaves once the socket is open, however long a busy
     # machine takes to open it.
     ready = threading.Event()
+    answered = threading.Semaphore(0)
     sniffer = AsyncSniffer(iface=iface, lfilter=lambda p: UDP in p and p[UDP].sport == 862,
+                           prn=lambda p: answered.release(),
                            count=n, timeout=60, started_callback=ready.set)
     sniffer.start()
     if not ready.wait(60):
@@ -42,6 +47,7 @@ def main():
             p = p / Raw(bytes.fromhex(spec["tlv_hex"]))
         print("sent " + raw(p).hex(), flush=True)
         sendp(p, iface=iface, verbose=False)
+        answered.acquire(timeout=30)
     sniffer.join()
     for r in sniffer.results or []:
         print("reply " + raw(r).hex(), flush=True)
