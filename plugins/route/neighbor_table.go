@@ -265,14 +265,16 @@ type Found struct {
 
 // LookupBurst is Lookup for each of keys, into found[i] for keys[i]; found
 // must be at least as long. Each group of up to packet.MaxBurst keys is done
-// in stages, as DPDK's rte_hash_lookup_bulk does: hash every key, then load
-// every key's line of tags, then every matching slot, then look each key up
-// as Lookup does. A lookup in a table larger than the caches is a chain of
-// dependent misses (the tags, then the slot); one key after another, those
-// chains queue, while here the misses of a stage overlap, and the last stage
-// finds its lines in the cache. The early loads are hints: the last stage
-// reads tags and slots again under the seqlock, so LookupBurst's answers are
-// Lookup's, and like Lookup it never locks and never allocates.
+// in stages, as DPDK's rte_hash_lookup_bulk does: hash every key, load every
+// key's line of tags, match the tags, load every first matching slot, then
+// read each key's matching slots as Lookup does. A lookup in a table larger
+// than the caches is a chain of dependent misses (the tags, then the slot);
+// one key after another, those chains queue, while here the misses of a
+// stage overlap, and the next stage finds its lines in the cache. The loads
+// into the sink are hints; the match is Lookup's scan of the tags, and each
+// matching slot is read under its seqlock and its key compared, so
+// LookupBurst's answers are Lookup's, and like Lookup it never locks and
+// never allocates.
 func (t *Table) LookupBurst(keys []Key, found []Found, now int64) {
 	found = found[:len(keys)]
 	for len(keys) > 0 {
