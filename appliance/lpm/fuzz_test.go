@@ -51,7 +51,7 @@ func FuzzUpdates(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		tabs := map[bool]table{true: t4{t4x}, false: t6{t6x}}
+		tabs := map[bool]table{true: newT4(t4x), false: t6{t6x}}
 		rules := map[bool]ref{true: {}, false: {}}
 		defer func() { // leave the shared tables empty for the next input
 			for v4, rs := range rules {

@@ -70,6 +70,33 @@ func (x *Table4) NextHop(a uint32) uint32 {
 	return e&valMask - 1 // nextHop(e), cheaper for the inliner
 }
 
+// Reader4 is a table's lookup state, loaded once for a run of lookups: the
+// base of tbl24, and the table for the group pool's, which only a lookup
+// that reads a group needs. The regions never move (they are mapped once,
+// when the table is made), so a Reader4 stays valid for the table's life and
+// sees every later change, as Table4's own lookups do. It is two words, so
+// that a caller's local one (and a struct holding it with two more words,
+// as route.Reader) stays in registers across a run of lookups: a lookup
+// through the *Table4 loads the bases again after each entry load, as an
+// atomic load orders every memory access around it for the compiler.
+type Reader4 struct {
+	tbl24 *[1 << rootBits]uint32
+	t     *trie
+}
+
+// Reader is the table's Reader4.
+func (x *Table4) Reader() Reader4 { return Reader4{x.t.tbl24, &x.t} }
+
+// NextHop is Table4.NextHop: small enough to inline into a caller's own
+// inlinable lookup (route's Reader.Lookup4; TestLookupInlined there).
+func (r Reader4) NextHop(a uint32) uint32 {
+	e := atomic.LoadUint32(&r.tbl24[a>>8])
+	if e&entValid == 0 {
+		e = atomic.LoadUint32(&r.t.tbl8[e<<8|a&0xff])
+	}
+	return e&valMask - 1
+}
+
 // nextHop is a leaf's next hop, or NoNextHop for an empty entry (0), without
 // a branch: a leaf holds its next hop plus one (mkEntry).
 func nextHop(e uint32) uint32 { return e&valMask - 1 }
