@@ -87,14 +87,22 @@ type Reader4 struct {
 // Reader is the table's Reader4.
 func (x *Table4) Reader() Reader4 { return Reader4{x.t.tbl24, &x.t} }
 
-// NextHop is Table4.NextHop: small enough to inline into a caller's own
-// inlinable lookup (route's Reader.Lookup4; TestLookupInlined there).
-func (r Reader4) NextHop(a uint32) uint32 {
+// NextHop is Table4.NextHop.
+func (r Reader4) NextHop(a uint32) uint32 { return r.Slot(a) - 1 }
+
+// Slot is NextHop plus one, so 0 for none and at most MaxNextHop+1: the leaf's
+// own value (see mkEntry). A caller whose next hops sit in a table at their
+// id plus one, slot 0 standing for none, indexes it with Slot directly: one
+// test for none (the mask's own flags), no subtraction, and no bounds check
+// on a table of MaxNextHop+2 (the compiler knows the mask). It is small
+// enough to inline into a caller's own inlinable lookup (route's
+// Reader.Lookup4; TestLookupInlined there).
+func (r Reader4) Slot(a uint32) uint32 {
 	e := atomic.LoadUint32(&r.tbl24[a>>8])
 	if e&entValid == 0 {
 		e = atomic.LoadUint32(&r.t.tbl8[e<<8|a&0xff])
 	}
-	return e&valMask - 1
+	return e & valMask
 }
 
 // nextHop is a leaf's next hop, or NoNextHop for an empty entry (0), without
@@ -106,7 +114,7 @@ func nextHop(e uint32) uint32 { return e&valMask - 1 }
 // any group entry, so that a burst's cache misses overlap.
 func (x *Table4) LookupBurst(dst []uint32, nh []uint32) {
 	nh = nh[:len(dst)]
-	tbl24 := x.t.tbl24
+	tbl24 := x.t.tbl24[:] // a slice: its nil check once, not one a lookup
 	for i, a := range dst {
 		nh[i] = atomic.LoadUint32(&tbl24[a>>8])
 	}
