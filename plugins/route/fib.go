@@ -5,9 +5,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/linerate/linerate/appliance/lpm"
 )
@@ -71,23 +74,52 @@ type NextHop struct {
 //
 // The tables hold next-hop ids. A next hop (with whether its routes are
 // static) gets its id the first time a route uses it and keeps it for the
-// FIB's life, so a reader holding an id always reads the next hop it named:
-// the id table only grows, by appending, and is published with an atomic
-// pointer. A table has few distinct next hops (its neighbours), so the ids
-// stay few however many routes share them.
+// FIB's life, so a reader holding an id always reads the next hop it named.
+// The id table is one mapping made with the FIB, room for every id a table
+// can hold (lpm.MaxNextHop), costing memory only where written: it never
+// moves, so a lookup indexes it with no length to load or check, and a
+// Reader's copy of its base is never stale. A table has few distinct next
+// hops (its neighbours), so the ids stay few however many routes share them.
+//
+// Why a reader sees a whole next hop: the writer writes an id's slot before
+// any entry naming the id is stored (lpm's atomic store), and never writes
+// it again; a reader reads the slot only after loading (atomically) an entry
+// that named the id, so the slot's write happens before the read (the Go
+// memory model's synchronisation by atomics).
 type FIB struct {
-	v4   *lpm.Table4
-	v6   *lpm.Table6
-	hops atomic.Pointer[[]hop] // by id
+	v4    *lpm.Table4
+	v6    *lpm.Table6
+	hops  *hopTable // by id, at id+1; slots [1, nhops] written
+	nhops uint32    // under mu
 
 	mu    sync.Mutex // one writer
 	hopID map[hop]uint32
 }
 
-// hop is a next hop as the id table keeps it.
+// hop is a next hop as the id table keeps it, 32 bytes, so that a lookup
+// finds it with a shift, not a multiply by its 22 bytes.
 type hop struct {
 	NextHop
 	static bool
+	_      [11]byte
+}
+
+// hopTable has a slot for every id, at id+1 (lpm.Reader4.Slot), and slot 0
+// for none, never written: indexed by a Slot (at most lpm.MaxNextHop+1) it
+// needs no bounds check.
+type hopTable [lpm.MaxNextHop + 2]hop
+
+// newHopTable maps the id table: 128 MiB of address space, MAP_NORESERVE,
+// costing a 4 KiB page per 128 ids written. hop holds no pointers, so the
+// garbage collector need not see it.
+func newHopTable() (*hopTable, []byte, error) {
+	size := int(unsafe.Sizeof(hopTable{}))
+	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map the next-hop table (%d MiB): %w", size>>20, err)
+	}
+	return (*hopTable)(unsafe.Pointer(&m[0])), m, nil
 }
 
 // The group pools' sizes: a DIR-24-8 group for each /24 holding a longer
@@ -109,8 +141,12 @@ func NewFIB() (*FIB, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FIB{v4: v4, v6: v6, hopID: map[hop]uint32{}}
-	f.hops.Store(&[]hop{})
+	hops, m, err := newHopTable()
+	if err != nil {
+		return nil, err
+	}
+	f := &FIB{v4: v4, v6: v6, hops: hops, hopID: map[hop]uint32{}}
+	runtime.AddCleanup(f, func(m []byte) { _ = unix.Munmap(m) }, m)
 	return f, nil
 }
 
@@ -134,20 +170,18 @@ func (f *FIB) id(h hop) (uint32, error) {
 	if id, ok := f.hopID[h]; ok {
 		return id, nil
 	}
-	cur := *f.hops.Load()
-	id := uint32(len(cur))
+	id := f.nhops
 	if id > lpm.MaxNextHop {
 		return 0, fmt.Errorf("%d distinct next hops: the table holds no more", id)
 	}
-	// Readers see the new length only after the slot is written; a full
-	// array is copied, never written where a reader may read.
-	next := append(cur, h)
-	f.hops.Store(&next)
+	// Written before any entry names id (see FIB), and never again.
+	f.hops[id+1] = h
+	f.nhops++
 	f.hopID[h] = id
 	return id, nil
 }
 
-func (f *FIB) hop(id uint32) hop { return (*f.hops.Load())[id] }
+func (f *FIB) hop(id uint32) hop { return f.hops[id+1] }
 
 func hopOf(r Route) hop {
 	h := hop{NextHop: NextHop{Kind: r.Kind, Port: r.Port}, static: r.Static}
@@ -255,22 +289,44 @@ func (f *FIB) Lookup6(dst [16]byte) (*NextHop, bool) {
 	if id == lpm.NoNextHop {
 		return nil, false
 	}
-	return f.nextHop(id), true
+	return &f.hops[id+1].NextHop, true
 }
 
 // Lookup4 finds the longest prefix holding dst, as Lookup6. It is small
 // enough for the compiler to inline (TestLookupInlined): a call, with the
-// caller's registers saved around it, cost more than the lookup. The id
-// table is loaded after the entry that named the id, so it is long enough.
+// caller's registers saved around it, cost more than the lookup. For a run
+// of lookups, Reader.Lookup4 is cheaper.
 func (f *FIB) Lookup4(dst [4]byte) (*NextHop, bool) {
-	id := f.v4.NextHop(binary.BigEndian.Uint32(dst[:]))
-	if id == lpm.NoNextHop {
+	s := f.v4.Reader().Slot(binary.BigEndian.Uint32(dst[:]))
+	if s == 0 {
 		return nil, false
 	}
-	return &(*f.hops.Load())[id].NextHop, true
+	return &f.hops[s].NextHop, true
 }
 
-func (f *FIB) nextHop(id uint32) *NextHop { return &(*f.hops.Load())[id].NextHop }
+// Reader is a FIB's lookup state loaded once for a run of lookups (a burst):
+// the IPv4 table's bases (lpm.Reader4) and the next-hop table's. Three
+// words, so that a local one stays in registers across the run, where a
+// lookup through the *FIB loads them again each time (an atomic load orders
+// every memory access around it for the compiler). Nothing it holds ever
+// moves, so it sees every change to the FIB as FIB.Lookup4 does and stays
+// valid for the FIB's life.
+type Reader struct {
+	v4   lpm.Reader4
+	hops *hopTable
+}
+
+// Reader is f's Reader.
+func (f *FIB) Reader() Reader { return Reader{v4: f.v4.Reader(), hops: f.hops} }
+
+// Lookup4 is FIB.Lookup4, and as small (TestLookupInlined).
+func (r Reader) Lookup4(dst [4]byte) (*NextHop, bool) {
+	s := r.v4.Slot(binary.BigEndian.Uint32(dst[:]))
+	if s == 0 {
+		return nil, false
+	}
+	return &r.hops[s].NextHop, true
+}
 
 // Lookup4Burst looks up every destination of dst (IPv4 addresses as
 // big-endian integers) into nh, as long, nil for no route. It reads every
@@ -299,15 +355,14 @@ func (f *FIB) Lookup6Burst(dst [][16]byte, nh []*NextHop) {
 
 const burstChunk = 64
 
-// hopsOf turns ids into next hops. The id table is loaded after the entries
-// that named them, so it is long enough.
+// hopsOf turns ids into next hops.
 func (f *FIB) hopsOf(ids []uint32, nh []*NextHop) {
-	hops := *f.hops.Load()
+	hops := f.hops[:] // a slice: its nil check once, not one a lookup
 	nh = nh[:len(ids)]
 	for i, id := range ids {
-		var h *NextHop           // one store (and write-barrier check) per slot
-		if int(id) < len(hops) { // NoNextHop is not
-			h = &hops[id].NextHop
+		var h *NextHop            // one store (and write-barrier check) per slot
+		if id <= lpm.MaxNextHop { // NoNextHop is not
+			h = &hops[id+1].NextHop
 		}
 		nh[i] = h
 	}

@@ -13,7 +13,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
+	"github.com/linerate/linerate/appliance/lpm"
 	"github.com/linerate/linerate/appliance/packet"
 	"github.com/linerate/linerate/plugins/stagetest"
 )
@@ -182,6 +184,8 @@ func TestFIBNoAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() {
 		f.Lookup6(a6)
 		f.Lookup4(a4)
+		r := f.Reader()
+		r.Lookup4(a4)
 		f.Lookup4Burst(d4, nh)
 		f.Lookup6Burst(d6, nh)
 	}); n != 0 {
@@ -189,11 +193,12 @@ func TestFIBNoAllocs(t *testing.T) {
 	}
 }
 
-// TestLookupInlined: FIB.Lookup4 (with lpm's NextHop inside it) is within
-// the compiler's inlining budget. A call cost more than the lookup itself
-// (the caller's registers are saved and reloaded around it, as Go has no
-// callee-saved registers): 3.8 ns a hot lookup against 2.2 inlined, so a
-// change that pushes it over the budget is a regression this test names.
+// TestLookupInlined: FIB.Lookup4 and Reader.Lookup4 (with lpm's NextHop
+// inside them) are within the compiler's inlining budget. A call cost more
+// than the lookup itself (the caller's registers are saved and reloaded
+// around it, as Go has no callee-saved registers): 3.8 ns a hot lookup
+// against 2.2 inlined, so a change that pushes either over the budget is a
+// regression this test names.
 func TestLookupInlined(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -206,13 +211,28 @@ func TestLookupInlined(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}
-	re := regexp.MustCompile(`(?m)^.*fib\.go:\d+:\d+: (can|cannot) inline \(\*FIB\)\.Lookup4\b.*$`)
-	m := re.FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("no inlining verdict for (*FIB).Lookup4 in:\n%s", out)
+	for _, fn := range []string{`\(\*FIB\)\.Lookup4`, `Reader\.Lookup4`} {
+		re := regexp.MustCompile(`(?m)^.*fib\.go:\d+:\d+: (can|cannot) inline ` + fn + `\b.*$`)
+		m := re.FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("no inlining verdict for %s in:\n%s", fn, out)
+		}
+		if string(m[1]) != "can" {
+			t.Errorf("not inlined: %s", m[0])
+		}
 	}
-	if string(m[1]) != "can" {
-		t.Errorf("FIB.Lookup4 is not inlined: %s", m[0])
+}
+
+// TestHopTable: a next hop's record is 32 bytes, so that a lookup finds it
+// with a shift (a multiply by its 22 bytes before the padding), and the id
+// table has a slot for every id lpm can hold plus slot 0 for none, so that
+// Reader.Lookup4 indexes it by lpm's Slot with no bounds check.
+func TestHopTable(t *testing.T) {
+	if n := unsafe.Sizeof(hop{}); n != 32 {
+		t.Errorf("hop is %d bytes, want 32", n)
+	}
+	if n := len(hopTable{}); n != lpm.MaxNextHop+2 {
+		t.Errorf("the id table has %d slots, want %d", n, lpm.MaxNextHop+2)
 	}
 }
 
@@ -236,6 +256,7 @@ func TestFIBUpdatesAgainstBruteForce(t *testing.T) {
 	}
 	want := map[netip.Prefix]Route{}
 	pool := randomRoutes(r, 600)
+	old := f.Reader() // before any route or next hop: it must see them all
 	for step := range 2500 {
 		rt := pool[r.IntN(len(pool))]
 		rt.Port = uint16(r.IntN(4)) // a new next hop when it replaces
@@ -303,6 +324,9 @@ func TestFIBUpdatesAgainstBruteForce(t *testing.T) {
 			}
 			if a.Is4() {
 				b := a.As4()
+				if g, gok := old.Lookup4(b); g != h || gok != ok {
+					t.Fatalf("step %d: %s → %+v %v through a Reader, %+v %v through the FIB", step, a, g, gok, h, ok)
+				}
 				d4, w4 = append(d4, binary.BigEndian.Uint32(b[:])), append(w4, h)
 			} else {
 				d6, w6 = append(d6, a.As16()), append(w6, h)
@@ -358,9 +382,13 @@ func TestFIBConcurrentReaders(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !stop.Load() {
+			for pass := 0; !stop.Load(); pass++ {
+				rd := f.Reader() // one a pass, as the route stage makes one a burst
 				for _, a := range as {
 					h, ok := f.Lookup(a)
+					if a.Is4() && pass%2 == 1 {
+						h, ok = rd.Lookup4(a.As4())
+					}
 					switch {
 					case !ok:
 					case h.Kind == Connected && h.Port == 1:
