@@ -355,7 +355,10 @@ func lastAddr(p netip.Prefix) netip.Addr {
 // and deletes routes with next hops they have never seen (so the next-hop id
 // table grows under them). Every answer must be one the address could have:
 // its covering stable route's, or one of the churned routes' holding it. Under
-// -race this also proves the readers' path is free of data races.
+// -race this also checks the readers' path for data races on the heap; the
+// tables and the next-hop table are mappings the detector does not watch
+// (lpm's own tests put its tables on the heap; the next-hop slots' order is
+// argued at FIB).
 func TestFIBConcurrentReaders(t *testing.T) {
 	f, err := BuildFIB([]Route{
 		{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Kind: Connected, Port: 1},
