@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -51,19 +50,7 @@ func BenchmarkTransitNamespaces(b *testing.B) {
 	var base float64
 	for si, n := range scaleNamespaces {
 		b.Run(fmt.Sprintf("namespaces=%d", n), func(b *testing.B) {
-			dir := b.TempDir()
-			keys, err := DealPOT(3, 0xFFFFFFFFFFFFFFC5, rand.New(rand.NewPCG(3, 4)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			var files []string
-			for i := range keys {
-				f := filepath.Join(dir, fmt.Sprintf("node%d.toml", i))
-				if err := WritePOTKey(f, &keys[i]); err != nil {
-					b.Fatal(err)
-				}
-				files = append(files, f)
-			}
+			files := potKeyFiles(b)
 			h := newHarness(b)
 			enc := h.MustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xF00000", hops = 3 }`)+
 				fmt.Sprintf("pot = { namespace = 123, key_file = %q }\n", files[0]))

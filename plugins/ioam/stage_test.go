@@ -464,23 +464,31 @@ func TestIncrementalGrowth(t *testing.T) {
 	}
 }
 
-// POT: encapsulating node, transit and verifier hold the shares of one
-// secret; the verifier accepts the full path and refuses one that skipped the
-// transit.
-func TestPOTPath(t *testing.T) {
-	dir := t.TempDir()
+// potKeyFiles deals one secret's POT shares to three nodes (seeded) and
+// writes each node's key file: encap, transit, decap.
+func potKeyFiles(tb testing.TB) []string {
+	tb.Helper()
+	dir := tb.TempDir()
 	keys, err := DealPOT(3, 0xFFFFFFFFFFFFFFC5, rand.New(rand.NewPCG(3, 4)))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	var files []string
 	for i := range keys {
 		f := filepath.Join(dir, fmt.Sprintf("node%d.toml", i))
 		if err := WritePOTKey(f, &keys[i]); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		files = append(files, f)
 	}
+	return files
+}
+
+// POT: encapsulating node, transit and verifier hold the shares of one
+// secret; the verifier accepts the full path and refuses one that skipped the
+// transit.
+func TestPOTPath(t *testing.T) {
+	files := potKeyFiles(t)
 	h := newHarness(t)
 	enc := h.MustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0x800000", hops = 3 }`)+
 		fmt.Sprintf("pot = { namespace = 123, key_file = %q }\n", files[0]))

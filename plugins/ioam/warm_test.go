@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,19 +18,7 @@ import (
 // warmed). Every packet leaves both byte for byte the same: node data, POT
 // cumulative value and all.
 func TestTransitWarmedSameResult(t *testing.T) {
-	dir := t.TempDir()
-	keys, err := DealPOT(3, 0xFFFFFFFFFFFFFFC5, rand.New(rand.NewPCG(3, 4)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for i := range keys {
-		f := filepath.Join(dir, fmt.Sprintf("node%d.toml", i))
-		if err := WritePOTKey(f, &keys[i]); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
+	files := potKeyFiles(t)
 	h := newHarness(t)
 	enc := h.MustBuild("ioam.encap", encapKeys(1, "encap", `{ namespace = 123, type = "0xF00000", hops = 3 }`)+
 		fmt.Sprintf("pot = { namespace = 123, key_file = %q }\n", files[0]))
