@@ -237,15 +237,38 @@ func TestAgainstLinearScan(t *testing.T) {
 	}
 }
 
+// step is one change of a table: "add" p → nh, or "del" p.
+type step struct {
+	op string
+	p  netip.Prefix
+	nh uint32
+}
+
+// runSteps makes each change to tab and rules, and checks every address of
+// as against rules after it.
+func runSteps(t *testing.T, tab table, rules ref, steps []step, as []netip.Addr) {
+	t.Helper()
+	for i, s := range steps {
+		var err error
+		if s.op == "add" {
+			_, err = tab.insert(s.p, s.nh)
+			rules[s.p] = s.nh
+		} else {
+			err = tab.delete(s.p)
+			delete(rules, s.p)
+		}
+		if err != nil {
+			t.Fatalf("step %d %s %s: %v", i, s.op, s.p, err)
+		}
+		check(t, tab, rules, as, s.op+" "+s.p.String())
+	}
+}
+
 func TestCases(t *testing.T) {
 	tab := newTable(t, true, 16)
 	rules := ref{}
 	pfx := netip.MustParsePrefix
-	steps := []struct {
-		op string
-		p  netip.Prefix
-		nh uint32
-	}{
+	steps := []step{
 		{"add", pfx("0.0.0.0/0"), 1},
 		{"add", pfx("192.0.2.0/24"), 2},
 		{"add", pfx("192.0.2.128/25"), 3},
@@ -263,20 +286,7 @@ func TestCases(t *testing.T) {
 	as := []netip.Addr{netip.MustParseAddr("192.0.2.0"), netip.MustParseAddr("192.0.2.127"),
 		netip.MustParseAddr("192.0.2.128"), netip.MustParseAddr("192.0.2.129"), netip.MustParseAddr("192.0.2.255"),
 		netip.MustParseAddr("192.0.3.1"), netip.MustParseAddr("192.1.0.0"), netip.MustParseAddr("10.0.0.1")}
-	for i, s := range steps {
-		var err error
-		if s.op == "add" {
-			_, err = tab.insert(s.p, s.nh)
-			rules[s.p] = s.nh
-		} else {
-			err = tab.delete(s.p)
-			delete(rules, s.p)
-		}
-		if err != nil {
-			t.Fatalf("step %d %s %s: %v", i, s.op, s.p, err)
-		}
-		check(t, tab, rules, as, s.op+" "+s.p.String())
-	}
+	runSteps(t, tab, rules, steps, as)
 	if g := tab.Stats().Groups; g != 0 {
 		t.Errorf("%d groups in use with no prefix longer than /24", g)
 	}
@@ -293,11 +303,7 @@ func TestDefaultWithGroups(t *testing.T) {
 		t.Run(map[bool]string{true: "v4", false: "v6"}[v4], func(t *testing.T) {
 			tab := newTable(t, v4, 64)
 			rules := ref{}
-			steps := []struct {
-				op string
-				p  netip.Prefix
-				nh uint32
-			}{
+			steps := []step{
 				{"add", pfx("192.0.2.128/25"), 1}, // a group under an empty entry
 				{"add", pfx("198.51.100.0/26"), 2},
 				{"add", pfx("198.51.0.0/16"), 3}, // and one under a /16
@@ -323,20 +329,7 @@ func TestDefaultWithGroups(t *testing.T) {
 			for _, s := range steps {
 				as = append(as, probes(rand.New(rand.NewPCG(1, 2)), v4, ref{s.p: 0}, 0)...)
 			}
-			for i, s := range steps {
-				var err error
-				if s.op == "add" {
-					_, err = tab.insert(s.p, s.nh)
-					rules[s.p] = s.nh
-				} else {
-					err = tab.delete(s.p)
-					delete(rules, s.p)
-				}
-				if err != nil {
-					t.Fatalf("step %d %s %s: %v", i, s.op, s.p, err)
-				}
-				check(t, tab, rules, as, s.op+" "+s.p.String())
-			}
+			runSteps(t, tab, rules, steps, as)
 			if st := tab.Stats(); st.Groups != 0 {
 				t.Errorf("%d groups in use in an empty table", st.Groups)
 			}
