@@ -283,7 +283,11 @@ func (f *FIB) route(p netip.Prefix, h hop) Route {
 // Lookup6 finds the longest prefix holding dst. The next hop is the FIB's
 // own, shared and never changed: read it, do not write it. (A pointer, as a
 // 20-byte struct returned by value cost more than the lookup: the copies
-// through the stack stalled store forwarding.)
+// through the stack stalled store forwarding.) It points into the FIB's
+// mapped id table, which the garbage collector does not see: it is valid
+// while f is reachable, so a caller that may hold the only reference to f
+// keeps f alive (runtime.KeepAlive) until it is done with the next hop. The
+// stages need not: their Routed holds the FIB for as long as they run.
 func (f *FIB) Lookup6(dst [16]byte) (*NextHop, bool) {
 	id := f.v6.NextHop(&dst)
 	if id == lpm.NoNextHop {
@@ -304,7 +308,8 @@ func (f *FIB) Lookup4(dst [4]byte) (*NextHop, bool) {
 	return &f.hops[s].NextHop, true
 }
 
-// Reader is a FIB's lookup state loaded once for a run of lookups (a burst):
+// Reader is a FIB's lookup state loaded once for a run of lookups (a burst),
+// used while the FIB is reachable (see Lookup6):
 // the IPv4 table's bases (lpm.Reader4) and the next-hop table's. Three
 // words, so that a local one stays in registers across the run, where a
 // lookup through the *FIB loads them again each time (an atomic load orders

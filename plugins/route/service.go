@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -294,5 +295,8 @@ func (s *service) Lookup(_ context.Context, req *api.LookupRequest) (*api.Lookup
 			r.Neighbor = s.neighborEntry(rt, e, now)
 		}
 	}
+	// nh is in f's mapped memory: a reload that drops rt while this call
+	// runs must not let f (and its mapping) go before nh's last use.
+	runtime.KeepAlive(f)
 	return r, nil
 }
