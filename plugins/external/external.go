@@ -545,9 +545,9 @@ func (in *instance) answeredEarly() bool {
 	return true
 }
 
-// result applies one verdict, to a packet given back (back). The window is checked against the packet's own
-// buffer: the plugin names no memory, it only moves the window inside the
-// buffer it was lent.
+// result applies one verdict, to a packet given back (back). The window is
+// checked against the packet's own buffer: the plugin names no memory, it
+// only moves the window inside the buffer it was lent.
 func (in *instance) result(ctx *plugins.Context, h packet.Handle, d memif.Desc, b *packet.Burst) {
 	p := h.P() // back already: the caller ended its loan
 	pid := p.PoolID()
