@@ -180,9 +180,10 @@ func (c *collector) Process(ctx *plugins.Context, b *packet.Burst) {
 	}
 	c.uoff = ctx.Clock.UnixOffset()
 	multi := ctx.Env.NumInstances() > 1
-	c.warmCo(ctx, b, t, multi)
-	c.batching = true
-	defer c.endBatch()
+	if c.warmCo(ctx, b, t, multi) {
+		c.batching = true
+		defer c.endBatch()
+	}
 	for i := 0; i < b.N; i++ {
 		h := b.H[i]
 		p := h.P()

@@ -115,11 +115,13 @@ func (r *reflector) warmRf(b *packet.Burst, t *rfTable) {
 // (584 bytes: the checks' addresses and ports, its layouts, the pointers to
 // its hot record and its FIFO), then of the session's hot record (736
 // bytes: a reply reads or writes nearly all of it) where this lcore owns
-// the session, then the FIFO's ring. The FIFO's slots are written at the
-// burst's end, all together (putRecs), where their misses overlap.
-func (c *collector) warmCo(ctx *plugins.Context, b *packet.Burst, t *txTable, multi bool) {
+// the session, then the FIFO's ring, and says whether it did. The FIFO's
+// slots are then written at the burst's end, all together (putRecs), where
+// their misses overlap; with few sessions each record goes in as it comes,
+// not copied twice.
+func (c *collector) warmCo(ctx *plugins.Context, b *packet.Burst, t *txTable, multi bool) bool {
 	if b.N < 2 || len(t.m) < warmTxSessions {
-		return
+		return false
 	}
 	var ids [packet.MaxBurst]uint16
 	var ss [packet.MaxBurst]*txSession
@@ -175,6 +177,7 @@ func (c *collector) warmCo(ctx *plugins.Context, b *packet.Burst, t *txTable, mu
 		}
 	}
 	c.sink += x
+	return true
 }
 
 // pendingRec is a record waiting for the burst's end to enter its
