@@ -56,25 +56,7 @@ func BenchmarkTransitNamespaces(b *testing.B) {
 				fmt.Sprintf("pot = { namespace = 123, key_file = %q }\n", files[0]))
 			frame := h.run(benchFrame(b, 66), 0, false, enc).data
 			ids, order := scaleNSIDs(n)
-			var nsKeys, potKeys strings.Builder
-			nsKeys.WriteString("namespaces = [")
-			potKeys.WriteString("pot = [")
-			for i, id := range ids {
-				if i > 0 {
-					nsKeys.WriteString(", ")
-					potKeys.WriteString(", ")
-				}
-				fmt.Fprintf(&nsKeys, "{ id = %d, data = %d }", id, i)
-				fmt.Fprintf(&potKeys, "{ namespace = %d, key_file = %q }", id, files[1])
-			}
-			nsKeys.WriteString("]")
-			potKeys.WriteString("]\n")
-			keys2 := nodeKeys(2)
-			old := regexp.MustCompile(`(?m)^namespaces = .*$`)
-			if !old.MatchString(keys2) {
-				b.Fatalf("nodeKeys changed: %s", keys2)
-			}
-			tr := h.MustBuild("ioam.transit", old.ReplaceAllLiteralString(keys2, nsKeys.String())+potKeys.String())
+			tr := h.MustBuild("ioam.transit", scaleTransitKeys(b, ids, files[1]))
 			// Where the two namespace ids are.
 			var s scan
 			if err := scanPacket(frame, 14, &s); err != nil || s.nTrace != 1 || s.pot == 0 {
@@ -146,4 +128,29 @@ func BenchmarkTransitNamespaces(b *testing.B) {
 			b.ReportMetric(ns/base, "x-smallest")
 		})
 	}
+}
+
+// scaleTransitKeys is node 2's transit config with a namespace for each of
+// ids (its data field the id's index) and a POT key, potFile, for each.
+func scaleTransitKeys(tb testing.TB, ids []uint16, potFile string) string {
+	tb.Helper()
+	var nsKeys, potKeys strings.Builder
+	nsKeys.WriteString("namespaces = [")
+	potKeys.WriteString("pot = [")
+	for i, id := range ids {
+		if i > 0 {
+			nsKeys.WriteString(", ")
+			potKeys.WriteString(", ")
+		}
+		fmt.Fprintf(&nsKeys, "{ id = %d, data = %d }", id, i)
+		fmt.Fprintf(&potKeys, "{ namespace = %d, key_file = %q }", id, potFile)
+	}
+	nsKeys.WriteString("]")
+	potKeys.WriteString("]\n")
+	keys := nodeKeys(2)
+	old := regexp.MustCompile(`(?m)^namespaces = .*$`)
+	if !old.MatchString(keys) {
+		tb.Fatalf("nodeKeys changed: %s", keys)
+	}
+	return old.ReplaceAllLiteralString(keys, nsKeys.String()) + potKeys.String()
 }

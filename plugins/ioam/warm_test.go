@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/linerate/linerate/appliance/packet"
@@ -24,21 +22,7 @@ func TestTransitWarmedSameResult(t *testing.T) {
 		fmt.Sprintf("pot = { namespace = 123, key_file = %q }\n", files[0]))
 	frame := h.run(buildFrame(t, frameSpec{payload: 66 - 4 - 14 - 40 - 8}), 0, false, enc).data
 	ids, order := scaleNSIDs(warmNamespaces + 76)
-	var nsKeys, potKeys strings.Builder
-	nsKeys.WriteString("namespaces = [")
-	potKeys.WriteString("pot = [")
-	for i, id := range ids {
-		if i > 0 {
-			nsKeys.WriteString(", ")
-			potKeys.WriteString(", ")
-		}
-		fmt.Fprintf(&nsKeys, "{ id = %d, data = %d }", id, i)
-		fmt.Fprintf(&potKeys, "{ namespace = %d, key_file = %q }", id, files[1])
-	}
-	nsKeys.WriteString("]")
-	potKeys.WriteString("]\n")
-	keys2 := regexp.MustCompile(`(?m)^namespaces = .*$`).ReplaceAllLiteralString(nodeKeys(2), nsKeys.String()) +
-		potKeys.String()
+	keys2 := scaleTransitKeys(t, ids, files[1])
 	warmed := h.MustBuild("ioam.transit", keys2)
 	single := h.MustBuild("ioam.transit", keys2)
 	var s scan
