@@ -15,7 +15,7 @@ import (
 // burst's misses overlap (as VPP's graph nodes prefetch, and as the RLNC
 // receiver's warm and the route stage's Lookup4Burst do); then it does the
 // work on warm lines. Warming is read-only and reads only fields that the
-// lcore owns or that never change after a session is made (no atomics):
+// lcore owns, that never change after a session is made, or atomics:
 // a guess that is wrong (a packet that turns out not to be a reply) costs a
 // wasted read, never a wrong result.
 
